@@ -1,0 +1,106 @@
+// common.h: the small utilities every zeroc program shares.
+// One-line errors that name the file and the problem, checked file I/O,
+// timing, and the deterministic random number generator used for
+// initialization and sampling (identical on every platform and rank).
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <string.h>
+#include <errno.h>
+#include <time.h>
+#include <math.h>
+
+// ----------------------------------------------------------------------------
+// errors: every fatal problem is one line on stderr and a non-zero exit.
+// Under MPI every rank reaches the same check with the same data, so every
+// rank prints and exits and no rank is left waiting in a collective.
+
+static int g_error_rank = -1;   // set by the communicator so errors say which rank
+
+static void fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (g_error_rank > 0) fprintf(stderr, "[rank %d] ", g_error_rank);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+static void *xmalloc(size_t n, const char *what) {
+    void *p = NULL;
+    if (n == 0) n = 1;
+    // 64-byte alignment: a cache line and a full AVX-512 register
+    if (posix_memalign(&p, 64, (n + 63) & ~(size_t)63) != 0 || !p)
+        fatal("out of memory allocating %zu bytes for %s", n, what);
+    return p;
+}
+
+static void *xcalloc(size_t n, const char *what) {
+    void *p = xmalloc(n, what);
+    memset(p, 0, n);
+    return p;
+}
+
+// ----------------------------------------------------------------------------
+// checked file I/O: each error names the file
+
+static FILE *fopen_or_die(const char *path, const char *mode) {
+    FILE *f = fopen(path, mode);
+    if (!f) fatal("%s: cannot open (%s)", path, strerror(errno));
+    return f;
+}
+
+static void fread_or_die(void *buf, size_t size, size_t count, FILE *f, const char *path, const char *what) {
+    size_t got = fread(buf, size, count, f);
+    if (got != count)
+        fatal("%s: truncated file: expected %zu bytes of %s, got %zu", path, size * count, what, size * got);
+}
+
+static void fwrite_or_die(const void *buf, size_t size, size_t count, FILE *f, const char *path) {
+    if (count && fwrite(buf, size, count, f) != count)
+        fatal("%s: write failed (%s)", path, strerror(errno));
+}
+
+static long long file_size_or_die(FILE *f, const char *path) {
+    if (fseeko(f, 0, SEEK_END) != 0) fatal("%s: cannot seek (%s)", path, strerror(errno));
+    long long n = (long long)ftello(f);
+    if (fseeko(f, 0, SEEK_SET) != 0) fatal("%s: cannot seek (%s)", path, strerror(errno));
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+// timing
+
+static double wall_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ----------------------------------------------------------------------------
+// random numbers: splitmix64 state, uniform floats and Box-Muller normals.
+// Defined bit for bit so that the CPU and GPU trainers initialize identically.
+
+typedef struct { uint64_t state; } Rng;
+
+static uint64_t rng_u64(Rng *r) {
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// uniform in [0, 1) with 24 random bits
+static float rng_uniform(Rng *r) { return (rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+// standard normal, one Box-Muller draw per value (computed in double, rounded once)
+static float rng_normal(Rng *r) {
+    double u1 = ((rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740993.0);  // (0, 1]
+    double u2 = (rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);          // [0, 1)
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}

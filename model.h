@@ -1,0 +1,173 @@
+// model.h: the parameter layout of both architectures, shared by the CPU
+// trainer, the GPU trainer, the checkpoint format and (mirrored) the PyTorch
+// reference. Parameters are grouped into units, the granularity at which
+// ZeRO-3 gathers and releases them:
+//
+//   unit 0          embedding:  gpt2: wte [Vp,C], wpe [maxT,C]      llama: wte [Vp,C]
+//   unit 1 .. L     layer l-1:  see LAYER_* below
+//   unit L+1        final:      gpt2: lnf_w [C], lnf_b [C]          llama: norm_w [C], lm_head [Vp,C]
+//
+// gpt2 ties its output head to wte (unit 0); llama has an untied lm_head.
+// Linear weights are [out, in] as in PyTorch: y = x W^T + b.
+// The flat order of all tensors (unit by unit, tensor by tensor, no padding)
+// is the order of the model file and of scripts/train_gpt.py's parameter list.
+#pragma once
+#include "config.h"
+
+#define MAX_TENSORS_PER_UNIT 12
+
+// tensors of one transformer layer (gpt2 uses all; llama the ones marked L)
+enum {
+    T_LN1_W,       // gpt2 ln_1.weight [C]          L: attn_norm.weight [C]
+    T_LN1_B,       // gpt2 ln_1.bias [C]
+    T_QKV_W,       // attn qkv [(H+2KV)*hd, C]      L
+    T_QKV_B,       // gpt2 [(H+2KV)*hd]
+    T_ATTPROJ_W,   // attn output proj [C, C]       L  (residual projection)
+    T_ATTPROJ_B,   // gpt2 [C]
+    T_LN2_W,       // gpt2 ln_2.weight [C]          L: mlp_norm.weight [C]
+    T_LN2_B,       // gpt2 ln_2.bias [C]
+    T_FC_W,        // gpt2 fc [F, C]                L: gate and up, fused [2F, C]: rows 0..F-1 gate (w1), F..2F-1 up (w3)
+    T_FC_B,        // gpt2 [F]
+    T_FCPROJ_W,    // mlp down proj [C, F]          L  (residual projection)
+    T_FCPROJ_B,    // gpt2 [C]
+    N_LAYER_TENSORS
+};
+
+static const char *LAYER_TENSOR_NAMES[N_LAYER_TENSORS] = {
+    "ln1_w", "ln1_b", "qkv_w", "qkv_b", "attproj_w", "attproj_b",
+    "ln2_w", "ln2_b", "fc_w", "fc_b", "fcproj_w", "fcproj_b"};
+
+typedef struct {
+    char name[32];
+    size_t offset;      // element offset inside its unit (unpadded)
+    size_t numel;
+    int rows, cols;     // 2-D: [rows, cols]; 1-D: rows = 1, cols = numel
+    int decay;          // AdamW weight decay applies (2-D weights and embeddings)
+    float init_std;     // normal(0, std); 0 means constant init_value
+    float init_value;   // 1 for norm weights, 0 for biases
+    int valid_rows;     // rows that are real (Vp padding rows beyond V stay zero)
+} TensorSpec;
+
+typedef struct {
+    char name[16];
+    int n_tensors;
+    TensorSpec t[MAX_TENSORS_PER_UNIT];
+    size_t numel;       // sum of the tensors' sizes
+    size_t flat_offset; // offset in the flat (unpadded) parameter order
+} UnitSpec;
+
+typedef struct {
+    ModelConfig cfg;
+    int n_units;        // L + 2
+    UnitSpec *units;
+    size_t num_params;  // total elements (unpadded, padded vocab rows included)
+    int layer_tensor_index[N_LAYER_TENSORS];  // index of each T_* inside a layer unit, -1 if absent
+} ModelLayout;
+
+static void unit_add(UnitSpec *u, const char *name, int rows, int cols, int decay, float std, float value, int valid_rows) {
+    TensorSpec *t = &u->t[u->n_tensors++];
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->offset = u->numel;
+    t->rows = rows; t->cols = cols;
+    t->numel = (size_t)rows * cols;
+    t->decay = decay; t->init_std = std; t->init_value = value;
+    t->valid_rows = valid_rows;
+    u->numel += t->numel;
+}
+
+static int model_unit_embed(const ModelLayout *L) { (void)L; return 0; }
+static int model_unit_layer(const ModelLayout *L, int l) { (void)L; return 1 + l; }
+static int model_unit_final(const ModelLayout *L) { return L->n_units - 1; }
+
+static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
+    memset(L, 0, sizeof(*L));
+    L->cfg = *c;
+    L->n_units = c->n_layer + 2;
+    L->units = (UnitSpec *)xcalloc(sizeof(UnitSpec) * L->n_units, "model layout");
+    int C = c->d_model, F = c->d_ff, Vp = c->padded_vocab, V = c->vocab_size;
+    int hd = C / c->n_head, qkv = (c->n_head + 2 * c->n_kv_head) * hd;
+    int gpt2 = c->arch == ARCH_GPT2;
+    float std = 0.02f, resid_std = 0.02f / sqrtf(2.0f * c->n_layer);
+
+    UnitSpec *u = &L->units[0];
+    strcpy(u->name, "embed");
+    unit_add(u, "wte", Vp, C, 1, std, 0, V);
+    if (gpt2) unit_add(u, "wpe", c->max_seq, C, 1, std, 0, c->max_seq);
+
+    for (int i = 0; i < N_LAYER_TENSORS; i++) L->layer_tensor_index[i] = -1;
+    for (int l = 0; l < c->n_layer; l++) {
+        u = &L->units[1 + l];
+        snprintf(u->name, sizeof(u->name), "layer%d", l);
+        int k = 0;
+#define ADD(T, r, cc, d, s, v) do { unit_add(u, LAYER_TENSOR_NAMES[T], r, cc, d, s, v, r); L->layer_tensor_index[T] = k++; } while (0)
+        ADD(T_LN1_W, 1, C, 0, 0, 1);
+        if (gpt2) ADD(T_LN1_B, 1, C, 0, 0, 0);
+        ADD(T_QKV_W, qkv, C, 1, std, 0);
+        if (gpt2) ADD(T_QKV_B, 1, qkv, 0, 0, 0);
+        ADD(T_ATTPROJ_W, C, C, 1, resid_std, 0);
+        if (gpt2) ADD(T_ATTPROJ_B, 1, C, 0, 0, 0);
+        ADD(T_LN2_W, 1, C, 0, 0, 1);
+        if (gpt2) ADD(T_LN2_B, 1, C, 0, 0, 0);
+        ADD(T_FC_W, gpt2 ? F : 2 * F, C, 1, std, 0);
+        if (gpt2) ADD(T_FC_B, 1, F, 0, 0, 0);
+        ADD(T_FCPROJ_W, C, F, 1, resid_std, 0);
+        if (gpt2) ADD(T_FCPROJ_B, 1, C, 0, 0, 0);
+#undef ADD
+    }
+    u = &L->units[L->n_units - 1];
+    strcpy(u->name, "final");
+    unit_add(u, gpt2 ? "lnf_w" : "norm_w", 1, C, 0, 0, 1, 1);
+    if (gpt2) unit_add(u, "lnf_b", 1, C, 0, 0, 0, 1);
+    else unit_add(u, "lm_head", Vp, C, 1, std, 0, V);
+
+    size_t off = 0;
+    for (int i = 0; i < L->n_units; i++) { L->units[i].flat_offset = off; off += L->units[i].numel; }
+    L->num_params = off;
+}
+
+static void model_layout_free(ModelLayout *L) { free(L->units); L->units = NULL; }
+
+// A layer's tensors inside a buffer that holds the layer unit (params or grads).
+// Absent tensors (llama biases) are NULL.
+typedef struct { float *t[N_LAYER_TENSORS]; } LayerView;
+
+static LayerView layer_view(const ModelLayout *L, float *unit_base) {
+    LayerView v;
+    const UnitSpec *u = &L->units[1];
+    for (int i = 0; i < N_LAYER_TENSORS; i++) {
+        int k = L->layer_tensor_index[i];
+        v.t[i] = k >= 0 ? unit_base + u->t[k].offset : NULL;
+    }
+    return v;
+}
+
+// Seeded GPT-2 style initialization of the whole model in flat order:
+// one splitmix64 stream from `seed`, tensor by tensor, row-major; padded
+// vocab rows are zero (and stay zero: their gradient is always zero).
+// Every rank and both trainers produce the same bits.
+static void model_init_params(const ModelLayout *L, float *flat, uint64_t seed) {
+    Rng rng = {seed};
+    for (int ui = 0; ui < L->n_units; ui++) {
+        const UnitSpec *u = &L->units[ui];
+        float *base = flat + u->flat_offset;
+        for (int k = 0; k < u->n_tensors; k++) {
+            const TensorSpec *t = &u->t[k];
+            float *p = base + t->offset;
+            size_t valid = (size_t)t->valid_rows * t->cols;
+            for (size_t i = 0; i < t->numel; i++)
+                p[i] = i >= valid ? 0.0f : t->init_std > 0 ? t->init_std * rng_normal(&rng) : t->init_value;
+        }
+    }
+}
+
+// FLOPs per token for one training step, PaLM/llm.c convention: 6 per
+// matmul weight (2 forward, 4 backward) plus 12*L*T*C for attention scores and
+// values (no discount for the causal mask), so 6N + 12LTC for GPT-2.
+static double model_flops_per_token(const ModelConfig *c, int T) {
+    double C = c->d_model, F = c->d_ff, hd = C / c->n_head;
+    double qkv = (c->n_head + 2.0 * c->n_kv_head) * hd;
+    double mlp = c->arch == ARCH_LLAMA ? 3.0 * C * F : 2.0 * C * F;
+    double per_layer = 2.0 * (C * qkv + C * C + mlp) + 4.0 * T * C;  // forward
+    double fwd = c->n_layer * per_layer + 2.0 * C * c->padded_vocab;
+    return 3.0 * fwd;
+}
