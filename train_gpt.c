@@ -1,0 +1,777 @@
+/*
+train_gpt.c: GPT-2 and LLaMA-style training on the CPU in fp32, with ZeRO
+stages 0-3 across MPI ranks. The correctness anchor of zeroc: it matches the
+PyTorch reference (scripts/train_gpt.py) to float rounding, and every ZeRO stage
+at every world size matches the single-process run.
+
+    make train_gpt_cpu ZERO=3
+    mpirun -np 4 ./train_gpt_cpu --preset small
+
+Reading order: the kernels (forward and backward of every operation), the model
+(one transformer layer forward and backward, then the whole model, written
+against zero.h's fetch/release and grads_begin/grads_end), then the training
+loop. The exact model is specified in docs/model.md.
+*/
+#include <omp.h>
+#include <cblas.h>
+#include "common.h"
+#include "config.h"
+#include "model.h"
+#include "dataloader.h"
+#include "tokenizer.h"
+#include "comm.h"
+#include "zero.h"
+#include "checkpoint.h"
+
+// OpenBLAS (the openmp build) has this; it keeps BLAS on our thread count.
+void openblas_set_num_threads(int num_threads);
+
+// ----------------------------------------------------------------------------
+// kernels: fp32, OpenMP. Every reduction runs in a fixed order whatever the
+// thread count, so runs are bitwise repeatable (resume relies on it).
+
+// out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias)
+static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
+    if (bias) {
+        #pragma omp parallel for
+        for (int n = 0; n < N; n++) for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+    }
+}
+
+// dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout
+static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                            int N, int C, int OC) {
+    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (dbias) {
+        #pragma omp parallel for
+        for (int o = 0; o < OC; o++) {
+            float s = 0;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+            dbias[o] += s;
+        }
+    }
+}
+
+// x = wte[tok] (+ wpe[t])
+static void encoder_forward(float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *e = wte + (size_t)tok[bt] * C, *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
+        float *o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + (p ? p[c] : 0.0f);
+    }
+}
+
+// scatter-add into the embedding rows; threads split the channels so the
+// order of additions per element is fixed
+static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C) {
+    #pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int c0 = C * id / nt, c1 = C * (id + 1) / nt;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *d = dout + (size_t)bt * C;
+            float *e = dwte + (size_t)tok[bt] * C, *p = dwpe ? dwpe + (size_t)(bt % T) * C : NULL;
+            for (int c = c0; c < c1; c++) { e[c] += d[c]; if (p) p[c] += d[c]; }
+        }
+    }
+}
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                              int N, int C, float eps) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++) { float d = x[c] - m; v += d * d; }
+        v /= C;
+        float s = 1.0f / sqrtf(v + eps);
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[n] = m; rstd[n] = s;
+    }
+}
+
+// dinp += ...; dw, db += ...
+static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N, int C) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float m = mean[n], s = rstd[n], dnorm_mean = 0, dnorm_norm_mean = 0;
+        for (int c = 0; c < C; c++) {
+            float norm = (x[c] - m) * s, dnorm = w[c] * d[c];
+            dnorm_mean += dnorm; dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= C; dnorm_norm_mean /= C;
+        float *di = dinp + (size_t)n * C;
+        for (int c = 0; c < C; c++) {
+            float norm = (x[c] - m) * s, dnorm = w[c] * d[c];
+            di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+    #pragma omp parallel for
+    for (int c = 0; c < C; c++) {
+        float sw = 0, sb = 0;
+        for (int n = 0; n < N; n++) {
+            float dd = dout[(size_t)n * C + c];
+            sw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dd;
+            sb += dd;
+        }
+        dw[c] += sw;
+        if (db) db[c] += sb;
+    }
+}
+
+static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float ss = 0;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float s = 1.0f / sqrtf(ss / C + eps);
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * w[c];
+        rstd[n] = s;
+    }
+}
+
+// y = x * s * w, s = (mean(x^2) + eps)^-1/2:  dx = s * (w*dy) - x * s^3 * mean(x * w * dy)
+static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                             int N, int C) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float s = rstd[n], dot = 0;
+        for (int c = 0; c < C; c++) dot += x[c] * w[c] * d[c];
+        dot /= C;
+        float *di = dinp + (size_t)n * C;
+        for (int c = 0; c < C; c++) di[c] += s * w[c] * d[c] - x[c] * s * s * s * dot;
+    }
+    #pragma omp parallel for
+    for (int c = 0; c < C; c++) {
+        float sw = 0;
+        for (int n = 0; n < N; n++) sw += inp[(size_t)n * C + c] * rstd[n] * dout[(size_t)n * C + c];
+        dw[c] += sw;
+    }
+}
+
+// RoPE on the q and k heads of qkv [N=B*T, (H+2KV)*hd], interleaved pairs.
+// sign = +1 rotates forward; -1 rotates back (the backward of a rotation).
+static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int H, int KV, int hd, float sign) {
+    int row = (H + 2 * KV) * hd, half = hd / 2;
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T;
+        float *x = qkv + (size_t)bt * row;
+        for (int h = 0; h < H + KV; h++) {      // q heads then k heads
+            float *e = x + h * hd;
+            for (int i = 0; i < half; i++) {
+                float c = cos_t[t * half + i], s = sign * sin_t[t * half + i];
+                float a = e[2 * i], b = e[2 * i + 1];
+                e[2 * i] = a * c - b * s;
+                e[2 * i + 1] = a * s + b * c;
+            }
+        }
+    }
+}
+
+// Causal attention with grouped-query heads. qkv [B,T,(H+2KV)*hd]; query head h
+// reads kv head h / (H/KV). att [B,H,T,T] keeps the probabilities; out [B,T,H*hd].
+static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int H, int KV, int hd) {
+    int row = (H + 2 * KV) * hd, C = H * hd, group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+    #pragma omp parallel for collapse(3)
+    for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++) {
+        const float *q = qkv + ((size_t)b * T + t) * row + h * hd;
+        int g = h / group;
+        float *a = att + (((size_t)b * H + h) * T + t) * T;
+        float mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *k = qkv + ((size_t)b * T + t2) * row + (H + g) * hd;
+            float s = 0;
+            for (int i = 0; i < hd; i++) s += q[i] * k[i];
+            s *= scale;
+            a[t2] = s;
+            if (s > mx) mx = s;
+        }
+        float sum = 0;
+        for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+        float inv = 1.0f / sum;
+        for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+        for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
+        float *o = out + ((size_t)b * T + t) * C + h * hd;
+        for (int i = 0; i < hd; i++) o[i] = 0;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = qkv + ((size_t)b * T + t2) * row + (H + KV + g) * hd;
+            for (int i = 0; i < hd; i++) o[i] += a[t2] * v[i];
+        }
+    }
+}
+
+// dqkv is overwritten. Threads take (batch, kv head) pairs: the query heads of
+// a group add into the same dk, dv, so they run in order on one thread.
+static void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+                               int B, int T, int H, int KV, int hd) {
+    int row = (H + 2 * KV) * hd, C = H * hd, group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+    memset(dqkv, 0, sizeof(float) * (size_t)B * T * row);
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+    for (int g = 0; g < KV; g++)
+    for (int h = g * group; h < (g + 1) * group; h++)
+    for (int t = 0; t < T; t++) {
+        const float *a = att + (((size_t)b * H + h) * T + t) * T;
+        float *da = datt + (((size_t)b * H + h) * T + t) * T;
+        const float *d = dout + ((size_t)b * T + t) * C + h * hd;
+        const float *q = qkv + ((size_t)b * T + t) * row + h * hd;
+        float *dq = dqkv + ((size_t)b * T + t) * row + h * hd;
+        // through out = att @ v
+        float dot = 0;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = qkv + ((size_t)b * T + t2) * row + (H + KV + g) * hd;
+            float *dv = dqkv + ((size_t)b * T + t2) * row + (H + KV + g) * hd;
+            float s = 0;
+            for (int i = 0; i < hd; i++) { s += d[i] * v[i]; dv[i] += a[t2] * d[i]; }
+            da[t2] = s;
+            dot += a[t2] * s;
+        }
+        // through the softmax, then scores = q k^T * scale
+        for (int t2 = 0; t2 <= t; t2++) {
+            float ds = a[t2] * (da[t2] - dot) * scale;
+            const float *k = qkv + ((size_t)b * T + t2) * row + (H + g) * hd;
+            float *dk = dqkv + ((size_t)b * T + t2) * row + (H + g) * hd;
+            for (int i = 0; i < hd; i++) { dq[i] += ds * k[i]; dk[i] += ds * q[i]; }
+        }
+    }
+}
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+static void gelu_forward(float *out, const float *inp, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    }
+}
+static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], u = GELU_SCALE * (x + 0.044715f * x * x * x), th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+// inp [N, 2F]: gate in columns 0..F-1, up in F..2F-1; out [N, F] = silu(gate) * up
+static void swiglu_forward(float *out, const float *inp, int N, int F) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *g = inp + (size_t)n * 2 * F, *u = g + F;
+        float *o = out + (size_t)n * F;
+        for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+}
+static void swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *g = inp + (size_t)n * 2 * F, *u = g + F, *d = dout + (size_t)n * F;
+        float *dg = dinp + (size_t)n * 2 * F, *du = dg + F;
+        for (int i = 0; i < F; i++) {
+            float sig = 1.0f / (1.0f + expf(-g[i])), silu = g[i] * sig;
+            du[i] = d[i] * silu;
+            dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+        }
+    }
+}
+
+static void residual_forward(float *out, const float *a, const float *b, size_t n) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// Cross-entropy over the first V of Vp logits. losses[n] per position.
+static void crossentropy_forward(float *losses, const float *logits, const int *targets, int N, int V, int Vp) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * Vp;
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += expf(l[i] - mx);
+        losses[n] = (float)(log(sum) + mx - l[targets[n]]);
+    }
+}
+
+// In place: logits become dlogits = (softmax - onehot) * dloss; padded columns 0.
+static void crossentropy_softmax_backward(float *logits, const int *targets, float dloss, int N, int V, int Vp) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        float *l = logits + (size_t)n * Vp;
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += expf(l[i] - mx);
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < V; i++) l[i] = expf(l[i] - mx) * inv * dloss;
+        l[targets[n]] -= dloss;
+        for (int i = V; i < Vp; i++) l[i] = 0;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+// What the forward pass keeps for the backward pass, per layer ([L][...]) and for the head.
+typedef struct {
+    float *encoded;                          // [BT, C]
+    float *ln1, *ln1_mean, *ln1_rstd;        // [L][BT, C], [L][BT] (mean: gpt2 only)
+    float *qkv;                              // [L][BT, QKV] (q and k after RoPE for llama)
+    float *att;                              // [L][B, H, T, T] probabilities
+    float *atty;                             // [L][BT, C] attention output before its projection
+    float *res2;                             // [L][BT, C] residual after attention
+    float *ln2, *ln2_mean, *ln2_rstd;        // [L][BT, C], [L][BT]
+    float *fch;                              // [L][BT, FC] MLP pre-activation (llama: gate and up, FC = 2F)
+    float *fch_act;                          // [L][BT, F] after GELU / SwiGLU
+    float *res3;                             // [L][BT, C] layer output
+    float *lnf, *lnf_mean, *lnf_rstd;        // [BT, C], [BT]
+    float *logits;                           // [BT, Vp]; becomes dlogits in backward
+    float *losses;                           // [BT]
+    // backward scratch, one layer's worth
+    float *dres, *dbuf, *dqkv, *datt, *dfch, *dfch_act;
+} Activations;
+
+typedef struct {
+    ModelConfig cfg;
+    ModelLayout layout;
+    Zero zero;
+    Comm *comm;
+    int B, T;
+    int QKV, FC, hd;
+    Activations a;
+    float *act_memory;
+    float *rope_cos, *rope_sin;              // [maxT, hd/2]
+    int *inputs, *targets;
+    float *head_final, *head_embed;          // head parameters kept gathered from forward to backward
+    float loss;                              // mean loss of the last forward
+} GPT;
+
+static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = tc->model;
+    m->comm = comm;
+    m->B = tc->B; m->T = tc->T;
+    const ModelConfig *c = &m->cfg;
+    model_layout_build(&m->layout, c);
+    zero_init(&m->zero, &m->layout, tc, comm);
+    int B = m->B, T = m->T, L = c->n_layer, C = c->d_model, H = c->n_head, F = c->d_ff, Vp = c->padded_vocab;
+    m->hd = C / H;
+    m->QKV = (H + 2 * c->n_kv_head) * m->hd;
+    m->FC = c->arch == ARCH_LLAMA ? 2 * F : F;
+    size_t BT = (size_t)B * T, att = (size_t)B * H * T * T;
+    // one allocation for all activations, views into it
+    struct { float **p; size_t n; } views[] = {
+        {&m->a.encoded, BT * C},
+        {&m->a.ln1, L * BT * C}, {&m->a.ln1_mean, L * BT}, {&m->a.ln1_rstd, L * BT},
+        {&m->a.qkv, L * BT * m->QKV}, {&m->a.att, L * att}, {&m->a.atty, L * BT * C}, {&m->a.res2, L * BT * C},
+        {&m->a.ln2, L * BT * C}, {&m->a.ln2_mean, L * BT}, {&m->a.ln2_rstd, L * BT},
+        {&m->a.fch, L * BT * m->FC}, {&m->a.fch_act, L * BT * F}, {&m->a.res3, L * BT * C},
+        {&m->a.lnf, BT * C}, {&m->a.lnf_mean, BT}, {&m->a.lnf_rstd, BT},
+        {&m->a.logits, BT * Vp}, {&m->a.losses, BT},
+        {&m->a.dres, BT * C}, {&m->a.dbuf, BT * C}, {&m->a.dqkv, BT * m->QKV}, {&m->a.datt, att},
+        {&m->a.dfch, BT * m->FC}, {&m->a.dfch_act, BT * F},
+    };
+    int nv = sizeof(views) / sizeof(views[0]);
+    size_t total = 0;
+    for (int i = 0; i < nv; i++) total += (views[i].n + 15) & ~(size_t)15;
+    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, total);
+    size_t off = 0;
+    for (int i = 0; i < nv; i++) { *views[i].p = m->act_memory + off; off += (views[i].n + 15) & ~(size_t)15; }
+    // RoPE tables: freq_i = 1 / theta^(2i/hd) and angle = t * freq_i, in fp32 (docs/model.md)
+    int half = m->hd / 2;
+    m->rope_cos = (float *)xmalloc(sizeof(float) * c->max_seq * half, "rope");
+    m->rope_sin = (float *)xmalloc(sizeof(float) * c->max_seq * half, "rope");
+    for (int t = 0; t < c->max_seq; t++)
+        for (int i = 0; i < half; i++) {
+            float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)m->hd);
+            float ang = (float)t * freq;
+            m->rope_cos[t * half + i] = cosf(ang);
+            m->rope_sin[t * half + i] = sinf(ang);
+        }
+    m->inputs = (int *)xmalloc(sizeof(int) * BT, "inputs");
+    m->targets = (int *)xmalloc(sizeof(int) * BT, "targets");
+}
+
+static void gpt_free(GPT *m) {
+    zero_free(&m->zero);
+    model_layout_free(&m->layout);
+    free(m->rope_cos); free(m->rope_sin); free(m->inputs); free(m->targets);
+}
+
+// one transformer layer, forward. x: layer input [BT, C]; w: the layer's parameters
+static void layer_forward(GPT *m, int l, const float *x, LayerView w) {
+    const ModelConfig *c = &m->cfg;
+    Activations *a = &m->a;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    size_t BTC = (size_t)N * C;
+    float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
+    float *qkv = a->qkv + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * B * H * T * T;
+    float *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
+    float *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
+    float *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F, *res3 = a->res3 + l * BTC;
+    int llama = c->arch == ARCH_LLAMA;
+
+    if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps);
+    else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps);
+    matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV);
+    if (llama) rope_apply(qkv, m->rope_cos, m->rope_sin, B, T, H, KV, m->hd, 1.0f);
+    attention_forward(atty, att, qkv, B, T, H, KV, m->hd);
+    matmul_forward(a->dbuf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C);
+    residual_forward(res2, x, a->dbuf, BTC);
+    if (llama) rmsnorm_forward(ln2, ln2_rstd, res2, w.t[T_LN2_W], N, C, c->norm_eps);
+    else layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, w.t[T_LN2_W], w.t[T_LN2_B], N, C, c->norm_eps);
+    matmul_forward(fch, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, m->FC);
+    if (llama) swiglu_forward(fch_act, fch, N, F);
+    else gelu_forward(fch_act, fch, (size_t)N * F);
+    matmul_forward(a->dbuf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C);
+    residual_forward(res3, res2, a->dbuf, BTC);
+}
+
+// one transformer layer, backward. a->dres holds d(layer output) and leaves as
+// d(layer input); g: where this layer's parameter gradients accumulate
+static void layer_backward(GPT *m, int l, const float *x, LayerView w, LayerView g) {
+    const ModelConfig *c = &m->cfg;
+    Activations *a = &m->a;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    size_t BTC = (size_t)N * C;
+    float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
+    float *qkv = a->qkv + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * B * H * T * T;
+    float *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
+    float *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
+    float *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F;
+    int llama = c->arch == ARCH_LLAMA;
+
+    // MLP
+    matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dres, fch_act, w.t[T_FCPROJ_W], N, F, C);
+    if (llama) swiglu_backward(a->dfch, fch, a->dfch_act, N, F);
+    else gelu_backward(a->dfch, fch, a->dfch_act, (size_t)N * F);
+    matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dfch, ln2, w.t[T_FC_W], N, C, m->FC);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C);
+    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C);
+    // attention
+    matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C);
+    attention_backward(a->dqkv, a->datt, a->dbuf, qkv, att, B, T, H, KV, m->hd);
+    if (llama) rope_apply(a->dqkv, m->rope_cos, m->rope_sin, B, T, H, KV, m->hd, -1.0f);
+    matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C);
+    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C);
+}
+
+static const float *layer_input(GPT *m, int l) {
+    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+}
+
+// Forward over m->inputs. With targets, computes the mean loss. With
+// `training`, the head's parameters stay gathered for gpt_backward.
+static float gpt_forward(GPT *m, const int *targets, int training) {
+    const ModelConfig *c = &m->cfg;
+    Zero *z = &m->zero;
+    const ModelLayout *L = &m->layout;
+    int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
+    int E = model_unit_embed(L), Fu = model_unit_final(L);
+    zero_begin_pass(z, training);
+
+    float *pe = zero_fetch_params(z, E);
+    encoder_forward(m->a.encoded, m->inputs, pe, c->arch == ARCH_GPT2 ? pe + L->units[E].t[1].offset : NULL, m->B, m->T, C);
+    zero_release_params(z, E);
+
+    for (int l = 0; l < c->n_layer; l++) {
+        int u = model_unit_layer(L, l);
+        float *p = zero_fetch_params(z, u);
+        layer_forward(m, l, layer_input(m, l), layer_view(L, p));
+        zero_release_params(z, u);
+    }
+
+    // head: final norm, then logits through the tied wte (gpt2) or lm_head (llama)
+    float *pf = zero_fetch_params(z, Fu);
+    float *pw = c->arch == ARCH_GPT2 ? zero_fetch_params(z, E) : NULL;
+    const float *x = layer_input(m, c->n_layer);
+    const UnitSpec *fu = &L->units[Fu];
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, pf, N, C, c->norm_eps);
+    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, pf, pf + fu->t[1].offset, N, C, c->norm_eps);
+    const float *head = c->arch == ARCH_GPT2 ? pw : pf + fu->t[1].offset;
+    matmul_forward(m->a.logits, m->a.lnf, head, NULL, N, C, Vp);
+    m->head_final = pf; m->head_embed = pw;
+    float loss = 0;
+    if (targets) {
+        crossentropy_forward(m->a.losses, m->a.logits, targets, N, V, Vp);
+        double s = 0;
+        for (int i = 0; i < N; i++) s += m->a.losses[i];
+        loss = (float)(s / N);
+    }
+    if (!training) {
+        zero_release_params(z, Fu);
+        if (pw) zero_release_params(z, E);
+        zero_end_pass(z);
+    }
+    m->loss = loss;
+    return loss;
+}
+
+// Backward of the last training forward. dloss: d(step loss)/d(this micro-batch's
+// mean loss) = 1 / accumulation steps (the mean over ranks is the reduce's average).
+static void gpt_backward(GPT *m, const int *targets, float dloss) {
+    const ModelConfig *c = &m->cfg;
+    Zero *z = &m->zero;
+    const ModelLayout *L = &m->layout;
+    Activations *a = &m->a;
+    int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
+    int E = model_unit_embed(L), Fu = model_unit_final(L), tied = c->arch == ARCH_GPT2;
+    const UnitSpec *fu = &L->units[Fu];
+
+    // head
+    float *gE = tied ? zero_grads_begin(z, E) : NULL;   // the tied wte collects from the head and the embedding
+    float *gF = zero_grads_begin(z, Fu);
+    crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
+    float *pf = m->head_final;
+    const float *head = tied ? m->head_embed : pf + fu->t[1].offset;
+    float *dhead = tied ? gE : gF + fu->t[1].offset;
+    matmul_backward(a->dbuf, dhead, NULL, a->logits, a->lnf, head, N, C, Vp);
+    memset(a->dres, 0, sizeof(float) * N * C);
+    const float *x = layer_input(m, c->n_layer);
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, gF, a->dbuf, x, pf, a->lnf_rstd, N, C);
+    else layernorm_backward(a->dres, gF, gF + fu->t[1].offset, a->dbuf, x, pf, a->lnf_mean, a->lnf_rstd, N, C);
+    zero_release_params(z, Fu);
+    if (tied) zero_release_params(z, E);
+    zero_grads_end(z, Fu, gF);
+
+    // layers, last to first: gather, backward, reduce-scatter, release
+    for (int l = c->n_layer - 1; l >= 0; l--) {
+        int u = model_unit_layer(L, l);
+        float *p = zero_fetch_params(z, u);
+        float *g = zero_grads_begin(z, u);
+        layer_backward(m, l, layer_input(m, l), layer_view(L, p), layer_view(L, g));
+        zero_release_params(z, u);
+        zero_grads_end(z, u, g);
+    }
+
+    // embedding: needs only the token ids, not the parameters
+    if (!tied) gE = zero_grads_begin(z, E);
+    encoder_backward(gE, tied ? gE + L->units[E].t[1].offset : NULL, a->dres, m->inputs, m->B, m->T, C);
+    zero_grads_end(z, E, gE);
+    zero_end_pass(z);
+}
+
+// ----------------------------------------------------------------------------
+// evaluation, sampling, logging
+
+// mean loss over the first val_batches micro-batches of the val shard, averaged over ranks
+static float gpt_validate(GPT *m, DataLoader *val, int batches) {
+    long long saved[N_COLL];
+    memcpy(saved, m->comm->bytes, sizeof(saved));   // evaluation is not part of a step's communication
+    dataloader_reset(val);
+    double s = 0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next(val, m->inputs, m->targets);
+        s += gpt_forward(m, m->targets, 0);
+    }
+    float loss = batches ? (float)(s / batches) : 0.0f;
+    comm_all_reduce(m->comm, &loss, 1, DT_F32, OP_AVG);
+    memcpy(m->comm->bytes, saved, sizeof(saved));
+    return loss;
+}
+
+// Sampling from position 0 after an end-of-text token, one full forward per
+// token (simple, not fast). Every rank runs it in lockstep with the same RNG
+// (under stage 3 the forward needs every rank); rank 0 prints.
+static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
+    const ModelConfig *c = &m->cfg;
+    int T = m->T, V = c->vocab_size, Vp = c->padded_vocab;
+    if (len > T - 1) len = T - 1;
+    long long saved[N_COLL];
+    memcpy(saved, m->comm->bytes, sizeof(saved));
+    for (int i = 0; i < m->B * T; i++) m->inputs[i] = GPT2_EOT < V ? GPT2_EOT : 0;
+    if (out) fprintf(out, "sample: ");
+    for (int t = 1; t <= len; t++) {
+        gpt_forward(m, NULL, 0);
+        const float *l = m->a.logits + (size_t)(t - 1) * Vp;
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += exp(l[i] - mx);
+        double r = rng_uniform(rng) * sum, acc = 0;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) { acc += exp(l[i] - mx); if (acc > r) { next = i; break; } }
+        m->inputs[t] = next;
+        if (out && tok) {
+            size_t n;
+            const unsigned char *b = tokenizer_decode(tok, next, &n);
+            fwrite(b, 1, n, out);
+        }
+    }
+    if (out) { fprintf(out, "\n"); fflush(out); }
+    memcpy(m->comm->bytes, saved, sizeof(saved));
+}
+
+static void log_record(FILE *log, cJSON *rec) {
+    if (log) {
+        char *s = cJSON_PrintUnformatted(rec);
+        fprintf(log, "%s\n", s);
+        fflush(log);
+        free(s);
+    }
+    cJSON_Delete(rec);
+}
+
+// A hash of everything the ranks must agree on: the model and the batch shape.
+static long long config_hash(const TrainConfig *c) {
+    const ModelConfig *m = &c->model;
+    int v[] = {m->arch, m->n_layer, m->n_head, m->n_kv_head, m->d_model, m->d_ff, m->vocab_size, m->max_seq, c->B, c->T, c->accum, c->steps};
+    return (long long)crc32_update(0, v, sizeof(v));
+}
+
+// ----------------------------------------------------------------------------
+// training
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    Comm comm;
+    comm_init(&comm, &argc, &argv);
+    TrainConfig tc;
+    parse_args(&tc, argc, argv, comm.rank == 0);
+    config_resolve_batch(&tc, comm.world);
+    comm_check_same(&comm, config_hash(&tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
+    int threads = tc.threads > 0 ? tc.threads : omp_get_num_procs() / comm.local_world;
+    if (threads < 1) threads = 1;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    int root = comm.rank == 0;
+    FILE *say = root && !tc.quiet ? stdout : NULL;
+
+    GPT m;
+    gpt_build(&m, &tc, &comm);
+    const ModelConfig *mc = &m.cfg;
+    if (say) printf("zeroc train_gpt_cpu | %s %s: %d layers, %d heads (%d kv), C=%d, F=%d, V=%d, %zu parameters\n"
+                    "       ZeRO stage %d | %d rank%s x %d thread%s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n",
+                    arch_name(mc->arch), tc.preset, mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff, mc->vocab_size,
+                    m.layout.num_params, ZERO_STAGE, comm.world, comm.world > 1 ? "s" : "", threads, threads > 1 ? "s" : "",
+                    tc.B, tc.T, tc.accum, tc.total_batch);
+
+    // data first: a bad file fails before anything expensive
+    DataLoader train, val;
+    dataloader_init(&train, tc.train_path, tc.B, tc.T, comm.rank, comm.world, mc->vocab_size);
+    int do_val = tc.val_every > 0 && tc.val_batches > 0;
+    if (do_val) dataloader_init(&val, tc.val_path, tc.B, tc.T, comm.rank, comm.world, mc->vocab_size);
+    Tokenizer tok;
+    int have_tok = 0;
+    if (tc.sample_every > 0) { tokenizer_init(&tok, tc.tokenizer_path); have_tok = 1; }
+
+    // parameters: resume, --init, or a seeded initialization
+    TrainState st = {0, 0, tc.seed ^ 0x5DEECE66DULL};
+    float *flat = (float *)xmalloc(m.layout.num_params * sizeof(float), "parameters (load)");
+    if (tc.resume_dir[0]) {
+        checkpoint_load(&m.zero, tc.resume_dir, &st, flat);
+        train.pos = st.data_pos;
+        if (say) printf("resumed from %s at step %d\n", tc.resume_dir, st.step);
+    } else if (tc.init_path[0]) {
+        char err[1200];
+        int ok = model_file_read(tc.init_path, mc, m.layout.num_params, flat, err, sizeof(err));
+        if (!ok) fatal("%s", err);
+        zero_load_params(&m.zero, flat);
+    } else {
+        model_init_params(&m.layout, flat, tc.seed);
+        zero_load_params(&m.zero, flat);
+    }
+    free(flat);
+
+    ZeroBytesPerParam bpp = {4, 4, 8};
+    FILE *log = NULL;
+    if (root && tc.log_path[0]) log = fopen_or_die(tc.log_path, st.step > 0 ? "ab" : "wb");
+    cJSON *memrec = zero_memory_report(&m.zero, bpp, say != NULL);
+    cJSON_AddNumberToObject(memrec, "rank", comm.rank);
+    log_record(log, memrec);
+
+    Rng sample_rng = {st.rng};
+    long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last step's communication
+    long long tokens_per_step = (long long)tc.total_batch * tc.T;
+    double flops_per_step = model_flops_per_token(mc, tc.T) * tokens_per_step;
+    for (int step = st.step; step < tc.steps; step++) {
+        double t0 = wall_time();
+        zero_step_begin(&m.zero);
+        comm_reset_counters(&comm);
+        double loss = 0;
+        for (int k = 0; k < tc.accum; k++) {
+            dataloader_next(&train, m.inputs, m.targets);
+            loss += gpt_forward(&m, m.targets, 1);
+            gpt_backward(&m, m.targets, 1.0f / tc.accum);
+            zero_micro_step_end(&m.zero);
+        }
+        float step_loss = (float)(loss / tc.accum);
+        comm_all_reduce(&comm, &step_loss, 1, DT_F32, OP_AVG);
+        ZeroOptim opt = {lr_at(&tc, step, tc.steps), tc.beta1, tc.beta2, tc.eps, tc.weight_decay, tc.grad_clip, step + 1};
+        float norm = zero_step_end(&m.zero, &opt);
+        double dt = wall_time() - t0;
+        memcpy(comm_bytes, comm.bytes, sizeof(comm_bytes));
+        memcpy(comm_calls, comm.calls, sizeof(comm_calls));
+        if (say) printf("step %4d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s | %.2f GFLOP/s\n",
+                        step + 1, tc.steps, step_loss, opt.lr, norm, dt * 1e3, tokens_per_step / dt, flops_per_step / dt * 1e-9);
+        cJSON *rec = cJSON_CreateObject();
+        cJSON_AddStringToObject(rec, "type", "train");
+        cJSON_AddNumberToObject(rec, "step", step + 1);
+        cJSON_AddNumberToObject(rec, "loss", step_loss);
+        cJSON_AddNumberToObject(rec, "lr", opt.lr);
+        cJSON_AddNumberToObject(rec, "grad_norm", norm);
+        cJSON_AddNumberToObject(rec, "tokens_per_sec", tokens_per_step / dt);
+        cJSON_AddNumberToObject(rec, "ms", dt * 1e3);
+#if ZERO_STAGE == 3
+        cJSON_AddNumberToObject(rec, "peak_live_elems", (double)m.zero.peak_live);
+#endif
+        log_record(log, rec);
+
+        int last = step + 1 == tc.steps;
+        if (do_val && ((step + 1) % tc.val_every == 0 || last)) {
+            float vl = gpt_validate(&m, &val, tc.val_batches);
+            if (say) printf("step %4d/%d | val loss %.6f\n", step + 1, tc.steps, vl);
+            cJSON *vr = cJSON_CreateObject();
+            cJSON_AddStringToObject(vr, "type", "val");
+            cJSON_AddNumberToObject(vr, "step", step + 1);
+            cJSON_AddNumberToObject(vr, "val_loss", vl);
+            log_record(log, vr);
+        }
+        if (have_tok && ((step + 1) % tc.sample_every == 0 || last)) gpt_sample(&m, &tok, &sample_rng, tc.sample_len, say);
+        if (tc.save_dir[0] && ((tc.save_every > 0 && (step + 1) % tc.save_every == 0) || last)) {
+            TrainState now = {step + 1, train.pos, sample_rng.state};
+            checkpoint_save(&m.zero, tc.save_dir, &now, &tc);
+            if (say) printf("saved %s/ckpt_%08d\n", tc.save_dir, step + 1);
+        }
+    }
+    if (tc.steps == st.step && tc.save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
+        TrainState now = {st.step, train.pos, sample_rng.state};
+        checkpoint_save(&m.zero, tc.save_dir, &now, &tc);
+        if (say) printf("saved %s/ckpt_%08d\n", tc.save_dir, st.step);
+    }
+    if (tc.steps > st.step) {
+        memcpy(comm.bytes, comm_bytes, sizeof(comm_bytes));
+        memcpy(comm.calls, comm_calls, sizeof(comm_calls));
+        log_record(log, zero_comm_report(&m.zero, tc.accum, 4, say != NULL));
+    }
+#if ZERO_STAGE == 3
+    if (say) printf("stage 3: peak gathered parameters %zu elements (cap %zu, --max-live %lld)\n",
+                    m.zero.peak_live, m.zero.plan.live_cap, tc.max_live_elems);
+#endif
+    if (log) fclose(log);
+    if (have_tok) tokenizer_free(&tok);
+    dataloader_free(&train);
+    if (do_val) dataloader_free(&val);
+    gpt_free(&m);
+    comm_finalize(&comm);
+    return 0;
+}
+#endif
