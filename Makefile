@@ -63,3 +63,11 @@ train_gpt: $(BUILD)/gpu_z$(ZERO)_o$(OFFLOAD)/train_gpt
 # ---------------------------------------------------------------------------
 clean:
 	rm -rf $(BUILD) train_gpt_cpu test_gpt_cpu train_gpt test_gpt prepare_data dev/cuda/bin
+
+# stage 3 with released gather buffers poisoned with NaN (tests)
+$(BUILD)/z3/train_gpt_cpu_poison: train_gpt.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) -DZERO_STAGE=3 -DZERO_POISON=1 $< -o $@ $(LDLIBS)
+
+ZERO_BINS := $(BUILD)/z0/train_gpt_cpu $(BUILD)/z1/train_gpt_cpu $(BUILD)/z2/train_gpt_cpu $(BUILD)/z3/train_gpt_cpu $(BUILD)/z3/train_gpt_cpu_poison
+zero-bins: $(ZERO_BINS)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <time.h>
 #include <math.h>
+#include <unistd.h>
 
 // ----------------------------------------------------------------------------
 // errors: every fatal problem is one line on stderr and a non-zero exit.
@@ -20,14 +21,19 @@
 static int g_error_rank = -1;   // set by the communicator so errors say which rank
 
 static void fatal(const char *fmt, ...) {
+    // one write() per line, so that lines from several ranks never interleave
+    char line[2048];
+    int n = 0;
+    if (g_error_rank > 0) n = snprintf(line, sizeof(line), "[rank %d] ", g_error_rank);
+    n += snprintf(line + n, sizeof(line) - n, "error: ");
     va_list ap;
     va_start(ap, fmt);
-    if (g_error_rank > 0) fprintf(stderr, "[rank %d] ", g_error_rank);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    n += vsnprintf(line + n, sizeof(line) - n, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    fflush(stdout);
+    if (write(2, line, n) < 0) { /* nothing more to do */ }
     exit(1);
 }
 

@@ -1,0 +1,38 @@
+# Shared helpers for the test scripts (sourced).
+PY=/usr/bin/python3
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
+TMP=$(mktemp -d /tmp/zeroc_test.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+
+# make_shard FILE NTOKENS VOCAB [SEED]: a learnable synthetic token shard
+make_shard() {
+    $PY - "$@" <<'PYEOF'
+import sys, numpy as np
+path, n, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+rng = np.random.default_rng(seed)
+tok = (((np.arange(n) % 89) * 7 + rng.integers(0, 3, n)) % vocab).astype(np.uint16)
+h = np.zeros(256, dtype=np.int32); h[:3] = [20240520, 1, n]
+open(path, "wb").write(h.tobytes() + tok.tobytes())
+PYEOF
+}
+
+check() {  # check NAME CONDITION-EXIT-CODE
+    if [ "$2" -eq 0 ]; then echo "  ok   $1"; else echo "  FAIL $1"; fails=$((fails+1)); fi
+}
+
+# expect_error NAME PATTERN MIN_LINES CMD...: the command must fail cleanly (exit 1..127,
+# no crash), printing at least MIN_LINES one-line errors matching PATTERN (one per rank)
+expect_error() {
+    local name="$1" pat="$2" min="$3"; shift 3
+    local out="$TMP/err.txt"
+    timeout 60 "$@" > "$out" 2>&1
+    local rc=$?
+    local n; n=$(grep -cE "error: .*$pat" "$out")
+    if [ $rc -ge 1 ] && [ $rc -lt 124 ] && [ "$n" -ge "$min" ] && ! grep -qiE "segmentation|core dumped|signal" "$out"; then
+        echo "  ok   $name: $(grep -m1 -E "error: " "$out")"
+    else
+        echo "  FAIL $name (exit $rc, $n matching error lines, wanted $min)"; sed 's/^/       /' "$out" | head -8; fails=$((fails+1))
+    fi
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Bad input gets a one-line error naming the file or flag, a non-zero exit, no
+# crash and no hang; under mpirun every rank says it.
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
+T0=./build/z0/train_gpt_cpu
+make_shard "$TMP/ok.bin" 20000 250
+M="--preset tiny --vocab 250 --batch 2 --seq 16 --steps 1 --quiet 1"
+
+echo "== data files"
+expect_error "missing data file" "missing.bin: cannot open" 1 $T0 $M --train "$TMP/missing.bin"
+head -c 500 "$TMP/ok.bin" > "$TMP/short.bin"
+expect_error "file shorter than the header" "short.bin: truncated" 1 $T0 $M --train "$TMP/short.bin"
+head -c 3000 "$TMP/ok.bin" > "$TMP/trunc.bin"
+expect_error "truncated token data" "trunc.bin: truncated" 1 $T0 $M --train "$TMP/trunc.bin"
+{ printf '\x39\x30\x00\x00'; tail -c +5 "$TMP/ok.bin"; } > "$TMP/magic.bin"
+expect_error "wrong magic number" "magic.bin: bad magic" 1 $T0 $M --train "$TMP/magic.bin"
+make_shard "$TMP/big_vocab.bin" 20000 300
+expect_error "token id out of range" "big_vocab.bin: token id .* out of range" 1 $T0 $M --train "$TMP/big_vocab.bin"
+make_shard "$TMP/few.bin" 20 250
+expect_error "too few tokens for one batch" "few.bin: .* too few" 1 $T0 $M --train "$TMP/few.bin"
+expect_error "missing val file" "nope.bin: cannot open" 1 $T0 $M --train "$TMP/ok.bin" --val "$TMP/nope.bin" --val-every 1
+expect_error "missing tokenizer" "tok.bin: cannot open" 1 $T0 $M --train "$TMP/ok.bin" --sample-every 1 --tokenizer "$TMP/tok.bin"
+echo "garbage" > "$TMP/init.bin"
+expect_error "bad --init file" "init.bin: truncated" 1 $T0 $M --train "$TMP/ok.bin" --init "$TMP/init.bin"
+$T0 $M --train "$TMP/ok.bin" --steps 0 --save "$TMP/small" > /dev/null
+expect_error "--init of another model" "n_layer is 2 in the file but 3" 1 $T0 $M --train "$TMP/ok.bin" --layers 3 --init "$TMP/small/ckpt_00000000/model.bin"
+
+echo "== flags"
+expect_error "unknown flag" "unknown flag '--bogus'" 1 $T0 --bogus 1
+expect_error "missing value" "--steps: missing value" 1 $T0 --steps
+expect_error "not a number" "--batch: expected an integer" 1 $T0 --batch x
+expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
+expect_error "unknown arch" "unknown architecture" 1 $T0 --arch gpt5
+expect_error "unknown preset" "unknown preset" 1 $T0 --preset huge
+expect_error "heads do not divide width" "not divisible by --heads" 1 $T0 --dim 50 --heads 4
+expect_error "kv heads do not divide heads" "not divisible by --kv-heads" 1 $T0 --arch llama --heads 4 --kv-heads 3
+expect_error "sequence longer than the model's" "exceeds the model's maximum" 1 $T0 --seq 100000
+expect_error "bad schedule" "unknown schedule" 1 $T0 --lr-schedule wiggly
+echo '{"zero_optimization": {"stage": "two"}}' > "$TMP/bad.json"
+expect_error "config value of the wrong type" "bad.json: \"stage\" must be a number" 1 $T0 --config "$TMP/bad.json"
+echo '{"zero_optimization": ' > "$TMP/broken.json"
+expect_error "malformed config file" "broken.json: not a JSON object" 1 $T0 --config "$TMP/broken.json"
+./build/z0/train_gpt_cpu --help | grep -q -- "--zero-stage"; check "--help lists the flags" $?
+
+echo "== ZeRO misuse: every rank reports, nobody hangs"
+expect_error "global batch not divisible by world size" "--total-batch 10 is not divisible by micro batch 2 x world size 3" 3 \
+    $MPIRUN -np 3 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --total-batch 10
+echo '{"zero_optimization": {"stage": 2}}' > "$TMP/z2.json"
+expect_error "config asks for another stage than compiled" "asks for ZeRO stage 2 but this binary was built with ZERO=1" 2 \
+    $MPIRUN -np 2 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --config "$TMP/z2.json"
+expect_error "--zero-stage differs from the build" "asks for ZeRO stage 3 but this binary was built with ZERO=0" 1 $T0 --zero-stage 3
+expect_error "ranks with different model sizes" "ranks disagree on the model" 2 \
+    $MPIRUN -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" : -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --layers 3
+expect_error "stage-3 live cap below one unit" "--max-live 1000 is too small" 2 \
+    $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --persistence-threshold 0 --max-live 1000
+[ $fails -eq 0 ]
