@@ -1,0 +1,530 @@
+// prepare_data.c: the data tool. Builds the tokenizer file, tokenizes text into token
+// shards (dataloader.h format), and encodes/decodes for tests. See docs/data.md.
+//
+//   ./prepare_data --make-tokenizer ENCODER_JSON VOCAB_BPE OUT.bin
+//   ./prepare_data --input FILE.txt [--input MORE.txt ...] --out PREFIX [--val-fraction X]
+//   ./prepare_data --encode          < text    > ids (one per line)
+//   ./prepare_data --decode          < ids     > text
+//   ./prepare_data --decode-shard FILE.bin      > text
+// Options: --tokenizer PATH (default data/gpt2_tokenizer.bin), --quiet,
+//          --chunk-bytes N (encode in pieces of about N bytes; the result does not depend on it)
+//
+// Documents: an input file is split at every occurrence of the text "<|endoftext|>"; each
+// document is preceded by the EOT token (a leading separator is not doubled), so the shard
+// decodes back to the text exactly when the file starts with "<|endoftext|>". Each input file
+// starts a new document. Everything else is encoded as ordinary text.
+#include "common.h"
+#include "dataloader.h"
+#include "tokenizer.h"
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#define DEFAULT_TOKENIZER "data/gpt2_tokenizer.bin"
+#define EOT_TEXT "<|endoftext|>"
+#define EOT_TEXT_LEN 13
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage:\n"
+        "  prepare_data --make-tokenizer ENCODER_JSON VOCAB_BPE OUT.bin\n"
+        "  prepare_data --input FILE.txt [--input FILE2.txt ...] --out PREFIX [--val-fraction X]\n"
+        "      writes PREFIX.bin, or with --val-fraction X > 0 PREFIX_train.bin and PREFIX_val.bin\n"
+        "      (every round(1/X)-th document goes to val; a single-document input puts its last X of\n"
+        "      tokens in val). Documents are separated by the text <|endoftext|>; each is preceded by\n"
+        "      the EOT token 50256.\n"
+        "  prepare_data --encode   < text > token ids, one per line (ordinary text: no special tokens)\n"
+        "  prepare_data --decode   < token ids (whitespace separated) > text\n"
+        "  prepare_data --decode-shard FILE.bin > text (EOT decodes to <|endoftext|>)\n"
+        "options: --tokenizer PATH (default " DEFAULT_TOKENIZER "), --quiet, --chunk-bytes N\n");
+}
+
+// ----------------------------------------------------------------------------
+// whole-file and whole-stdin reading
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen_or_die(path, "rb");
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", path);
+    long long n = file_size_or_die(f, path);
+    char *buf = (char *)xmalloc((size_t)n + 1, path);
+    fread_or_die(buf, 1, (size_t)n, f, path, "text");
+    fclose(f);
+    buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+static char *read_stdin(size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = (char *)malloc(cap);
+    if (!buf) fatal("out of memory reading stdin");
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            char *nb = (char *)realloc(buf, cap);
+            if (!nb) fatal("out of memory reading stdin (%zu bytes)", n);
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        n += got;
+        if (got == 0) {
+            if (ferror(stdin)) fatal("stdin: read error (%s)", strerror(errno));
+            break;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+static void mkdir_parents(const char *path) {
+    char tmp[1024];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) fatal("%s: cannot create directory (%s)", tmp, strerror(errno));
+        *p = '/';
+    }
+}
+
+// ----------------------------------------------------------------------------
+// --make-tokenizer: encoder.json + vocab.bpe -> tokenizer file (format in tokenizer.h)
+
+// GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + k
+static void gpt2_byte_decoder(int inv[512]) {
+    for (int i = 0; i < 512; i++) inv[i] = -1;
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        if (printable) inv[b] = b;
+        else inv[256 + n++] = b;
+    }
+}
+
+// decodes a GPT-2 unicode-mapped string into bytes; returns the length or -1
+static int unmap_token(const int inv[512], const char *s, unsigned char *out, int cap) {
+    const unsigned char *p = (const unsigned char *)s;
+    int n = 0;
+    while (*p) {
+        unsigned cp;
+        if (p[0] < 0x80) { cp = p[0]; p += 1; }
+        else if ((p[0] & 0xE0) == 0xC0 && (p[1] & 0xC0) == 0x80) { cp = ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu); p += 2; }
+        else return -1;   // every mapped character is below U+0800
+        if (cp >= 512 || inv[cp] < 0 || n >= cap) return -1;
+        out[n++] = (unsigned char)inv[cp];
+    }
+    return n;
+}
+
+typedef struct { unsigned char *b; int len; } TokBytes;
+
+static int find_token(const TokBytes *tb, const int32_t *map, uint32_t mask, const unsigned char *s, int n) {
+    uint32_t i = (uint32_t)tok_hash(s, (size_t)n) & mask;
+    while (map[i] >= 0) {
+        if (tb[map[i]].len == n && memcmp(tb[map[i]].b, s, n) == 0) return map[i];
+        i = (i + 1) & mask;
+    }
+    return -1;
+}
+
+static void make_tokenizer(const char *enc_path, const char *bpe_path, const char *out_path) {
+    int inv[512];
+    gpt2_byte_decoder(inv);
+    size_t len;
+    char *text = read_all(enc_path, &len);
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root || !cJSON_IsObject(root)) fatal("%s: not a JSON object (expected GPT-2's encoder.json)", enc_path);
+    int V = cJSON_GetArraySize(root);
+    if (V < 257 || V > 65536) fatal("%s: %d entries; expected 257..65536", enc_path, V);
+    TokBytes *tb = (TokBytes *)xcalloc(sizeof(TokBytes) * V, "vocabulary");
+    int eot = -1;
+    unsigned char buf[1024];
+    for (cJSON *it = root->child; it; it = it->next) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int)it->valuedouble)
+            fatal("%s: value of key \"%s\" is not an integer id", enc_path, it->string);
+        int id = it->valueint;
+        if (id < 0 || id >= V) fatal("%s: id %d of \"%s\" out of range 0..%d", enc_path, id, it->string, V - 1);
+        if (tb[id].b) fatal("%s: id %d appears twice", enc_path, id);
+        int n;
+        if (strcmp(it->string, EOT_TEXT) == 0) { eot = id; n = EOT_TEXT_LEN; memcpy(buf, EOT_TEXT, n); }
+        else n = unmap_token(inv, it->string, buf, (int)sizeof(buf));
+        if (n <= 0) fatal("%s: key \"%s\" is not a GPT-2 byte-mapped string", enc_path, it->string);
+        if (n > 255) fatal("%s: token %d is %d bytes long; the format allows 255", enc_path, id, n);
+        tb[id].b = (unsigned char *)xmalloc(n, "token");
+        memcpy(tb[id].b, buf, n);
+        tb[id].len = n;
+    }
+    cJSON_Delete(root);
+    free(text);
+    if (eot < 0) fatal("%s: no \"%s\" entry", enc_path, EOT_TEXT);
+    uint32_t cap = 1;
+    while (cap < 4u * (uint32_t)V) cap <<= 1;
+    int32_t *map = (int32_t *)xmalloc(sizeof(int32_t) * cap, "vocabulary map");
+    for (uint32_t i = 0; i < cap; i++) map[i] = -1;
+    for (int id = 0; id < V; id++) {
+        if (id == eot) continue;
+        if (find_token(tb, map, cap - 1, tb[id].b, tb[id].len) >= 0) fatal("%s: token %d duplicates another token", enc_path, id);
+        uint32_t i = (uint32_t)tok_hash(tb[id].b, tb[id].len) & (cap - 1);
+        while (map[i] >= 0) i = (i + 1) & (cap - 1);
+        map[i] = id;
+    }
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        if (find_token(tb, map, cap - 1, &c, 1) < 0) fatal("%s: no token for byte 0x%02x", enc_path, b);
+    }
+    // vocab.bpe: merge k (0-based, after the "#version" line) must create token 256 + k, so
+    // that token ids are merge ranks (what the encoder relies on)
+    char *bpe = read_all(bpe_path, &len);
+    int line_no = 0, merges = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(bpe, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        line_no++;
+        size_t ll = strlen(line);
+        if (ll && line[ll - 1] == '\r') line[--ll] = 0;
+        if (ll == 0 || (line_no == 1 && strncmp(line, "#version", 8) == 0)) continue;   // "# #" is a real merge
+        char *sp = strchr(line, ' ');
+        if (!sp || strchr(sp + 1, ' ')) fatal("%s: line %d: expected two tokens separated by one space", bpe_path, line_no);
+        *sp = 0;
+        unsigned char a[512], b[512];
+        int na = unmap_token(inv, line, a, 256), nb = unmap_token(inv, sp + 1, b, 256);
+        if (na <= 0 || nb <= 0 || na + nb > 255) fatal("%s: line %d: not a GPT-2 byte-mapped merge", bpe_path, line_no);
+        memcpy(a + na, b, nb);
+        int ia = find_token(tb, map, cap - 1, a, na), ib = find_token(tb, map, cap - 1, b, nb);
+        int iab = find_token(tb, map, cap - 1, a, na + nb);
+        if (ia < 0 || ib < 0 || iab != 256 + merges)
+            fatal("%s: line %d: merge %d does not match %s (expected it to create token %d, got %d)",
+                  bpe_path, line_no, merges, enc_path, 256 + merges, iab);
+        merges++;
+    }
+    free(bpe);
+    if (merges != V - 257) fatal("%s: %d merges, but %s has %d tokens (expected %d merges)", bpe_path, merges, enc_path, V, V - 257);
+    // write
+    long long total = 0;
+    for (int id = 0; id < V; id++) total += tb[id].len;
+    size_t rec_len = (size_t)(V + total);
+    unsigned char *rec = (unsigned char *)xmalloc(rec_len, "token records");
+    size_t p = 0;
+    for (int id = 0; id < V; id++) {
+        rec[p++] = (unsigned char)tb[id].len;
+        memcpy(rec + p, tb[id].b, tb[id].len);
+        p += tb[id].len;
+    }
+    int32_t header[TOKENIZER_HEADER_INTS] = {0};
+    header[0] = TOKENIZER_MAGIC; header[1] = TOKENIZER_VERSION; header[2] = V; header[3] = eot;
+    header[4] = (int32_t)total; header[5] = (int32_t)tok_fnv32(2166136261u, rec, rec_len);
+    mkdir_parents(out_path);
+    char tmp[1100];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
+    FILE *f = fopen_or_die(tmp, "wb");
+    fwrite_or_die(header, sizeof(header), 1, f, tmp);
+    fwrite_or_die(rec, 1, rec_len, f, tmp);
+    if (fclose(f) != 0) fatal("%s: write failed", tmp);
+    if (rename(tmp, out_path) != 0) fatal("%s: cannot rename into place (%s)", out_path, strerror(errno));
+    printf("wrote %s: %d tokens (%d merges, EOT %d), %lld bytes\n", out_path, V, merges, eot, (long long)(sizeof(header) + rec_len));
+    for (int id = 0; id < V; id++) free(tb[id].b);
+    free(tb); free(map); free(rec);
+}
+
+// ----------------------------------------------------------------------------
+// text -> shards
+
+typedef struct { uint16_t *a; long long n, cap; } U16Vec;
+
+static void u16_push(U16Vec *v, const int *ids, size_t n) {
+    if (v->n + (long long)n > v->cap) {
+        long long nc = v->cap ? v->cap : 1 << 20;
+        while (nc < v->n + (long long)n) nc *= 2;
+        uint16_t *na = (uint16_t *)realloc(v->a, sizeof(uint16_t) * nc);
+        if (!na) fatal("out of memory: %lld tokens", nc);
+        v->a = na; v->cap = nc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] > 65535) fatal("token id %d does not fit in a uint16 shard", ids[i]);
+        v->a[v->n + i] = (uint16_t)ids[i];
+    }
+    v->n += (long long)n;
+}
+
+typedef struct { long long *a; long long n, cap; } I64Vec;
+
+static void i64_push(I64Vec *v, long long x) {
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 1024;
+        v->a = (long long *)realloc(v->a, sizeof(long long) * v->cap);
+        if (!v->a) fatal("out of memory: document index");
+    }
+    v->a[v->n++] = x;
+}
+
+// Is p a place where the pre-tokenization of the whole text splits, so that the two sides
+// can be encoded separately? A newline followed by a printable ASCII character always is:
+// no pattern alternative takes whitespace together with what follows it, and the newline's
+// whitespace run ends at the non-space character either way.
+static int safe_split(const char *s, size_t end, size_t p) {
+    return p + 1 < end && s[p] == '\n' && (unsigned char)s[p + 1] >= 0x21 && (unsigned char)s[p + 1] <= 0x7E;
+}
+
+typedef struct {
+    Tokenizer tok;
+    U16Vec tokens;
+    I64Vec doc_start;          // token index where each document (its EOT) starts
+    size_t chunk_bytes;
+    int quiet;
+    size_t bytes_total, bytes_done;
+    double t0, last_report;
+} Encoder;
+
+static void encode_text(Encoder *e, const char *s, size_t n) {
+    size_t pos = 0;
+    while (pos < n) {
+        size_t end = n;
+        if (n - pos > e->chunk_bytes) {
+            size_t p = pos + e->chunk_bytes;
+            for (;;) {
+                const char *nl = (const char *)memchr(s + p, '\n', n - p);
+                if (!nl) { p = n; break; }
+                p = (size_t)(nl - s);
+                if (safe_split(s, n, p)) break;
+                p++;
+            }
+            end = p;
+        }
+        int *ids = NULL;
+        size_t m = tokenizer_encode(&e->tok, s + pos, end - pos, &ids);
+        u16_push(&e->tokens, ids, m);
+        free(ids);
+        e->bytes_done += end - pos;
+        pos = end;
+        double now = wall_time();
+        if (!e->quiet && e->bytes_total > (16u << 20) && now - e->last_report > 2.0) {
+            e->last_report = now;
+            fprintf(stderr, "prepare_data: %5.1f%% (%.1f of %.1f MB), %lld tokens, %.1f MB/s\n",
+                    100.0 * e->bytes_done / e->bytes_total, e->bytes_done / 1e6, e->bytes_total / 1e6,
+                    e->tokens.n, e->bytes_done / 1e6 / (now - e->t0));
+        }
+    }
+}
+
+static void encode_file(Encoder *e, const char *text, size_t len) {
+    size_t pos = 0;
+    if (len >= EOT_TEXT_LEN && memcmp(text, EOT_TEXT, EOT_TEXT_LEN) == 0) pos = EOT_TEXT_LEN;
+    for (;;) {
+        const char *sep = (const char *)memmem(text + pos, len - pos, EOT_TEXT, EOT_TEXT_LEN);
+        size_t end = sep ? (size_t)(sep - text) : len;
+        i64_push(&e->doc_start, e->tokens.n);
+        int eot = GPT2_EOT;
+        u16_push(&e->tokens, &eot, 1);
+        encode_text(e, text + pos, end - pos);
+        if (!sep) break;
+        pos = end + EOT_TEXT_LEN;
+        e->bytes_done += EOT_TEXT_LEN;
+    }
+}
+
+static void write_shard(const char *path, const uint16_t *a, long long n, long long docs, int quiet) {
+    if (n > 0x7fffffffLL) fatal("%s: %lld tokens do not fit in one shard (at most 2147483647); split the input", path, n);
+    mkdir_parents(path);
+    shard_write(path, a, n);
+    if (!quiet) printf("wrote %s: %lld documents, %lld tokens\n", path, docs, n);
+}
+
+static void run_input(char **inputs, int n_inputs, const char *prefix, double val_fraction,
+                      const char *tok_path, size_t chunk_bytes, int quiet) {
+    Encoder e;
+    memset(&e, 0, sizeof(e));
+    e.chunk_bytes = chunk_bytes; e.quiet = quiet;
+    // check every input before the slow part
+    for (int i = 0; i < n_inputs; i++) {
+        FILE *f = fopen_or_die(inputs[i], "rb");
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", inputs[i]);
+        e.bytes_total += (size_t)file_size_or_die(f, inputs[i]);
+        fclose(f);
+    }
+    tokenizer_init(&e.tok, tok_path);
+    if (tokenizer_vocab_size(&e.tok) <= GPT2_EOT) fatal("%s: vocabulary of %d has no EOT token %d", tok_path, tokenizer_vocab_size(&e.tok), GPT2_EOT);
+    e.t0 = e.last_report = wall_time();
+    for (int i = 0; i < n_inputs; i++) {
+        size_t len;
+        char *text = read_all(inputs[i], &len);
+        if (len == 0) fatal("%s: empty file: no text to tokenize", inputs[i]);
+        encode_file(&e, text, len);
+        free(text);
+    }
+    double secs = wall_time() - e.t0;
+    long long N = e.tokens.n, D = e.doc_start.n;
+    if (!quiet)
+        fprintf(stderr, "prepare_data: %d file(s), %.2f MB, %lld documents -> %lld tokens in %.2f s (%.1f MB/s, %.0f tokens/s)\n",
+                n_inputs, e.bytes_total / 1e6, D, N, secs, e.bytes_total / 1e6 / (secs > 0 ? secs : 1e-9), N / (secs > 0 ? secs : 1e-9));
+    char path[1100];
+    if (val_fraction <= 0) {
+        snprintf(path, sizeof(path), "%s.bin", prefix);
+        write_shard(path, e.tokens.a, N, D, quiet);
+    } else {
+        U16Vec tr = {0}, va = {0};
+        long long dtr = 0, dva = 0;
+        if (D >= 2) {
+            long long P = llround(1.0 / val_fraction);
+            if (P < 2) P = 2;
+            for (long long d = 0; d < D; d++) {
+                long long a = e.doc_start.a[d], b = d + 1 < D ? e.doc_start.a[d + 1] : N;
+                U16Vec *dst = (d % P == P - 1) ? &va : &tr;
+                if (dst == &va) dva++; else dtr++;
+                if (dst->n + (b - a) > dst->cap) {
+                    long long nc = dst->cap ? dst->cap : 1 << 16;
+                    while (nc < dst->n + (b - a)) nc *= 2;
+                    dst->a = (uint16_t *)realloc(dst->a, sizeof(uint16_t) * nc);
+                    if (!dst->a) fatal("out of memory splitting %lld tokens", N);
+                    dst->cap = nc;
+                }
+                memcpy(dst->a + dst->n, e.tokens.a + a, sizeof(uint16_t) * (b - a));
+                dst->n += b - a;
+            }
+            if (dva == 0) fprintf(stderr, "warning: %lld documents and --val-fraction %g: the validation shard is empty\n", D, val_fraction);
+        } else {
+            long long nv = llround(val_fraction * N);
+            if (nv < 1) nv = 1;
+            if (nv >= N) fatal("--val-fraction %g leaves no training tokens out of %lld", val_fraction, N);
+            tr.a = e.tokens.a; tr.n = N - nv;
+            va.a = e.tokens.a + (N - nv); va.n = nv;
+            dtr = 1; dva = 0;
+        }
+        snprintf(path, sizeof(path), "%s_train.bin", prefix);
+        write_shard(path, tr.a, tr.n, dtr, quiet);
+        snprintf(path, sizeof(path), "%s_val.bin", prefix);
+        write_shard(path, va.a, va.n, dva, quiet);
+        if (D >= 2) { free(tr.a); free(va.a); }
+    }
+    free(e.tokens.a); free(e.doc_start.a);
+    tokenizer_free(&e.tok);
+}
+
+// ----------------------------------------------------------------------------
+// encode / decode for tests
+
+static void out_bytes(const void *p, size_t n) {
+    if (n && fwrite(p, 1, n, stdout) != n) fatal("stdout: write failed (%s)", strerror(errno));
+}
+
+static void run_encode(const char *tok_path) {
+    Tokenizer t;
+    tokenizer_init(&t, tok_path);
+    size_t len;
+    char *text = read_stdin(&len);
+    int *ids = NULL;
+    size_t n = tokenizer_encode(&t, text, len, &ids);
+    char line[16];
+    for (size_t i = 0; i < n; i++) {
+        int k = snprintf(line, sizeof(line), "%d\n", ids[i]);
+        out_bytes(line, (size_t)k);
+    }
+    free(ids); free(text);
+    tokenizer_free(&t);
+}
+
+static void run_decode(const char *tok_path) {
+    Tokenizer t;
+    tokenizer_init(&t, tok_path);
+    size_t len;
+    char *text = read_stdin(&len);
+    char *p = text, *end = text + len;
+    long long count = 0;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',')) p++;
+        if (p >= end) break;
+        char *q = p;
+        long v = 0;
+        int digits = 0;
+        while (q < end && *q >= '0' && *q <= '9' && digits < 10) { v = v * 10 + (*q - '0'); q++; digits++; }
+        if (digits == 0 || (q < end && !(*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r' || *q == ',')))
+            fatal("stdin: token %lld is not a non-negative integer", count + 1);
+        if (v >= tokenizer_vocab_size(&t)) fatal("stdin: token id %ld out of range for vocabulary size %d", v, tokenizer_vocab_size(&t));
+        size_t n;
+        const unsigned char *b = tokenizer_decode(&t, (int)v, &n);
+        out_bytes(b, n);
+        count++;
+        p = q;
+    }
+    free(text);
+    tokenizer_free(&t);
+}
+
+static void run_decode_shard(const char *path, const char *tok_path) {
+    Tokenizer t;
+    tokenizer_init(&t, tok_path);
+    FILE *f = fopen_or_die(path, "rb");
+    long long size = file_size_or_die(f, path);
+    int32_t header[SHARD_HEADER_INTS];
+    if (size < (long long)sizeof(header)) fatal("%s: truncated file: %lld bytes is shorter than the 1024-byte header", path, size);
+    fread_or_die(header, sizeof(int32_t), SHARD_HEADER_INTS, f, path, "header");
+    if (header[0] != SHARD_MAGIC) fatal("%s: bad magic number %d (expected %d): not a token shard", path, header[0], SHARD_MAGIC);
+    if (header[1] != SHARD_VERSION) fatal("%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION);
+    long long n = (uint32_t)header[2];
+    if (size != (long long)sizeof(header) + 2 * n)
+        fatal("%s: header says %lld tokens but the file has %lld bytes of tokens", path, n, size - (long long)sizeof(header));
+    uint16_t *tok = (uint16_t *)xmalloc(2 * n, "shard");
+    fread_or_die(tok, 2, n, f, path, "tokens");
+    fclose(f);
+    for (long long i = 0; i < n; i++) {
+        if (tok[i] >= tokenizer_vocab_size(&t)) fatal("%s: token %d at position %lld out of range", path, tok[i], i);
+        size_t m;
+        const unsigned char *b = tokenizer_decode(&t, tok[i], &m);
+        out_bytes(b, m);
+    }
+    free(tok);
+    tokenizer_free(&t);
+}
+
+// ----------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    const char *mode = NULL, *out = NULL, *tok_path = DEFAULT_TOKENIZER, *shard = NULL;
+    const char *mk[3] = {0};
+    char **inputs = (char **)xcalloc(sizeof(char *) * (argc + 1), "arguments");
+    int n_inputs = 0, quiet = 0;
+    double val_fraction = 0;
+    size_t chunk_bytes = 1 << 20;
+    if (argc < 2) { usage(stderr); return 2; }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--encode") || !strcmp(a, "--decode")) {
+            if (mode) fatal("%s: only one of --make-tokenizer, --input, --encode, --decode, --decode-shard", a);
+            mode = a;
+        } else if (!strcmp(a, "--make-tokenizer")) {
+            if (mode) fatal("%s: only one of --make-tokenizer, --input, --encode, --decode, --decode-shard", a);
+            if (i + 3 >= argc) fatal("--make-tokenizer: expected ENCODER_JSON VOCAB_BPE OUT.bin");
+            mode = a; mk[0] = argv[i + 1]; mk[1] = argv[i + 2]; mk[2] = argv[i + 3]; i += 3;
+        } else if (i + 1 >= argc) {
+            fatal("%s: missing value (see --help)", a);
+        } else if (!strcmp(a, "--input")) {
+            if (mode && strcmp(mode, "--input")) fatal("--input: only one of --make-tokenizer, --input, --encode, --decode, --decode-shard");
+            mode = "--input"; inputs[n_inputs++] = argv[++i];
+        } else if (!strcmp(a, "--decode-shard")) {
+            if (mode) fatal("%s: only one of --make-tokenizer, --input, --encode, --decode, --decode-shard", a);
+            mode = a; shard = argv[++i];
+        } else if (!strcmp(a, "--out")) out = argv[++i];
+        else if (!strcmp(a, "--tokenizer")) tok_path = argv[++i];
+        else if (!strcmp(a, "--val-fraction")) {
+            char *e; val_fraction = strtod(argv[++i], &e);
+            if (*e || e == argv[i] || !(val_fraction >= 0 && val_fraction < 1)) fatal("--val-fraction: expected a number in [0, 1), got '%s'", argv[i]);
+        } else if (!strcmp(a, "--chunk-bytes")) {
+            char *e; long long v = strtoll(argv[++i], &e, 10);
+            if (*e || e == argv[i] || v < 1) fatal("--chunk-bytes: expected a positive integer, got '%s'", argv[i]);
+            chunk_bytes = (size_t)v;
+        } else fatal("unknown argument '%s' (see --help)", a);
+    }
+    if (!mode) fatal("nothing to do: give --make-tokenizer, --input, --encode, --decode or --decode-shard (see --help)");
+    if (!strcmp(mode, "--make-tokenizer")) make_tokenizer(mk[0], mk[1], mk[2]);
+    else if (!strcmp(mode, "--input")) {
+        if (!out) fatal("--input: missing --out PREFIX");
+        run_input(inputs, n_inputs, out, val_fraction, tok_path, chunk_bytes, quiet);
+    } else if (!strcmp(mode, "--encode")) run_encode(tok_path);
+    else if (!strcmp(mode, "--decode")) run_decode(tok_path);
+    else run_decode_shard(shard, tok_path);
+    free(inputs);
+    if (fflush(stdout) != 0) fatal("stdout: write failed (%s)", strerror(errno));
+    return 0;
+}
