@@ -71,3 +71,13 @@ $(BUILD)/z3/train_gpt_cpu_poison: train_gpt.c $(HEADERS)
 
 ZERO_BINS := $(BUILD)/z0/train_gpt_cpu $(BUILD)/z1/train_gpt_cpu $(BUILD)/z2/train_gpt_cpu $(BUILD)/z3/train_gpt_cpu $(BUILD)/z3/train_gpt_cpu_poison
 zero-bins: $(ZERO_BINS)
+
+# ---------------------------------------------------------------------------
+# the two README commands
+demo: setup
+	@ZERO=$(if $(filter command line,$(origin ZERO)),$(ZERO),3) $(if $(filter command line,$(origin STEPS)),STEPS=$(STEPS)) MAKE="$(MAKE)" bash scripts/demo.sh
+
+test: setup
+	@$(MAKE) -s all zero-bins prepare_data
+	@bash scripts/prepare_data.sh > /dev/null
+	@bash tests/run.sh

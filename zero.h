@@ -84,6 +84,7 @@ typedef struct {
     size_t full_elems;          // Σ padded
     size_t shard_elems;         // Σ shard
     size_t max_padded, max_shard;
+    size_t max_slot;            // stages 2-3: the largest unit that uses the alternating gradient slots
     ZeroSegment *seg;
     int n_seg;
     // stage 3
@@ -155,21 +156,30 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int ra
     p->n_fetch_train = p->n_fetch_fwd;
     for (int l = L->cfg.n_layer - 1; l >= 0; l--) PUSH(p->fetch_train, p->n_fetch_train, model_unit_layer(L, l));
 #undef PUSH
-    // the most that must be gathered at once: one unit, or final + embedding for a tied head
-    size_t need = 0, max_np = 0;
-    for (int i = 0; i < p->n_units; i++) if (!p->u[i].persistent && p->u[i].padded > max_np) max_np = p->u[i].padded;
-    need = max_np;
-    size_t head = (p->u[F].persistent ? 0 : p->u[F].padded) + (p->tied && !p->u[E].persistent ? p->u[E].padded : 0);
-    if (head > need) need = head;
+    // Stage 3 sizing from the fetch schedule: at the i-th fetch the unit itself
+    // must be live (and the final unit too when the tied head fetches the
+    // embedding); a prefetch adds the next unit of the order.
     if (ZERO_STAGE == 3) {
+        size_t need = 0, peak = 0, max_np = 0;
+        for (int i = 0; i < p->n_fetch_train; i++) {
+            int u = p->fetch_train[i];
+            size_t req = p->u[u].padded;
+            if (i > 0 && u == E && p->tied && !p->u[F].persistent) req += p->u[F].padded;  // the head: final + embedding
+            size_t next = cfg->prefetch && i + 1 < p->n_fetch_train ? p->u[p->fetch_train[i + 1]].padded : 0;
+            if (req > need) need = req;
+            if (req + next > peak) peak = req + next;
+            if (p->u[u].padded > max_np) max_np = p->u[u].padded;
+        }
         if ((long long)need > cfg->max_live_elems)
             fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest unit, or the head's units)",
                   cfg->max_live_elems, need);
-        // one unit of prefetch beyond what must be live
-        size_t want = need + (cfg->prefetch ? max_np : 0);
-        p->live_cap = (long long)want < cfg->max_live_elems ? want : (size_t)cfg->max_live_elems;
+        p->live_cap = (long long)peak < cfg->max_live_elems ? peak : (size_t)cfg->max_live_elems;
+        // FIFO release: one unit of slack guarantees a unit fits whenever the live count allows it
         p->arena_elems = p->live_cap + max_np;
     }
+    // stages 2-3: gradient slots for one unit's full gradient (the tied embedding has its own)
+    for (int i = 0; i < p->n_units; i++)
+        if (!(i == E && p->tied) && p->u[i].padded > p->max_slot) p->max_slot = p->u[i].padded;
 }
 
 static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); }
@@ -230,7 +240,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
 #else
     z->grads = zero_alloc(z, MEM_GRADS, p->shard_elems);
     size_t tied = p->tied ? p->u[0].padded : 0;
-    z->grad_slots = zero_alloc(z, MEM_GRAD_BUCKETS, tied + 2 * p->max_padded);
+    z->grad_slots = zero_alloc(z, MEM_GRAD_BUCKETS, tied + 2 * p->max_slot);
     z->rs_scratch = zero_alloc(z, MEM_GRAD_BUCKETS, p->max_shard);
 #endif
     z->opt_m = zero_alloc(z, MEM_OPTIM, p->shard_elems);
@@ -420,7 +430,7 @@ static float *zero_grads_begin(Zero *z, int u) {
     float *g;
     if (u == 0 && z->plan.tied) g = z->grad_slots;   // the tied embedding collects from the head and the embedding
     else {
-        g = z->grad_slots + (z->plan.tied ? z->plan.u[0].padded : 0) + (size_t)z->slot_next * z->plan.max_padded;
+        g = z->grad_slots + (z->plan.tied ? z->plan.u[0].padded : 0) + (size_t)z->slot_next * z->plan.max_slot;
         z->slot_next ^= 1;   // two slots: one can be in flight while the next unit computes
     }
     memset(g, 0, U->padded * sizeof(float));
