@@ -1,0 +1,256 @@
+// cuda/matmul.cuh: linear layers through cuBLASLt, bf16 in/out, fp32 compute and accumulate.
+//
+//   forward:  out[N,OC] = inp[N,C] @ weight[OC,C]^T (+ bias[OC])
+//             with pre_gelu != NULL: pre_gelu = that, out = GELU_tanh(that)
+//             (CUBLASLT_EPILOGUE_GELU_AUX_BIAS: one pass instead of three)
+//   backward: dinp[N,C]      = dout[N,OC] @ weight[OC,C]           (overwritten)
+//             with pre_gelu != NULL: dinp *= GELU'(pre_gelu)      (CUBLASLT_EPILOGUE_DGELU)
+//             dweight[OC,C] += dout^T @ inp                        (beta = 1: accumulates)
+//             dbias[OC]     += sum_n dout[n,:]                     (own kernel, deterministic)
+// cuBLASLt's BGRADB epilogue overwrites rather than accumulates, so the bias gradient is a
+// separate column-sum kernel: per-block partials over row slices, summed in a fixed order.
+// If cuBLASLt finds no algorithm for a fused epilogue, the launcher falls back to a plain
+// matmul plus the gelu.cuh kernels (same results within bf16 rounding).
+//
+// Row-major to cuBLAS column-major: a row-major [R, K] array is a column-major [K, R] matrix,
+// so out^T[OC,N] = weight[OC,C] (stored [C,OC]: op T) x inp^T[C,N] (op N).
+//
+// Global state: matmul_setup() creates the cuBLASLt and cuBLAS handles and a 32 MiB
+// cuBLASLt workspace; matmul_teardown() frees them. The handles are used from one host
+// thread; the workspace must not be shared by matmuls running concurrently on two streams.
+#pragma once
+#include "cuda/common.cuh"
+#include "cuda/gelu.cuh"
+
+static cublasLtHandle_t g_cublaslt_handle = NULL;
+static cublasHandle_t g_cublas_handle = NULL;
+static void *g_cublaslt_workspace = NULL;
+static size_t g_cublaslt_workspace_size = 0;
+// 1: use the cuBLASLt GELU epilogues when asked for a GELU; 0: always the separate kernels
+static int g_matmul_gelu_fusion = 1;
+
+static void matmul_setup(void) {
+    if (g_cublaslt_handle) return;
+    cublasCheck(cublasLtCreate(&g_cublaslt_handle));
+    cublasCheck(cublasCreate(&g_cublas_handle));
+    g_cublaslt_workspace_size = 32u << 20;
+    cudaCheck(cudaMalloc(&g_cublaslt_workspace, g_cublaslt_workspace_size));
+}
+
+static void matmul_teardown(void) {
+    if (g_cublaslt_workspace) cudaCheck(cudaFree(g_cublaslt_workspace));
+    if (g_cublaslt_handle) cublasCheck(cublasLtDestroy(g_cublaslt_handle));
+    if (g_cublas_handle) cublasCheck(cublasDestroy(g_cublas_handle));
+    g_cublaslt_workspace = NULL;
+    g_cublaslt_handle = NULL;
+    g_cublas_handle = NULL;
+    g_cublaslt_workspace_size = 0;
+}
+
+// Column-major D[m,n] = op(A)[m,k] op(B)[k,n] (+ bias[m]) (+ D if accumulate), bf16 storage.
+// A is stored [k,m] (ld k) when transA, else [m,k] (ld m); B is stored [n,k] (ld n) when
+// transB, else [k,n] (ld k); D is [m,n] (ld m).
+// epilogue: 0 none/bias, 1 GELU forward (aux = pre-GELU written, ld m), 2 DGELU (aux read).
+// Returns 1 on success, 0 when cuBLASLt has no algorithm for this combination; any other
+// cuBLAS error exits.
+static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, const floatX *bias,
+                               int m, int n, int k, int transA, int transB, int accumulate,
+                               floatX *aux, int epilogue, cudaStream_t stream) {
+    CUDA_REQUIRE(g_cublaslt_handle != NULL);  // call matmul_setup() first
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t Al, Bl, Cl, Dl;
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, transA ? &opT : &opN, sizeof(opT)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, transB ? &opT : &opN, sizeof(opN)));
+    if (transA) cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_16BF, k, m, k));
+    else cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_16BF, m, k, m));
+    if (transB) cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_16BF, n, k, n));
+    else cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_16BF, k, n, k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&Cl, CUDA_R_16BF, m, n, m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&Dl, CUDA_R_16BF, m, n, m));
+
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (epilogue == 1) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    else if (epilogue == 2) epi = CUBLASLT_EPILOGUE_DGELU;
+    else if (bias) epi = CUBLASLT_EPILOGUE_BIAS;
+    if (epilogue == 2) CUDA_REQUIRE(bias == NULL);
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (bias) {
+        cudaDataType_t bt = CUDA_R_16BF;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (epilogue == 1 || epilogue == 2) {
+        int64_t ld = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+    }
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &g_cublaslt_workspace_size, sizeof(g_cublaslt_workspace_size)));
+    cublasLtMatmulHeuristicResult_t heur;
+    memset(&heur, 0, sizeof(heur));
+    int returned = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_cublaslt_handle, desc, Al, Bl, Cl, Dl, pref, 1, &heur, &returned);
+    int ok = 0;
+    if (st == CUBLAS_STATUS_SUCCESS && returned > 0) {
+        const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+        cublasCheck(cublasLtMatmul(g_cublaslt_handle, desc, &alpha, a, Al, b, Bl, &beta, d, Cl, d, Dl, &heur.algo,
+                                   g_cublaslt_workspace, g_cublaslt_workspace_size, stream));
+        ok = 1;
+    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        cublasCheck(st);
+    }
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(Al));
+    cublasCheck(cublasLtMatrixLayoutDestroy(Bl));
+    cublasCheck(cublasLtMatrixLayoutDestroy(Cl));
+    cublasCheck(cublasLtMatrixLayoutDestroy(Dl));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    return ok;
+}
+
+// the same, exiting with a one-line error when no algorithm exists
+static void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, const floatX *bias,
+                            int m, int n, int k, int transA, int transB, int accumulate, cudaStream_t stream) {
+    if (!matmul_cublaslt_try(d, a, b, bias, m, n, k, transA, transB, accumulate, NULL, 0, stream)) {
+        fprintf(stderr, "error: cuBLASLt: no algorithm for m=%d n=%d k=%d transA=%d transB=%d bias=%d\n",
+                m, n, k, transA, transB, bias != NULL);
+        exit(1);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// bias gradient: dbias[OC] += sum_n dout[n, OC], deterministic
+
+#define MATMUL_DBIAS_MAX_SPLITS 64
+
+// block (32, 8): x covers 32 * 8 = 256 columns (8 per thread), y and blockIdx.y split the rows.
+// direct: add the block's column sums to dbias (gridDim.y == 1), else write partial[blockIdx.y][OC].
+__global__ void matmul_dbias_kernel(float *partial, floatX *dbias, const floatX *__restrict__ dout,
+                                    int N, int OC, int direct) {
+    __shared__ float s[8][32][9];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c = (blockIdx.x * 32 + tx) * 8;
+    float acc[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+    if (c < OC) {
+        for (int row = blockIdx.y * 8 + ty; row < N; row += gridDim.y * 8) {
+            x128 d = load128(dout + (size_t)row * OC + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc[k] += bf2f(d[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) s[ty][tx][k] = acc[k];
+    __syncthreads();
+    if (ty == 0 && c < OC) {
+        float tot[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) tot[k] = 0.0f;
+        for (int y = 0; y < 8; y++) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) tot[k] += s[y][tx][k];
+        }
+        if (direct) {
+            x128 old = load128(dbias + c);
+            x128 o;
+#pragma unroll
+            for (int k = 0; k < 8; k++) o[k] = f2bf(bf2f(old[k]) + tot[k]);
+            store128(dbias + c, o);
+        } else {
+            float *p = partial + (size_t)blockIdx.y * OC + c;
+#pragma unroll
+            for (int k = 0; k < 8; k++) p[k] = tot[k];
+        }
+    }
+}
+
+__global__ void matmul_dbias_reduce_kernel(floatX *dbias, const float *__restrict__ partial, int G, int OC) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float acc = 0.0f;
+    for (int g = 0; g < G; g++) acc += partial[(size_t)g * OC + c];
+    dbias[c] = f2bf(bf2f(dbias[c]) + acc);
+}
+
+// floats of scratch matmul_backward needs for the bias gradient of width OC
+static size_t matmul_dbias_scratch_floats(int OC) { return (size_t)MATMUL_DBIAS_MAX_SPLITS * OC; }
+
+// dbias[OC] += column sums of dout[N, OC]. scratch: matmul_dbias_scratch_floats(OC) floats
+// (may be NULL when the grid needs no split, but pass it).
+static void matmul_dbias(floatX *dbias, float *scratch, const floatX *dout, int N, int OC, cudaStream_t stream) {
+    if (N <= 0) return;
+    CUDA_REQUIRE(OC % 8 == 0);
+    CUDA_REQUIRE(is_aligned16(dbias) && is_aligned16(dout));
+    const int gx = CEIL_DIV(OC, 256);
+    int gy = (2 * cuda_num_sms()) / gx;
+    if (gy > MATMUL_DBIAS_MAX_SPLITS) gy = MATMUL_DBIAS_MAX_SPLITS;
+    if (gy > CEIL_DIV(N, 8)) gy = CEIL_DIV(N, 8);
+    if (gy < 1) gy = 1;
+    if (scratch == NULL) gy = 1;
+    dim3 grid(gx, gy), block(32, 8);
+    matmul_dbias_kernel<<<grid, block, 0, stream>>>(scratch, dbias, dout, N, OC, gy == 1);
+    cudaCheckLaunch();
+    if (gy > 1) {
+        matmul_dbias_reduce_kernel<<<CEIL_DIV(OC, 256), 256, 0, stream>>>(dbias, scratch, gy, OC);
+        cudaCheckLaunch();
+    }
+}
+
+// ----------------------------------------------------------------------------
+// public entry points
+
+// out[N,OC] = inp[N,C] @ weight[OC,C]^T (+ bias[OC], may be NULL).
+// pre_gelu != NULL: pre_gelu[N,OC] = the above and out = GELU_tanh(pre_gelu) (OC % 8 == 0).
+static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight, const floatX *bias,
+                           int N, int C, int OC, floatX *pre_gelu, cudaStream_t stream) {
+    if (N <= 0) return;
+    if (pre_gelu) {
+        CUDA_REQUIRE(OC % 8 == 0);
+        if (g_matmul_gelu_fusion &&
+            matmul_cublaslt_try(out, weight, inp, bias, OC, N, C, 1, 0, 0, pre_gelu, 1, stream))
+            return;
+        matmul_cublaslt(pre_gelu, weight, inp, bias, OC, N, C, 1, 0, 0, stream);
+        gelu_forward(out, pre_gelu, (size_t)N * OC, stream);
+        return;
+    }
+    matmul_cublaslt(out, weight, inp, bias, OC, N, C, 1, 0, 0, stream);
+}
+
+// Backward of matmul_forward (without its GELU: that belongs to the layer before, see pre_gelu).
+//   dinp[N,C] = dout[N,OC] @ weight[OC,C]        overwritten; skipped when dinp == NULL
+//     pre_gelu != NULL: inp was GELU(pre_gelu[N,C]); dinp is multiplied by GELU'(pre_gelu),
+//     so it is the gradient of pre_gelu (fused as CUBLASLT_EPILOGUE_DGELU)
+//   dweight[OC,C] += dout^T @ inp                skipped when dweight == NULL
+//   dbias[OC] += sum_n dout                      skipped when dbias == NULL; dbias_scratch:
+//                                                matmul_dbias_scratch_floats(OC) floats
+static void matmul_backward(floatX *dinp, floatX *dweight, floatX *dbias, float *dbias_scratch,
+                            const floatX *dout, const floatX *inp, const floatX *weight,
+                            int N, int C, int OC, const floatX *pre_gelu, cudaStream_t stream) {
+    if (N <= 0) return;
+    if (dbias) matmul_dbias(dbias, dbias_scratch, dout, N, OC, stream);
+    if (dinp) {
+        // column-major dinp^T[C,N] = weight^T[C,OC] (stored [OC rows of C]: ld C, op N) x dout^T[OC,N] (op N)
+        int done = 0;
+        if (pre_gelu) {
+            CUDA_REQUIRE(C % 8 == 0);
+            if (g_matmul_gelu_fusion)
+                done = matmul_cublaslt_try(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, (floatX *)pre_gelu, 2, stream);
+            if (!done) {
+                matmul_cublaslt(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, stream);
+                gelu_backward(dinp, pre_gelu, dinp, (size_t)N * C, stream);
+                done = 1;
+            }
+        } else {
+            matmul_cublaslt(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, stream);
+        }
+    }
+    if (dweight) {
+        // column-major dweight^T[C,OC] += inp^T[C,N] (op N, ld C) x dout[N,OC] (stored [OC,N] col-major: op T)
+        matmul_cublaslt(dweight, inp, dout, NULL, C, OC, N, 0, 1, 1, stream);
+    }
+}

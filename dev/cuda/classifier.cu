@@ -1,0 +1,63 @@
+// dev/cuda/classifier.cu: fused softmax cross-entropy (per-position fp32 loss, dlogits in place,
+// only the first V of Vp columns take part) against a CPU reference in double; the padded
+// columns hold garbage that must be ignored and come out as exact zeros; timed.
+#include "dev/cuda/kernel_check.cuh"
+#include "cuda/classifier.cuh"
+
+static void run_case(int N, int V, int Vp) {
+    printf("N=%d V=%d Vp=%d\n", N, V, Vp);
+    std::vector<float> logits = rand_normal_bf16((size_t)N * Vp, 2.0f);
+    for (int n = 0; n < N; n++)
+        for (int i = V; i < Vp; i++) logits[(size_t)n * Vp + i] = 30.0f;  // must not count
+    std::vector<int> targets(N);
+    for (int n = 0; n < N; n++) targets[n] = n == 0 ? V - 1 : dev_rand_int(V);
+    const float dloss = 1.0f / N;
+    std::vector<float> loss_ref(N), dl_ref((size_t)N * Vp);
+    for (int n = 0; n < N; n++) {
+        const float *x = &logits[(size_t)n * Vp];
+        double m = -1e30;
+        for (int i = 0; i < V; i++) m = std::max(m, (double)x[i]);
+        double s = 0;
+        for (int i = 0; i < V; i++) s += exp(x[i] - m);
+        loss_ref[n] = (float)(log(s) + m - x[targets[n]]);
+        for (int i = 0; i < Vp; i++)
+            dl_ref[(size_t)n * Vp + i] = i < V ? (float)((exp(x[i] - m) / s - (i == targets[n])) * dloss) : 0.0f;
+    }
+    floatX *d_logits = to_device_bf16(logits);
+    int *d_t = to_device_i32(targets);
+    float *d_loss = dev_alloc<float>(N);
+    // forward only: logits untouched
+    dev_poison(d_loss, N);
+    fused_classifier(d_logits, d_loss, d_t, dloss, N, V, Vp, 0, 0);
+    check_close("losses (no backward)", from_device_f32(d_loss, N), loss_ref, 1e-5f, 1e-4f);
+    check_close("logits untouched", from_device_bf16(d_logits, (size_t)N * Vp), logits, 0.0f, 0.0f, 0.0);
+    dev_poison(d_loss, N);
+    fused_classifier(d_logits, d_loss, d_t, dloss, N, V, Vp, 1, 0);
+    check_close("losses", from_device_f32(d_loss, N), loss_ref, 1e-5f, 1e-4f);
+    std::vector<float> g = from_device_bf16(d_logits, (size_t)N * Vp);
+    check_close("dlogits", g, dl_ref, 1e-3f, 1e-2f);
+    int pad_zero = 1;
+    for (int n = 0; n < N; n++)
+        for (int i = V; i < Vp; i++) pad_zero &= g[(size_t)n * Vp + i] == 0.0f;
+    check_true("padded dlogits exactly 0", pad_zero);
+    cudaCheck(cudaFree(d_logits)); cudaCheck(cudaFree(d_t)); cudaCheck(cudaFree(d_loss));
+}
+
+int main(void) {
+    dev_require_gpu();
+    run_case(64, 50257, 50304);
+    run_case(37, 1000, 1024);
+    run_case(5, 3, 128);  // fewer columns than threads
+    const int N = 4 * 1024, V = 50257, Vp = 50304;
+    floatX *logits = dev_alloc<floatX>((size_t)N * Vp);
+    upload_bf16(logits, rand_normal_bf16((size_t)N * Vp, 1.0f).data(), (size_t)N * Vp);
+    std::vector<int> t(N);
+    for (int n = 0; n < N; n++) t[n] = dev_rand_int(V);
+    int *d_t = to_device_i32(t);
+    float *loss = dev_alloc<float>(N);
+    // dlogits overwrite the logits; the values stay finite, so repeated runs time the same work
+    float us = time_us([&] { fused_classifier(logits, loss, d_t, 1.0f / N, N, V, Vp, 1, 0); }, 20, 5);
+    report_bw("fused_classifier (read 2x, write 1x)", us, 3.0 * N * Vp * sizeof(floatX));
+    cudaCheck(cudaFree(logits)); cudaCheck(cudaFree(d_t)); cudaCheck(cudaFree(loss));
+    return dev_finish("classifier");
+}

@@ -1,0 +1,207 @@
+// dev/cuda/kernel_check.cuh: the shared harness of the dev/cuda kernel programs:
+// GPU detection (exit 77 "SKIP" without one), host random numbers, bf16 <-> float transfers,
+// output poisoning, tolerance checks that print max abs / rel error, and event timing.
+#pragma once
+#include <vector>
+#include <algorithm>
+#include <cmath>
+#include "cuda/common.cuh"
+
+// exits 77 with "SKIP: ..." when no CUDA device can be used
+static void dev_require_gpu(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices found");
+        exit(77);
+    }
+    cudaCheck(cudaSetDevice(0));
+    cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, 0));
+    printf("device: %s, %d SMs, sm_%d%d\n", p.name, p.multiProcessorCount, p.major, p.minor);
+}
+
+// ----------------------------------------------------------------------------
+// host random numbers (splitmix64), reproducible
+
+static uint64_t g_dev_rng = 0x2545F4914F6CDD1Dull;
+static inline uint64_t dev_rand_u64(void) {
+    uint64_t z = (g_dev_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline float dev_rand_uniform(void) { return (float)((dev_rand_u64() >> 40) * (1.0 / 16777216.0)); }  // [0,1)
+static inline float dev_rand_normal(void) {
+    float u1 = dev_rand_uniform(), u2 = dev_rand_uniform();
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
+}
+static inline int dev_rand_int(int n) { return (int)(dev_rand_u64() % (uint64_t)n); }
+
+static inline float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+// n values ~ N(0, std), rounded to bf16 (so the CPU reference sees what the GPU sees)
+static std::vector<float> rand_normal_bf16(size_t n, float std) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = bf16_round(std * dev_rand_normal());
+    return v;
+}
+static std::vector<float> rand_uniform_bf16(size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = bf16_round(lo + (hi - lo) * dev_rand_uniform());
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+// device buffers
+
+template <class T> static T *dev_alloc(size_t n) {
+    T *p = NULL;
+    cudaCheck(cudaMalloc(&p, (n > 0 ? n : 1) * sizeof(T)));
+    return p;
+}
+// fill with 0xFF bytes: NaN for both bf16 and fp32, so unwritten outputs fail the checks
+template <class T> static void dev_poison(T *p, size_t n) { cudaCheck(cudaMemset(p, 0xFF, n * sizeof(T))); }
+
+static void upload_bf16(floatX *d, const float *h, size_t n) {
+    std::vector<floatX> tmp(n);
+    for (size_t i = 0; i < n; i++) tmp[i] = __float2bfloat16(h[i]);
+    cudaCheck(cudaMemcpy(d, tmp.data(), n * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+static floatX *to_device_bf16(const std::vector<float> &h) {
+    floatX *d = dev_alloc<floatX>(h.size());
+    upload_bf16(d, h.data(), h.size());
+    return d;
+}
+static std::vector<float> from_device_bf16(const floatX *d, size_t n) {
+    std::vector<floatX> tmp(n);
+    cudaCheck(cudaMemcpy(tmp.data(), d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = __bfloat162float(tmp[i]);
+    return h;
+}
+static float *to_device_f32(const std::vector<float> &h) {
+    float *d = dev_alloc<float>(h.size());
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+static std::vector<float> from_device_f32(const float *d, size_t n) {
+    std::vector<float> h(n);
+    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+static int *to_device_i32(const std::vector<int> &h) {
+    int *d = dev_alloc<int>(h.size());
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+// raw bytes of a device buffer (for bitwise determinism checks)
+template <class T> static std::vector<unsigned char> dev_bytes(const T *d, size_t n) {
+    std::vector<unsigned char> h(n * sizeof(T));
+    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// ----------------------------------------------------------------------------
+// checks
+
+static int g_dev_failures = 0;
+
+// Element i passes when |got - ref| <= atol + rtol * |ref|, atol = atol_frac * max|ref|;
+// the whole output also needs ||got - ref|| / ||ref|| <= nrel_tol. NaN or Inf fails.
+// Prints one line; returns 1 on pass and counts failures in g_dev_failures.
+static int check_close(const char *name, const float *got, const float *ref, size_t n,
+                       float atol_frac, float rtol, double nrel_tol = 1e-2) {
+    double maxref = 0;
+    for (size_t i = 0; i < n; i++) maxref = std::max(maxref, (double)fabsf(ref[i]));
+    const double atol = atol_frac * maxref + 1e-30;
+    double max_abs = 0, max_rel = 0, num = 0, den = 0;
+    size_t bad = 0, first_bad = (size_t)-1, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        if (!std::isfinite(g)) {
+            nonfinite++;
+            if (first_bad == (size_t)-1) first_bad = i;
+            continue;
+        }
+        double d = fabs(g - r);
+        max_abs = std::max(max_abs, d);
+        if (fabs(r) > atol) max_rel = std::max(max_rel, d / fabs(r));
+        num += d * d;
+        den += r * r;
+        if (d > atol + rtol * fabs(r)) {
+            bad++;
+            if (first_bad == (size_t)-1) first_bad = i;
+        }
+    }
+    double nrel = den > 0 ? sqrt(num / den) : sqrt(num);
+    int ok = bad == 0 && nonfinite == 0 && nrel <= nrel_tol;
+    printf("  %-28s n=%-10zu max_abs=%.3e max_rel=%.3e norm_rel=%.3e (atol %.1e rtol %.1e) %s", name, n, max_abs,
+           max_rel, nrel, atol, rtol, ok ? "OK" : "FAIL");
+    if (!ok) {
+        if (first_bad != (size_t)-1)
+            printf("  [%zu bad, %zu non-finite; first at %zu: got %.6g ref %.6g]", bad, nonfinite, first_bad,
+                   (double)got[first_bad], (double)ref[first_bad]);
+        else
+            printf("  [norm_rel above %.1e]", nrel_tol);
+        g_dev_failures++;
+    }
+    printf("\n");
+    return ok;
+}
+static int check_close(const char *name, const std::vector<float> &got, const std::vector<float> &ref,
+                       float atol_frac, float rtol, double nrel_tol = 1e-2) {
+    if (got.size() != ref.size()) {
+        printf("  %-28s size mismatch %zu vs %zu FAIL\n", name, got.size(), ref.size());
+        g_dev_failures++;
+        return 0;
+    }
+    return check_close(name, got.data(), ref.data(), got.size(), atol_frac, rtol, nrel_tol);
+}
+static int check_true(const char *name, int cond) {
+    printf("  %-28s %s\n", name, cond ? "OK" : "FAIL");
+    if (!cond) g_dev_failures++;
+    return cond;
+}
+
+// ----------------------------------------------------------------------------
+// timing: median over `rounds` of the mean time of `iters` calls, after a warm-up
+
+template <class F> static float time_us(F f, int iters = 50, int rounds = 5) {
+    for (int i = 0; i < 3; i++) f();
+    cudaCheck(cudaDeviceSynchronize());
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a));
+    cudaCheck(cudaEventCreate(&b));
+    std::vector<float> t;
+    for (int r = 0; r < rounds; r++) {
+        cudaCheck(cudaEventRecord(a));
+        for (int i = 0; i < iters; i++) f();
+        cudaCheck(cudaEventRecord(b));
+        cudaCheck(cudaEventSynchronize(b));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms * 1000.0f / iters);
+    }
+    cudaCheck(cudaGetLastError());
+    cudaCheck(cudaEventDestroy(a));
+    cudaCheck(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+static void report_bw(const char *name, float us, double bytes) {
+    printf("  time %-30s %9.2f us  %8.1f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
+}
+static void report_flops(const char *name, float us, double flops) {
+    printf("  time %-30s %9.2f us  %8.1f TFLOP/s\n", name, us, flops / (us * 1e-6) / 1e12);
+}
+
+// final line and exit code: 0 all checks passed, 1 otherwise
+static int dev_finish(const char *prog) {
+    cudaCheck(cudaDeviceSynchronize());
+    if (g_dev_failures) printf("%s: FAILED (%d checks)\n", prog, g_dev_failures);
+    else printf("%s: all checks passed\n", prog);
+    return g_dev_failures ? 1 : 0;
+}

@@ -1,0 +1,140 @@
+// dev/cuda/matmul.cu: cuBLASLt linear layer, forward (bias epilogue; GELU-aux epilogue, fused
+// and unfused) and backward (dinp, dinp with the DGELU epilogue fused and unfused, dweight +=,
+// dbias += deterministic) against a CPU reference (double, OpenMP); timed in TFLOP/s.
+#include "dev/cuda/kernel_check.cuh"
+#include "cuda/matmul.cuh"
+
+static double gelu_d(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double gelu_grad_d(double x) {
+    const double s = sqrt(2.0 / M_PI);
+    double th = tanh(s * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * s * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static void run_case(int N, int C, int OC) {
+    printf("N=%d C=%d OC=%d\n", N, C, OC);
+    std::vector<float> inp = rand_normal_bf16((size_t)N * C, 1.0f);
+    std::vector<float> w = rand_uniform_bf16((size_t)OC * C, -0.06f, 0.06f);
+    std::vector<float> bias = rand_normal_bf16(OC, 0.5f);
+    std::vector<float> dout = rand_normal_bf16((size_t)N * OC, 1.0f);
+    std::vector<float> dw0 = rand_normal_bf16((size_t)OC * C, 1.0f), db0 = rand_normal_bf16(OC, 1.0f);
+    // pre-GELU values of the layer below, for the DGELU backward: shape [N, C]
+    std::vector<float> pre = rand_normal_bf16((size_t)N * C, 1.5f);
+
+    std::vector<float> out_ref((size_t)N * OC), gelu_ref((size_t)N * OC), dinp_ref((size_t)N * C),
+        dinp_gelu_ref((size_t)N * C), dw_ref((size_t)OC * C), db_ref(OC);
+#pragma omp parallel for
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double acc = bias[o];
+            for (int c = 0; c < C; c++) acc += (double)inp[(size_t)n * C + c] * w[(size_t)o * C + c];
+            out_ref[(size_t)n * OC + o] = (float)acc;
+            gelu_ref[(size_t)n * OC + o] = (float)gelu_d(bf16_round((float)acc));  // GELU of the stored pre-activation
+        }
+#pragma omp parallel for
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double acc = 0;
+            for (int o = 0; o < OC; o++) acc += (double)dout[(size_t)n * OC + o] * w[(size_t)o * C + c];
+            dinp_ref[(size_t)n * C + c] = (float)acc;
+            dinp_gelu_ref[(size_t)n * C + c] = (float)(acc * gelu_grad_d(pre[(size_t)n * C + c]));
+        }
+#pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        for (int c = 0; c < C; c++) {
+            double acc = dw0[(size_t)o * C + c];
+            for (int n = 0; n < N; n++) acc += (double)dout[(size_t)n * OC + o] * inp[(size_t)n * C + c];
+            dw_ref[(size_t)o * C + c] = (float)acc;
+        }
+        double acc = db0[o];
+        for (int n = 0; n < N; n++) acc += dout[(size_t)n * OC + o];
+        db_ref[o] = (float)acc;
+    }
+
+    floatX *d_inp = to_device_bf16(inp), *d_w = to_device_bf16(w), *d_bias = to_device_bf16(bias);
+    floatX *d_dout = to_device_bf16(dout), *d_pre = to_device_bf16(pre);
+    floatX *d_out = dev_alloc<floatX>((size_t)N * OC), *d_pre_gelu = dev_alloc<floatX>((size_t)N * OC);
+    floatX *d_dinp = dev_alloc<floatX>((size_t)N * C), *d_dw = to_device_bf16(dw0), *d_db = to_device_bf16(db0);
+    float *d_scratch = dev_alloc<float>(matmul_dbias_scratch_floats(OC));
+
+    dev_poison(d_out, (size_t)N * OC);
+    matmul_forward(d_out, d_inp, d_w, d_bias, N, C, OC, NULL, 0);
+    check_close("forward out (+bias)", from_device_bf16(d_out, (size_t)N * OC), out_ref, 5e-3f, 1e-2f);
+    for (int fusion = 1; fusion >= 0; fusion--) {
+        g_matmul_gelu_fusion = fusion;
+        dev_poison(d_out, (size_t)N * OC);
+        dev_poison(d_pre_gelu, (size_t)N * OC);
+        matmul_forward(d_out, d_inp, d_w, d_bias, N, C, OC, d_pre_gelu, 0);
+        check_close(fusion ? "forward gelu pre (fused)" : "forward gelu pre (unfused)",
+                    from_device_bf16(d_pre_gelu, (size_t)N * OC), out_ref, 5e-3f, 1e-2f);
+        check_close(fusion ? "forward gelu out (fused)" : "forward gelu out (unfused)",
+                    from_device_bf16(d_out, (size_t)N * OC), gelu_ref, 5e-3f, 1e-2f);
+    }
+    g_matmul_gelu_fusion = 1;
+
+    dev_poison(d_dinp, (size_t)N * C);
+    matmul_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, N, C, OC, NULL, 0);
+    check_close("backward dinp", from_device_bf16(d_dinp, (size_t)N * C), dinp_ref, 5e-3f, 1e-2f);
+    std::vector<float> g_dw = from_device_bf16(d_dw, (size_t)OC * C), g_db = from_device_bf16(d_db, OC);
+    check_close("backward dweight (+=)", g_dw, dw_ref, 5e-3f, 1e-2f);
+    check_close("backward dbias (+=)", g_db, db_ref, 1e-3f, 1e-2f);
+    upload_bf16(d_db, db0.data(), OC);
+    matmul_backward(NULL, NULL, d_db, d_scratch, d_dout, d_inp, d_w, N, C, OC, NULL, 0);
+    check_true("dbias bitwise deterministic", memcmp(from_device_bf16(d_db, OC).data(), g_db.data(), OC * sizeof(float)) == 0);
+    for (int fusion = 1; fusion >= 0; fusion--) {
+        g_matmul_gelu_fusion = fusion;
+        dev_poison(d_dinp, (size_t)N * C);
+        matmul_backward(d_dinp, NULL, NULL, NULL, d_dout, d_inp, d_w, N, C, OC, d_pre, 0);
+        check_close(fusion ? "backward dinp*gelu' (fused)" : "backward dinp*gelu' (unfused)",
+                    from_device_bf16(d_dinp, (size_t)N * C), dinp_gelu_ref, 5e-3f, 2e-2f);
+    }
+    g_matmul_gelu_fusion = 1;
+    cudaCheck(cudaFree(d_inp)); cudaCheck(cudaFree(d_w)); cudaCheck(cudaFree(d_bias)); cudaCheck(cudaFree(d_dout));
+    cudaCheck(cudaFree(d_pre)); cudaCheck(cudaFree(d_out)); cudaCheck(cudaFree(d_pre_gelu)); cudaCheck(cudaFree(d_dinp));
+    cudaCheck(cudaFree(d_dw)); cudaCheck(cudaFree(d_db)); cudaCheck(cudaFree(d_scratch));
+}
+
+// gelu_fwd: forward with the GELU epilogue; gelu_bwd: backward with the DGELU epilogue
+static void time_case(int N, int C, int OC, int gelu_fwd, int gelu_bwd) {
+    floatX *inp = dev_alloc<floatX>((size_t)N * C), *w = dev_alloc<floatX>((size_t)OC * C), *bias = dev_alloc<floatX>(OC);
+    floatX *out = dev_alloc<floatX>((size_t)N * OC), *pre = dev_alloc<floatX>((size_t)N * OC);
+    floatX *dout = dev_alloc<floatX>((size_t)N * OC), *dinp = dev_alloc<floatX>((size_t)N * C);
+    floatX *dw = dev_alloc<floatX>((size_t)OC * C), *db = dev_alloc<floatX>(OC), *pre_in = dev_alloc<floatX>((size_t)N * C);
+    float *scratch = dev_alloc<float>(matmul_dbias_scratch_floats(OC));
+    upload_bf16(inp, rand_normal_bf16((size_t)N * C, 1.0f).data(), (size_t)N * C);
+    upload_bf16(w, rand_normal_bf16((size_t)OC * C, 0.02f).data(), (size_t)OC * C);
+    upload_bf16(bias, rand_normal_bf16(OC, 0.1f).data(), OC);
+    upload_bf16(dout, rand_normal_bf16((size_t)N * OC, 1.0f).data(), (size_t)N * OC);
+    upload_bf16(pre_in, rand_normal_bf16((size_t)N * C, 1.0f).data(), (size_t)N * C);
+    cudaCheck(cudaMemset(dw, 0, (size_t)OC * C * sizeof(floatX)));
+    cudaCheck(cudaMemset(db, 0, OC * sizeof(floatX)));
+    double flops = 2.0 * N * C * OC;
+    char name[96];
+    snprintf(name, sizeof(name), "fwd N=%d C=%d OC=%d%s", N, C, OC, gelu_fwd ? " +gelu" : "");
+    float us = time_us([&] { matmul_forward(out, inp, w, bias, N, C, OC, gelu_fwd ? pre : NULL, 0); });
+    report_flops(name, us, flops);
+    snprintf(name, sizeof(name), "bwd N=%d C=%d OC=%d%s", N, C, OC, gelu_bwd ? " +dgelu" : "");
+    us = time_us([&] { matmul_backward(dinp, dw, db, scratch, dout, inp, w, N, C, OC, gelu_bwd ? pre_in : NULL, 0); });
+    report_flops(name, us, 2.0 * flops);
+    us = time_us([&] { matmul_dbias(db, scratch, dout, N, OC, 0); });
+    report_bw("  of which dbias", us, (double)N * OC * sizeof(floatX));
+    cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(w)); cudaCheck(cudaFree(bias)); cudaCheck(cudaFree(out));
+    cudaCheck(cudaFree(pre)); cudaCheck(cudaFree(dout)); cudaCheck(cudaFree(dinp)); cudaCheck(cudaFree(dw));
+    cudaCheck(cudaFree(db)); cudaCheck(cudaFree(pre_in)); cudaCheck(cudaFree(scratch));
+}
+
+int main(void) {
+    dev_require_gpu();
+    matmul_setup();
+    run_case(512, 768, 2304);
+    run_case(100, 64, 200);  // tiny sizes, N not a multiple of 8
+    // GPT-2 124M at B=16, T=1024: qkv, attproj, fc (+gelu), fcproj, and the tied classifier
+    const int N = 16 * 1024;
+    time_case(N, 768, 2304, 0, 0);
+    time_case(N, 768, 768, 0, 0);
+    time_case(N, 768, 3072, 1, 0);
+    time_case(N, 3072, 768, 0, 1);
+    time_case(N / 2, 768, 50304, 0, 0);
+    matmul_teardown();
+    return dev_finish("matmul");
+}
