@@ -4,8 +4,15 @@
 // Backends
 //   MPI  (this file): host buffers. Ranks come from mpirun, srun (PMI) or a
 //        plain ./binary run (a world of one).
-//   NCCL (cuda/comm_nccl.cuh): device buffers, a communication stream and
-//        events; ncclUniqueId is broadcast over MPI. Same calls, same meaning.
+//   In the CUDA build (train_gpt.cu) the same calls take DEVICE buffers, with
+//   a backend chosen at run time (--comm):
+//   NCCL: a communication stream ordered against the compute stream with
+//        events, so a non-blocking collective overlaps the kernels that follow;
+//        ncclUniqueId is broadcast over MPI (mpirun or srun).
+//   MPI:  host-staged copies (device -> pinned host -> MPI -> device), so that
+//        several ranks can share one GPU for testing (NCCL refuses that).
+//   Scalars on the host (the loss, norms, config checks) always go through
+//   comm_all_reduce_host (MPI).
 //
 // Semantics follow NCCL so that the two backends are interchangeable:
 //   all_reduce(buf, n)            in place, every rank ends with the reduction
@@ -24,6 +31,15 @@
 #pragma once
 #include "common.h"
 #include <mpi.h>
+#ifdef __CUDACC__
+#define COMM_DEVICE 1
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <nccl.h>
+enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
+#else
+#define COMM_DEVICE 0
+#endif
 
 typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8 } CommDType;
 typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
@@ -38,6 +54,17 @@ typedef struct {
     MPI_Comm mpi;
     long long bytes[N_COLL];       // counted bytes since the last comm_reset_counters
     long long calls[N_COLL];
+#if COMM_DEVICE
+    int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
+    int device;
+    ncclComm_t nccl;
+    cudaStream_t compute;          // the trainer's kernels run here
+    cudaStream_t stream;           // collectives run here (NCCL)
+    cudaEvent_t events[64];        // a ring of events ordering the two streams
+    int next_event;
+    void *stage;                   // pinned host staging for the MPI backend
+    size_t stage_bytes;
+#endif
 } Comm;
 
 typedef struct {
@@ -49,6 +76,9 @@ typedef struct {
     size_t scale_n;
     void *move_dst;       // in-place reduce-scatter: MPI leaves the result at the front
     size_t move_bytes;
+#if COMM_DEVICE
+    cudaEvent_t done;     // NCCL: recorded on the communication stream
+#endif
 } CommRequest;
 
 static MPI_Datatype mpi_dtype(CommDType t) {
@@ -62,7 +92,7 @@ static MPI_Datatype mpi_dtype(CommDType t) {
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
 
-static void comm_init(Comm *c, int *argc, char ***argv) {
+static void comm_init_mpi(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -78,7 +108,6 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     g_error_rank = c->rank;
 }
 
-static void comm_finalize(Comm *c) { (void)c; MPI_Finalize(); }
 
 static void comm_reset_counters(Comm *c) { memset(c->bytes, 0, sizeof(c->bytes)); memset(c->calls, 0, sizeof(c->calls)); }
 
@@ -90,7 +119,7 @@ static void scale_buffer(void *buf, size_t n, CommDType t, double s) {
     else fatal("comm: OP_AVG needs a floating-point buffer");
 }
 
-static void comm_wait(Comm *c, CommRequest *r) {
+static void comm_wait_mpi(Comm *c, CommRequest *r) {
     if (!r->active) return;
     MPI_Wait(&r->req, MPI_STATUS_IGNORE);
     r->active = 0;
@@ -99,7 +128,7 @@ static void comm_wait(Comm *c, CommRequest *r) {
         scale_buffer(r->move_dst ? r->move_dst : r->scale_buf, r->scale_n, r->dtype, 1.0 / c->world);
 }
 
-static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+static CommRequest comm_iall_reduce_mpi(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     CommRequest r = {0};
     comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
     r.active = 1; r.op = op; r.dtype = t; r.scale_buf = buf; r.scale_n = n;
@@ -107,7 +136,7 @@ static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, C
     return r;
 }
 
-static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+static CommRequest comm_ireduce_scatter_mpi(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
     CommRequest r = {0};
     size_t es = dtype_size(t);
     comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * es);
@@ -124,7 +153,7 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
     return r;
 }
 
-static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+static CommRequest comm_iall_gather_mpi(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     CommRequest r = {0};
     size_t es = dtype_size(t);
     comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
@@ -138,6 +167,211 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     return r;
 }
 
+// ----------------------------------------------------------------------------
+// the public calls
+
+static void comm_all_reduce_host(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    CommRequest r = comm_iall_reduce_mpi(c, buf, n, t, op);
+    comm_wait_mpi(c, &r);
+}
+static void comm_barrier(Comm *c) { MPI_Barrier(c->mpi); }
+
+#if !COMM_DEVICE
+// CPU build: buffers are host memory, MPI does everything
+static void comm_init(Comm *c, int *argc, char ***argv) { comm_init_mpi(c, argc, argv); }
+static void comm_setup_backend(Comm *c, const char *name) { (void)c; (void)name; }
+static void comm_finalize(Comm *c) { (void)c; MPI_Finalize(); }
+static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
+static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    return comm_iall_reduce_mpi(c, buf, n, t, op);
+}
+static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+    return comm_ireduce_scatter_mpi(c, send, recv, n, t, op);
+}
+static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+    return comm_iall_gather_mpi(c, send, recv, n, t);
+}
+static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
+    comm_count(c, COLL_BROADCAST, (long long)n * dtype_size(t));
+    MPI_Bcast(buf, (int)(n * dtype_size(t)), MPI_BYTE, root, c->mpi);
+}
+#else
+// CUDA build: buffers are device memory.
+#define COMM_CUDA_CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) fatal("comm: %s (%s:%d)", cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
+#define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
+
+static void comm_init(Comm *c, int *argc, char ***argv) {
+    comm_init_mpi(c, argc, argv);
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0)
+        fatal("no CUDA device (%s): the GPU trainer needs one; ./train_gpt_cpu trains on the CPU",
+              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    c->device = c->local_rank % ndev;   // one GPU per local rank; ranks beyond the GPU count share
+    COMM_CUDA_CHECK(cudaSetDevice(c->device));
+    COMM_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+    COMM_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 64; i++) COMM_CUDA_CHECK(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
+    c->backend = COMM_BACKEND_MPI;
+}
+
+// --comm nccl|mpi. NCCL gets its unique id from rank 0 over MPI.
+static void comm_setup_backend(Comm *c, const char *name) {
+    if (strcmp(name, "mpi") == 0) { c->backend = COMM_BACKEND_MPI; return; }
+    int ndev = 0;
+    COMM_CUDA_CHECK(cudaGetDeviceCount(&ndev));
+    // decided on every rank from the same numbers: all ranks stop, none hangs in init
+    if (c->local_world > ndev)
+        fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
+              "use --comm mpi (host-staged collectives) to test several ranks on one GPU",
+              c->local_world, ndev, ndev == 1 ? "" : "s");
+    ncclUniqueId id;
+    if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
+    ncclResult_t r = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
+    if (r != ncclSuccess)
+        fatal("NCCL: ncclCommInitRank failed: %s%s", ncclGetErrorString(r),
+              r == ncclInvalidUsage ? " (two ranks on one GPU? use --comm mpi)" : "");
+    c->backend = COMM_BACKEND_NCCL;
+}
+
+static void comm_finalize(Comm *c) {
+    cudaStreamSynchronize(c->compute);
+    cudaStreamSynchronize(c->stream);
+    if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
+    if (c->stage) cudaFreeHost(c->stage);
+    MPI_Finalize();
+}
+
+static ncclDataType_t nccl_dtype(CommDType t) {
+    switch (t) {
+    case DT_F32: return ncclFloat32;
+    case DT_BF16: return ncclBfloat16;
+    case DT_F64: return ncclFloat64;
+    case DT_I32: return ncclInt32;
+    default: return ncclUint8;
+    }
+}
+static ncclRedOp_t nccl_op(CommOp op) { return op == OP_AVG ? ncclAvg : op == OP_MAX ? ncclMax : op == OP_MIN ? ncclMin : ncclSum; }
+
+static cudaEvent_t comm_next_event(Comm *c) { cudaEvent_t e = c->events[c->next_event]; c->next_event = (c->next_event + 1) % 64; return e; }
+
+// NCCL: the communication stream first waits for everything the compute
+// stream has been given so far (the data to send is ready, and buffers about
+// to be overwritten are no longer read)
+static void comm_nccl_begin(Comm *c) {
+    cudaEvent_t ready = comm_next_event(c);
+    COMM_CUDA_CHECK(cudaEventRecord(ready, c->compute));
+    COMM_CUDA_CHECK(cudaStreamWaitEvent(c->stream, ready, 0));
+}
+static CommRequest comm_nccl_end(Comm *c) {
+    CommRequest r;
+    memset(&r, 0, sizeof(r));
+    r.done = comm_next_event(c);
+    COMM_CUDA_CHECK(cudaEventRecord(r.done, c->stream));
+    r.active = 1;
+    return r;
+}
+
+// MPI backend: pinned host staging
+static void *comm_stage(Comm *c, size_t bytes) {
+    if (bytes > c->stage_bytes) {
+        if (c->stage) cudaFreeHost(c->stage);
+        COMM_CUDA_CHECK(cudaMallocHost(&c->stage, bytes));
+        c->stage_bytes = bytes;
+    }
+    return c->stage;
+}
+static float bf16_bits_to_float(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+static uint16_t float_to_bf16_bits(float f) {   // round to nearest even; NaN stays NaN
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
+}
+// Reductions of bf16 over MPI: widen to fp32 on the host, reduce, round back.
+static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in, size_t n_out, CommDType t, CommOp op, int scatter) {
+    size_t es = dtype_size(t), wide = t == DT_BF16 ? 4 : es;
+    char *h = (char *)comm_stage(c, n_in * wide + n_in * es);
+    char *raw = h + n_in * wide;
+    COMM_CUDA_CHECK(cudaStreamSynchronize(c->compute));
+    COMM_CUDA_CHECK(cudaMemcpy(raw, send, n_in * es, cudaMemcpyDeviceToHost));
+    if (t == DT_BF16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = bf16_bits_to_float(((uint16_t *)raw)[i]);
+    else memcpy(h, raw, n_in * es);
+    CommDType wt = t == DT_BF16 ? DT_F32 : t;
+    if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
+    else MPI_Allreduce(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
+    if (op == OP_AVG && c->world > 1) scale_buffer(h, n_out, wt, 1.0 / c->world);
+    if (t == DT_BF16) for (size_t i = 0; i < n_out; i++) ((uint16_t *)raw)[i] = float_to_bf16_bits(((float *)h)[i]);
+    else memcpy(raw, h, n_out * es);
+    COMM_CUDA_CHECK(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
+}
+
+static void comm_wait(Comm *c, CommRequest *r) {
+    if (!r->active) return;
+    if (c->backend == COMM_BACKEND_NCCL) COMM_CUDA_CHECK(cudaStreamWaitEvent(c->compute, r->done, 0));
+    r->active = 0;
+}
+
+static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
+        return comm_nccl_end(c);
+    }
+    comm_mpi_reduce_device(c, buf, buf, n, n, t, op, 0);
+    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+}
+
+// send holds world*n elements; in place when recv == send + rank*n (NCCL's convention)
+static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+    comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * dtype_size(t));
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclReduceScatter(send, recv, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
+        return comm_nccl_end(c);
+    }
+    // MPI: reduce-scatter on the host; the result lands at the front of the staging buffer
+    size_t es = dtype_size(t);
+    (void)es;
+    comm_mpi_reduce_device(c, send, recv, n * c->world, n, t, op, 1);
+    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+}
+
+static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+    size_t es = dtype_size(t);
+    comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclAllGather(send, recv, n, nccl_dtype(t), c->nccl, c->stream));
+        return comm_nccl_end(c);
+    }
+    char *h = (char *)comm_stage(c, n * c->world * es);
+    COMM_CUDA_CHECK(cudaStreamSynchronize(c->compute));
+    COMM_CUDA_CHECK(cudaMemcpy(h + (size_t)c->rank * n * es, send, n * es, cudaMemcpyDeviceToHost));
+    MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
+    COMM_CUDA_CHECK(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
+    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+}
+
+static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
+    size_t es = dtype_size(t);
+    comm_count(c, COLL_BROADCAST, (long long)n * es);
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));
+        CommRequest r = comm_nccl_end(c);
+        comm_wait(c, &r);
+        return;
+    }
+    char *h = (char *)comm_stage(c, n * es);
+    COMM_CUDA_CHECK(cudaStreamSynchronize(c->compute));
+    COMM_CUDA_CHECK(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
+    MPI_Bcast(h, (int)(n * es), MPI_BYTE, root, c->mpi);
+    COMM_CUDA_CHECK(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
+}
+#endif
+
 static void comm_all_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     CommRequest r = comm_iall_reduce(c, buf, n, t, op); comm_wait(c, &r);
 }
@@ -147,11 +381,6 @@ static void comm_reduce_scatter(Comm *c, void *send, void *recv, size_t n, CommD
 static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
 }
-static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
-    comm_count(c, COLL_BROADCAST, (long long)n * dtype_size(t));
-    MPI_Bcast(buf, (int)(n * dtype_size(t)), MPI_BYTE, root, c->mpi);
-}
-static void comm_barrier(Comm *c) { MPI_Barrier(c->mpi); }
 
 // Every rank must agree on a value (a config hash, a flag). If they do not,
 // every rank prints the same one-line error and exits: no rank is left in a

@@ -497,7 +497,7 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
         sumsq += acc;
     }
 #if ZERO_STAGE >= 1
-    comm_all_reduce(z->comm, &sumsq, 1, DT_F64, OP_SUM);
+    comm_all_reduce_host(z->comm, &sumsq, 1, DT_F64, OP_SUM);
 #endif
     float norm = (float)sqrt(sumsq);
     float scale = 1.0f;
