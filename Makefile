@@ -23,7 +23,7 @@ CFLAGS := -O3 $(CPU_ARCH_FLAGS) -fopenmp -std=gnu11 -D_GNU_SOURCE -Wall -Wno-unu
           -I. -I/usr/include/x86_64-linux-gnu/openblas-openmp
 LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre2-8 -lm
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
-NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lm
+NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
 
 HEADERS := common.h config.h model.h dataloader.h tokenizer.h zero.h comm.h checkpoint.h adamw.cuh train_loop.h
 BUILD := build

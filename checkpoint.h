@@ -173,8 +173,11 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         h[0] = OPTIM_MAGIC; h[1] = 1; h[2] = p->P; h[3] = p->part; h[4] = p->n_units; h[5] = ZERO_ALIGN;
         h[6] = (int32_t)(p->shard_elems & 0xFFFFFFFFu); h[7] = (int32_t)(p->shard_elems >> 32);
         fwrite_or_die(h, 4, 256, f, path);
-        fwrite_or_die(z->opt_m, 4, p->shard_elems, f, path);
-        fwrite_or_die(z->opt_v, 4, p->shard_elems, f, path);
+        float *m = (float *)xmalloc(p->shard_elems * 4, "optimizer state"), *v = (float *)xmalloc(p->shard_elems * 4, "optimizer state");
+        zero_optim_download(z, m, v);
+        fwrite_or_die(m, 4, p->shard_elems, f, path);
+        fwrite_or_die(v, 4, p->shard_elems, f, path);
+        free(m); free(v);
         fflush(f); fsync(fileno(f));
         if (fclose(f) != 0) fatal("%s: write failed", path);
     }
@@ -265,29 +268,46 @@ static int checkpoint_resolve(const char *dir, char *out, size_t n, char *err, s
     return 1;
 }
 
-#define CK_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); goto fail; } while (0)
+#define CK_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); return 0; } while (0)
+
+// the whole of a small file, NUL-terminated, or NULL with err set
+static char *read_text_file(const char *path, char *err, size_t errn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return NULL; }
+    fseeko(f, 0, SEEK_END);
+    long long n = ftello(f);
+    fseeko(f, 0, SEEK_SET);
+    if (n < 0 || n > (1 << 24)) { fclose(f); snprintf(err, errn, "%s: not a manifest (size %lld)", path, n); return NULL; }
+    char *text = (char *)xmalloc(n + 1, "manifest");
+    size_t got = fread(text, 1, n, f);
+    fclose(f);
+    if (got != (size_t)n) { free(text); snprintf(err, errn, "%s: read failed", path); return NULL; }
+    text[n] = 0;
+    return text;
+}
+
+static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, float *flat, char *err, size_t errn);
 
 // Loads parameters, optimizer state and the train state. Returns 1, or 0 with
 // a one-line err. flat: scratch of num_params floats.
 static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, float *flat, char *err, size_t errn) {
-    const ZeroPlan *p = &z->plan;
     char ck[1024], path[1200];
-    cJSON *m = NULL;
-    char *text = NULL;
-    FILE *f = NULL;
     if (!checkpoint_resolve(dir, ck, sizeof(ck), err, errn)) return 0;
     snprintf(path, sizeof(path), "%s/manifest.json", ck);
-    f = fopen(path, "rb");
-    if (!f) CK_FAIL("%s: cannot open (%s)", path, strerror(errno));
-    fseeko(f, 0, SEEK_END);
-    long long n = ftello(f);
-    fseeko(f, 0, SEEK_SET);
-    text = (char *)xmalloc(n + 1, "manifest");
-    if (fread(text, 1, n, f) != (size_t)n) CK_FAIL("%s: read failed", path);
-    text[n] = 0;
-    fclose(f); f = NULL;
-    m = cJSON_Parse(text);
+    char *text = read_text_file(path, err, errn);
+    if (!text) return 0;
+    cJSON *m = cJSON_Parse(text);
+    free(text);
     if (!m) CK_FAIL("%s: not valid JSON", path);
+    int ok = checkpoint_load_manifest(z, ck, m, st, flat, err, errn);
+    cJSON_Delete(m);
+    return ok;
+}
+
+static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, float *flat, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/manifest.json", ck);
     cJSON *j_step = cJSON_GetObjectItem(m, "step"), *j_pos = cJSON_GetObjectItem(m, "data_pos"), *j_rng = cJSON_GetObjectItem(m, "rng");
     cJSON *j_P = cJSON_GetObjectItem(m, "partitions"), *j_np = cJSON_GetObjectItem(m, "num_params"), *j_al = cJSON_GetObjectItem(m, "align");
     cJSON *files = cJSON_GetObjectItem(m, "files");
@@ -317,11 +337,10 @@ static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, float
     }
     // parameters
     snprintf(path, sizeof(path), "%s/model.bin", ck);
-    if (!model_file_read(path, &z->layout->cfg, p->num_params, flat, err, errn)) goto fail;
+    if (!model_file_read(path, &z->layout->cfg, p->num_params, flat, err, errn)) return 0;
     zero_load_params(z, flat);
     // optimizer state: the writer had Pw partitions, with their own padding
-    memset(z->opt_m, 0, p->shard_elems * 4);
-    memset(z->opt_v, 0, p->shard_elems * 4);
+    float *opt_m = (float *)xcalloc(p->shard_elems * 4, "optimizer state"), *opt_v = (float *)xcalloc(p->shard_elems * 4, "optimizer state");
     size_t *w_shard_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "reshard plan");
     for (int i = 0; i < p->n_units; i++) w_shard_off[i + 1] = w_shard_off[i] + zero_padded(p->u[i].numel, Pw) / Pw;
     size_t w_shard_elems = w_shard_off[p->n_units];
@@ -336,30 +355,25 @@ static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, float
             if (b > hi) b = hi;
             snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", ck, wp);
             FILE *of = fopen(path, "rb");
-            if (!of) { free(w_shard_off); CK_FAIL("%s: cannot open (%s)", path, strerror(errno)); }
+            if (!of) { free(w_shard_off); free(opt_m); free(opt_v); CK_FAIL("%s: cannot open (%s)", path, strerror(errno)); }
             int32_t h[256];
             int ok = fread(h, 4, 256, of) == 256 && h[0] == OPTIM_MAGIC && h[2] == Pw && h[3] == wp &&
                      ((size_t)(uint32_t)h[6] | ((size_t)(uint32_t)h[7] << 32)) == w_shard_elems;
             size_t src = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
-            ok = ok && fseeko(of, 1024 + 4 * (off_t)src, SEEK_SET) == 0 && fread(z->opt_m + dst, 4, b - a, of) == b - a;
-            ok = ok && fseeko(of, 1024 + 4 * (off_t)(w_shard_elems + src), SEEK_SET) == 0 && fread(z->opt_v + dst, 4, b - a, of) == b - a;
+            ok = ok && fseeko(of, 1024 + 4 * (off_t)src, SEEK_SET) == 0 && fread(opt_m + dst, 4, b - a, of) == b - a;
+            ok = ok && fseeko(of, 1024 + 4 * (off_t)(w_shard_elems + src), SEEK_SET) == 0 && fread(opt_v + dst, 4, b - a, of) == b - a;
             fclose(of);
-            if (!ok) { free(w_shard_off); CK_FAIL("%s: bad header or short read", path); }
+            if (!ok) { free(w_shard_off); free(opt_m); free(opt_v); CK_FAIL("%s: bad header or short read", path); }
             a = b;
         }
     }
     free(w_shard_off);
+    zero_optim_upload(z, opt_m, opt_v);
+    free(opt_m); free(opt_v);
     st->step = j_step->valueint;
     st->data_pos = (long long)j_pos->valuedouble;
     st->rng = strtoull(j_rng->valuestring, NULL, 16);
-    cJSON_Delete(m);
-    free(text);
     return 1;
-fail:
-    if (f) fclose(f);
-    cJSON_Delete(m);
-    free(text);
-    return 0;
 }
 #undef CK_FAIL
 

@@ -185,7 +185,37 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int ra
 static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); }
 
 // ----------------------------------------------------------------------------
-// memory: one allocation per kind of buffer, each counted
+// where the model states live
+//
+//                        CPU trainer (fp32)            GPU trainer (bf16 + fp32 master)
+//   zparam_t             float                         __nv_bfloat16
+//   params               full or shard; the master     full or shard, bf16 working copy
+//   master               (params are the master)       fp32 partition (device, or pinned host: offload)
+//   grads (stages 0-1)   full, fp32                    full, bf16
+//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator (never accumulate in bf16)
+//   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
+
+#ifdef __CUDACC__
+#define ZERO_DEVICE 1
+#include "cuda/common.cuh"
+#include "cuda/global_norm.cuh"
+typedef __nv_bfloat16 zparam_t;
+#define ZPARAM_DT DT_BF16
+#else
+#define ZERO_DEVICE 0
+typedef float zparam_t;
+#define ZPARAM_DT DT_F32
+#endif
+#ifndef OFFLOAD
+#define OFFLOAD 0       // make ... OFFLOAD=1: optimizer offload on by default (also --offload 1)
+#endif
+
+// the reduced gradient of a partition: the full buffer's slice (stages 0-1) or the fp32 shard (2-3)
+#if ZERO_STAGE <= 1
+typedef zparam_t zgrad_t;
+#else
+typedef float zgrad_t;
+#endif
 
 enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, N_MEM };
 static const char *MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations"};
@@ -195,19 +225,22 @@ typedef struct {
     Comm *comm;
     const ModelLayout *layout;
     const TrainConfig *cfg;
-    size_t mem[N_MEM];          // bytes allocated, by kind
+    size_t mem[N_MEM];          // bytes allocated on the device (the host, for the CPU trainer), by kind
+    size_t host_mem[N_MEM];     // GPU trainer with offload: pinned host bytes, by kind
+    int offload;                // optimizer state and update on the CPU (GPU trainer)
 
-    // model states
-    float *params;      // stages 0-2: full padded parameters (this rank's slice is the master)
-                        // stage 3: this rank's shard, the master copy
-    float *resident;    // stage 3: full copies of the persistent units
-    float *grads;       // stages 0-1: full padded gradients; stages 2-3: this rank's shard, accumulated in fp32
-    float *opt_m, *opt_v;  // AdamW moments of this rank's shard (everything in stage 0)
+    // model states (one allocation each)
+    zparam_t *params;           // stages 0-2: full padded parameters; stage 3: this rank's shard
+    float *master;              // GPU: fp32 master of this rank's partition; CPU: NULL (params are the master)
+    zparam_t *resident;         // stage 3: full copies of the persistent units
+    zparam_t *grads;            // stages 0-1: full padded gradients (accumulated over micro-steps)
+    float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
+    float *opt_m, *opt_v;       // AdamW moments of this rank's partition (everything in stage 0)
 
     // working buffers
-    float *arena;       // stage 3: gathered units (a FIFO ring)
-    float *grad_slots;  // stages 2-3: full gradients of units in backward: [tied embedding][slot 0][slot 1]
-    float *rs_scratch;  // stages 2-3: where a unit's reduced slice lands before it is accumulated
+    zparam_t *arena;            // stage 3: gathered units (a FIFO ring)
+    zparam_t *grad_slots;       // stages 2-3: full gradients of units in backward: [tied embedding][slot 0][slot 1]
+    zparam_t *rs_scratch;       // stages 2-3: where a unit's reduced slice lands before it is accumulated
     int slot_next;
 
     // stage 3 ring state
@@ -216,46 +249,167 @@ typedef struct {
     size_t live, peak_live;
     const int *order; int n_order, cursor;   // the fetch order of the pass in progress
     int micro;                  // micro-step index within the step
+#if ZERO_DEVICE
+    cudaStream_t stream;        // the compute stream (comm->compute)
+    cudaEvent_t slot_free[3];   // a gradient slot's reduce-scatter has finished with it
+    float *norm_dev, *norm_scratch;
+    void *host_grad;            // offload: pinned staging of the gradient partition
+    uint16_t *host_bf16;        // offload: pinned bf16 parameters, copied to the device tile by tile
+#endif
 } Zero;
 
-static float *zero_alloc(Zero *z, int kind, size_t elems) {
-    z->mem[kind] += elems * sizeof(float);
-    return (float *)xcalloc(elems * sizeof(float), MEM_NAMES[kind]);
+// ----------------------------------------------------------------------------
+// memory primitives: the only place where host and device differ in kind
+
+static void *zero_alloc_bytes(Zero *z, int kind, size_t bytes) {
+    z->mem[kind] += bytes;
+#if ZERO_DEVICE
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
+    if (e != cudaSuccess) fatal("out of GPU memory allocating %zu bytes for %s (%s)", bytes, MEM_NAMES[kind], cudaGetErrorString(e));
+    cudaCheck(cudaMemset(p, 0, bytes));
+    return p;
+#else
+    return xcalloc(bytes, MEM_NAMES[kind]);
+#endif
 }
+static float *zero_alloc(Zero *z, int kind, size_t elems) { return (float *)zero_alloc_bytes(z, kind, elems * sizeof(float)); }
+
+// host memory for the model states in the CPU trainer; pinned host memory for offload on the GPU
+static void *zero_alloc_host(Zero *z, int kind, size_t bytes) {
+#if ZERO_DEVICE
+    z->host_mem[kind] += bytes;
+    void *p = NULL;
+    cudaCheck(cudaMallocHost(&p, bytes ? bytes : 16));
+    memset(p, 0, bytes);
+    return p;
+#else
+    return zero_alloc_bytes(z, kind, bytes);
+#endif
+}
+
+static void zero_free_ptr(void *p, int host) {
+    if (!p) return;
+#if ZERO_DEVICE
+    if (host) cudaFreeHost(p); else cudaFree(p);
+#else
+    (void)host;
+    free(p);
+#endif
+}
+
+static void zero_memset(Zero *z, void *p, int byte, size_t bytes) {
+#if ZERO_DEVICE
+    cudaCheck(cudaMemsetAsync(p, byte, bytes, z->stream));
+#else
+    (void)z;
+    memset(p, byte, bytes);
+#endif
+}
+
+// copies between any two of the trainer's buffers (host or device)
+static void zero_copy(Zero *z, void *dst, const void *src, size_t bytes) {
+#if ZERO_DEVICE
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, z->stream));
+#else
+    (void)z;
+    memcpy(dst, src, bytes);
+#endif
+}
+
+#if ZERO_DEVICE
+// acc (fp32) = (first ? 0 : acc) + src (bf16): the fp32 accumulation of a reduced gradient slice
+__global__ static void zero_accumulate_kernel(float *acc, const __nv_bfloat16 *src, size_t n, int first) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc[i] = (first ? 0.0f : acc[i]) + __bfloat162float(src[i]);
+}
+static void zero_accumulate(Zero *z, float *acc, const zparam_t *src, size_t n, int first, cudaStream_t s) {
+    (void)z;
+    int grid = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+    zero_accumulate_kernel<<<grid > 0 ? grid : 1, 256, 0, s>>>(acc, src, n, first);
+    cudaCheck(cudaGetLastError());
+}
+static void zero_sumsq(Zero *z, const __nv_bfloat16 *g, size_t n, int acc) {
+    global_norm_squared(z->norm_dev, g, n, z->norm_scratch, acc, z->stream);
+}
+static void zero_sumsq(Zero *z, const float *g, size_t n, int acc) {
+    global_norm_squared_f32(z->norm_dev, g, n, z->norm_scratch, acc, z->stream);
+}
+// the compute stream waits for everything given to the communication stream
+static void zero_join_comm(Zero *z) {
+    if (z->comm->backend != COMM_BACKEND_NCCL) return;
+    cudaEvent_t e = comm_next_event(z->comm);
+    cudaCheck(cudaEventRecord(e, z->comm->stream));
+    cudaCheck(cudaStreamWaitEvent(z->stream, e, 0));
+}
+#else
+static void zero_accumulate(Zero *z, float *acc, const zparam_t *src, size_t n, int first) {
+    (void)z;
+    if (first) memcpy(acc, src, n * sizeof(float));
+    else for (size_t i = 0; i < n; i++) acc[i] += src[i];
+}
+#endif
 
 static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
     memset(z, 0, sizeof(*z));
     z->comm = comm; z->layout = L; z->cfg = cfg;
     zero_plan_build(&z->plan, L, comm->world, comm->rank, cfg);
     const ZeroPlan *p = &z->plan;
-#if ZERO_STAGE <= 2
-    z->params = zero_alloc(z, MEM_PARAMS, p->full_elems);
+    size_t ps = sizeof(zparam_t);
+#if ZERO_DEVICE
+    z->stream = comm->compute;
+    z->offload = cfg->offload || OFFLOAD;
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreateWithFlags(&z->slot_free[i], cudaEventDisableTiming));
+    cudaCheck(cudaMalloc(&z->norm_dev, sizeof(float)));
+    cudaCheck(cudaMalloc(&z->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
 #else
-    z->params = zero_alloc(z, MEM_PARAMS, p->shard_elems);
-    if (p->resident_elems) z->resident = zero_alloc(z, MEM_GATHER, p->resident_elems);
-    z->arena = zero_alloc(z, MEM_GATHER, p->arena_elems);
+    if (cfg->offload) fatal("--offload: the CPU trainer's optimizer is already on the CPU (offload is for train_gpt)");
+#endif
+#if ZERO_STAGE <= 2
+    z->params = (zparam_t *)zero_alloc_bytes(z, MEM_PARAMS, p->full_elems * ps);
+#else
+    z->params = (zparam_t *)zero_alloc_bytes(z, MEM_PARAMS, p->shard_elems * ps);
+    if (p->resident_elems) z->resident = (zparam_t *)zero_alloc_bytes(z, MEM_GATHER, p->resident_elems * ps);
+    z->arena = (zparam_t *)zero_alloc_bytes(z, MEM_GATHER, p->arena_elems * ps);
 #endif
 #if ZERO_STAGE <= 1
-    z->grads = zero_alloc(z, MEM_GRADS, p->full_elems);
+    z->grads = (zparam_t *)zero_alloc_bytes(z, MEM_GRADS, p->full_elems * ps);
 #else
-    z->grads = zero_alloc(z, MEM_GRADS, p->shard_elems);
+    z->grad_shard = (float *)zero_alloc_bytes(z, MEM_GRADS, p->shard_elems * sizeof(float));
     size_t tied = p->tied ? p->u[0].padded : 0;
-    z->grad_slots = zero_alloc(z, MEM_GRAD_BUCKETS, tied + 2 * p->max_slot);
-    z->rs_scratch = zero_alloc(z, MEM_GRAD_BUCKETS, p->max_shard);
+    z->grad_slots = (zparam_t *)zero_alloc_bytes(z, MEM_GRAD_BUCKETS, (tied + 2 * p->max_slot) * ps);
+    z->rs_scratch = (zparam_t *)zero_alloc_bytes(z, MEM_GRAD_BUCKETS, p->max_shard * ps);
 #endif
-    z->opt_m = zero_alloc(z, MEM_OPTIM, p->shard_elems);
-    z->opt_v = zero_alloc(z, MEM_OPTIM, p->shard_elems);
+    // the optimizer partition: m and v (and the fp32 master on the GPU), on the
+    // device, or in pinned host memory with offload (ZeRO-Offload)
+    size_t ob = p->shard_elems * sizeof(float);
+#define OPT_ALLOC(bytes) (z->offload ? zero_alloc_host(z, MEM_OPTIM, bytes) : zero_alloc_bytes(z, MEM_OPTIM, bytes))
+#if ZERO_DEVICE
+    z->master = (float *)OPT_ALLOC(ob);
+    if (z->offload) {
+        z->host_grad = zero_alloc_host(z, MEM_GRAD_BUCKETS, ob);
+        z->host_bf16 = (uint16_t *)zero_alloc_host(z, MEM_GRAD_BUCKETS, p->shard_elems * 2);
+    }
+#endif
+    z->opt_m = (float *)OPT_ALLOC(ob);
+    z->opt_v = (float *)OPT_ALLOC(ob);
+#undef OPT_ALLOC
 }
 
 static void zero_free(Zero *z) {
-    free(z->params); free(z->resident); free(z->grads); free(z->opt_m); free(z->opt_v);
-    free(z->arena); free(z->grad_slots); free(z->rs_scratch);
+    int h = z->offload;
+    zero_free_ptr(z->params, 0); zero_free_ptr(z->resident, 0); zero_free_ptr(z->grads, 0); zero_free_ptr(z->grad_shard, 0);
+    zero_free_ptr(z->master, h); zero_free_ptr(z->opt_m, h); zero_free_ptr(z->opt_v, h);
+    zero_free_ptr(z->arena, 0); zero_free_ptr(z->grad_slots, 0); zero_free_ptr(z->rs_scratch, 0);
+#if ZERO_DEVICE
+    zero_free_ptr(z->host_grad, 1); zero_free_ptr(z->host_bf16, 1);
+    cudaFree(z->norm_dev); cudaFree(z->norm_scratch);
+#endif
     zero_plan_free(&z->plan);
 }
 
-// where this rank's slice of unit u lives in the master parameters, the gradient
-// shard (after the reduce) and the optimizer state
-static float *zero_master_slice(Zero *z, int u) {
+// this rank's slice of unit u in the working parameters, and in the reduced gradient
+static zparam_t *zero_param_slice(Zero *z, int u) {
     const ZeroUnit *U = &z->plan.u[u];
 #if ZERO_STAGE <= 2
     return z->params + U->full_off + (size_t)z->plan.part * U->shard;
@@ -263,45 +417,116 @@ static float *zero_master_slice(Zero *z, int u) {
     return z->params + U->shard_off;
 #endif
 }
-static float *zero_grad_slice(Zero *z, int u) {
+static zgrad_t *zero_grad_slice(Zero *z, int u) {
     const ZeroUnit *U = &z->plan.u[u];
 #if ZERO_STAGE <= 1
     return z->grads + U->full_off + (size_t)z->plan.part * U->shard;
 #else
-    return z->grads + U->shard_off;
+    return z->grad_shard + U->shard_off;
+#endif
+}
+// the fp32 master of this rank's slice of unit u
+static float *zero_master_slice(Zero *z, int u) {
+#if ZERO_DEVICE
+    return z->master + z->plan.u[u].shard_off;
+#else
+    return zero_param_slice(z, u);
 #endif
 }
 
 // ----------------------------------------------------------------------------
-// loading and saving full parameters (flat, unpadded order: the model file)
+// loading and saving full parameters (flat, unpadded fp32: the model file)
 
-// every rank takes what it holds from the full flat parameters
+#if ZERO_DEVICE
+static void zero_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = float_to_bf16_bits(src[i]);
+}
+#endif
+
+// every rank takes what it holds from the full flat parameters (host fp32)
 static void zero_load_params(Zero *z, const float *flat) {
     const ZeroPlan *p = &z->plan;
+    float *slice = (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging");
+#if ZERO_DEVICE
+    uint16_t *half = (uint16_t *)xmalloc(p->max_padded * sizeof(uint16_t), "parameter staging");
+#endif
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
         const float *src = flat + z->layout->units[i].flat_offset;
+        // the padded unit, and this rank's slice of it
+        memset(slice, 0, U->padded * sizeof(float));
+        memcpy(slice, src, U->numel * sizeof(float));
+        const float *mine = slice + (size_t)p->part * U->shard;
+        (void)mine;
+#if !ZERO_DEVICE
 #if ZERO_STAGE <= 2
-        memcpy(z->params + U->full_off, src, U->numel * sizeof(float));
+        memcpy(z->params + U->full_off, slice, U->padded * sizeof(float));
 #else
-        size_t lo = (size_t)p->part * U->shard;
-        float *dst = z->params + U->shard_off;
-        memset(dst, 0, U->shard * sizeof(float));
-        if (lo < U->numel) memcpy(dst, src + lo, ((U->numel - lo) < U->shard ? (U->numel - lo) : U->shard) * sizeof(float));
-        if (U->persistent) memcpy(z->resident + U->resident_off, src, U->numel * sizeof(float));
+        memcpy(z->params + U->shard_off, mine, U->shard * sizeof(float));
+        if (U->persistent) memcpy(z->resident + U->resident_off, slice, U->padded * sizeof(float));
+#endif
+#else
+        cudaCheck(cudaMemcpy(zero_master_slice(z, i), mine, U->shard * sizeof(float), cudaMemcpyDefault));
+        zero_to_bf16(half, slice, U->padded);   // the working copy is the master rounded to nearest even
+#if ZERO_STAGE <= 2
+        cudaCheck(cudaMemcpy(z->params + U->full_off, half, U->padded * 2, cudaMemcpyHostToDevice));
+#else
+        cudaCheck(cudaMemcpy(z->params + U->shard_off, half + (size_t)p->part * U->shard, U->shard * 2, cudaMemcpyHostToDevice));
+        if (U->persistent) cudaCheck(cudaMemcpy(z->resident + U->resident_off, half, U->padded * 2, cudaMemcpyHostToDevice));
+#endif
 #endif
     }
+    free(slice);
+#if ZERO_DEVICE
+    free(half);
+#endif
 }
 
-// Unit u's full parameters into dst (padded size). Collective in stage 3:
-// every rank must call it (this is how rank 0 writes a ZeRO-3 model file,
-// DeepSpeed's stage3_gather_16bit_weights_on_model_save).
+// Unit u's full fp32 master parameters into host memory dst (padded size).
+// Collective whenever the master is partitioned: every rank must call it (this
+// is how rank 0 writes the model file under ZeRO 1-3: DeepSpeed's
+// stage3_gather_16bit_weights_on_model_save, but of the fp32 master).
 static void zero_gather_unit(Zero *z, int u, float *dst) {
     const ZeroUnit *U = &z->plan.u[u];
+#if !ZERO_DEVICE
 #if ZERO_STAGE <= 2
     memcpy(dst, z->params + U->full_off, U->padded * sizeof(float));
 #else
     comm_all_gather(z->comm, z->params + U->shard_off, dst, U->shard, DT_F32);
+#endif
+#else
+    if (z->plan.P == 1) {
+        cudaCheck(cudaMemcpy(dst, zero_master_slice(z, u), U->padded * sizeof(float), cudaMemcpyDefault));
+        return;
+    }
+    float *tmp;
+    cudaCheck(cudaMalloc(&tmp, U->padded * sizeof(float)));
+    cudaCheck(cudaMemcpy(tmp + (size_t)z->plan.part * U->shard, zero_master_slice(z, u), U->shard * sizeof(float), cudaMemcpyDefault));
+    comm_all_gather(z->comm, tmp + (size_t)z->plan.part * U->shard, tmp, U->shard, DT_F32);
+    cudaCheck(cudaStreamSynchronize(z->stream));
+    cudaCheck(cudaMemcpy(dst, tmp, U->padded * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaFree(tmp));
+#endif
+}
+
+// The optimizer partition (m, v) to and from host arrays of shard_elems floats (checkpoints).
+static void zero_optim_download(Zero *z, float *m, float *v) {
+    size_t b = z->plan.shard_elems * sizeof(float);
+#if ZERO_DEVICE
+    cudaCheck(cudaStreamSynchronize(z->stream));
+    cudaCheck(cudaMemcpy(m, z->opt_m, b, cudaMemcpyDefault));
+    cudaCheck(cudaMemcpy(v, z->opt_v, b, cudaMemcpyDefault));
+#else
+    memcpy(m, z->opt_m, b); memcpy(v, z->opt_v, b);
+#endif
+}
+static void zero_optim_upload(Zero *z, const float *m, const float *v) {
+    size_t b = z->plan.shard_elems * sizeof(float);
+#if ZERO_DEVICE
+    cudaCheck(cudaMemcpy(z->opt_m, m, b, cudaMemcpyDefault));
+    cudaCheck(cudaMemcpy(z->opt_v, v, b, cudaMemcpyDefault));
+#else
+    memcpy(z->opt_m, m, b); memcpy(z->opt_v, v, b);
 #endif
 }
 
@@ -338,7 +563,7 @@ static int zero_start_gather(Zero *z, int u, int must) {
     int slot = (z->ring_head + z->ring_count) % 8;
     z->ring[slot].unit = u; z->ring[slot].off = off; z->ring[slot].n = U->padded;
     // the paper's "broadcast of the parameters of a partition": an all-gather of every rank's slice
-    z->ring[slot].req = comm_iall_gather(z->comm, z->params + U->shard_off, z->arena + off, U->shard, DT_F32);
+    z->ring[slot].req = comm_iall_gather(z->comm, z->params + U->shard_off, z->arena + off, U->shard, ZPARAM_DT);
     z->ring_count++;
     z->live += U->padded;
     if (z->live > z->peak_live) z->peak_live = z->live;
@@ -352,7 +577,6 @@ static int zero_ring_find(Zero *z, int u) {
     }
     return -1;
 }
-
 
 // The pass about to run: forward only (evaluation, sampling) or forward and
 // backward (training). Every rank runs the same passes in the same order, so
@@ -368,7 +592,7 @@ static void zero_begin_pass(Zero *z, int with_backward) {
 // model.h offsets). Stage 3: waits for the prefetched gather or gathers now,
 // then prefetches the next unit of the pass so that its all-gather overlaps
 // this unit's compute.
-static float *zero_fetch_params(Zero *z, int u) {
+static zparam_t *zero_fetch_params(Zero *z, int u) {
 #if ZERO_STAGE <= 2
     return z->params + z->plan.u[u].full_off;
 #else
@@ -388,6 +612,8 @@ static float *zero_fetch_params(Zero *z, int u) {
 }
 
 // Done with unit u's parameters until its next fetch: stage 3 frees them.
+// (On the GPU "done" means the kernels that read them are queued: a later
+// gather into the same space waits for them, see comm_nccl_begin.)
 static void zero_release_params(Zero *z, int u) {
 #if ZERO_STAGE == 3
     if (z->plan.u[u].persistent) return;
@@ -396,7 +622,7 @@ static void zero_release_params(Zero *z, int u) {
     int s = z->ring_head;
     comm_wait(z->comm, &z->ring[s].req);
 #if ZERO_POISON
-    for (size_t i = 0; i < z->ring[s].n; i++) z->arena[z->ring[s].off + i] = NAN;
+    zero_memset(z, z->arena + z->ring[s].off, 0xFF, z->ring[s].n * sizeof(zparam_t));   // all-ones bits: NaN
 #endif
     z->live -= z->ring[s].n;
     z->ring_head = (z->ring_head + 1) % 8;
@@ -422,18 +648,24 @@ static void zero_end_pass(Zero *z) {
 // The buffer that unit u's backward accumulates its full gradient into.
 //   stages 0-1: the unit's place in the full gradient buffer (accumulates over micro-steps)
 //   stages 2-3: a zeroed temporary slot, reduce-scattered by zero_grads_end
-static float *zero_grads_begin(Zero *z, int u) {
+static zparam_t *zero_grads_begin(Zero *z, int u) {
 #if ZERO_STAGE <= 1
     return z->grads + z->plan.u[u].full_off;
 #else
     const ZeroUnit *U = &z->plan.u[u];
-    float *g;
-    if (u == 0 && z->plan.tied) g = z->grad_slots;   // the tied embedding collects from the head and the embedding
+    zparam_t *g;
+    int slot;
+    if (u == 0 && z->plan.tied) { g = z->grad_slots; slot = 2; }   // the tied embedding collects from the head and the embedding
     else {
-        g = z->grad_slots + (z->plan.tied ? z->plan.u[0].padded : 0) + (size_t)z->slot_next * z->plan.max_slot;
+        slot = z->slot_next;
+        g = z->grad_slots + (z->plan.tied ? z->plan.u[0].padded : 0) + (size_t)slot * z->plan.max_slot;
         z->slot_next ^= 1;   // two slots: one can be in flight while the next unit computes
     }
-    memset(g, 0, U->padded * sizeof(float));
+#if ZERO_DEVICE
+    cudaCheck(cudaStreamWaitEvent(z->stream, z->slot_free[slot], 0));   // its last reduce-scatter is done with it
+#endif
+    (void)slot;
+    zero_memset(z, g, 0, U->padded * sizeof(zparam_t));
     return g;
 #endif
 }
@@ -441,14 +673,24 @@ static float *zero_grads_begin(Zero *z, int u) {
 // Unit u's backward is finished.
 //   stages 2-3: reduce-scatter its gradient now (the paper: "as the gradients of a
 //   partition become available, they are reduced to the rank that owns it"), and
-//   accumulate the averaged slice into this rank's fp32 gradient shard.
-static void zero_grads_end(Zero *z, int u, float *g) {
+//   accumulate the averaged slice into this rank's fp32 gradient shard. On the
+//   GPU with NCCL both run on the communication stream, overlapping the
+//   backward of the next unit.
+static void zero_grads_end(Zero *z, int u, zparam_t *g) {
 #if ZERO_STAGE >= 2
     const ZeroUnit *U = &z->plan.u[u];
-    comm_reduce_scatter(z->comm, g, z->rs_scratch, U->shard, DT_F32, OP_AVG);
-    float *acc = zero_grad_slice(z, u);
-    if (z->micro == 0) memcpy(acc, z->rs_scratch, U->shard * sizeof(float));
-    else for (size_t i = 0; i < U->shard; i++) acc[i] += z->rs_scratch[i];
+    float *acc = z->grad_shard + U->shard_off;
+#if ZERO_DEVICE
+    CommRequest r = comm_ireduce_scatter(z->comm, g, z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
+    int nccl = z->comm->backend == COMM_BACKEND_NCCL;
+    zero_accumulate(z, acc, z->rs_scratch, U->shard, z->micro == 0, nccl ? z->comm->stream : z->stream);
+    int slot = (u == 0 && z->plan.tied) ? 2 : (z->slot_next ^ 1);
+    cudaCheck(cudaEventRecord(z->slot_free[slot], nccl ? z->comm->stream : z->stream));
+    r.active = 0;   // ordered on the communication stream; the step joins it
+#else
+    comm_reduce_scatter(z->comm, g, z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
+    zero_accumulate(z, acc, z->rs_scratch, U->shard, z->micro == 0);
+#endif
 #else
     (void)z; (void)u; (void)g;
 #endif
@@ -459,7 +701,7 @@ static void zero_grads_end(Zero *z, int u, float *g) {
 
 static void zero_step_begin(Zero *z) {
 #if ZERO_STAGE <= 1
-    memset(z->grads, 0, z->plan.full_elems * sizeof(float));
+    zero_memset(z, z->grads, 0, z->plan.full_elems * sizeof(zparam_t));
 #endif
     z->micro = 0;
 }
@@ -468,6 +710,17 @@ static void zero_micro_step_end(Zero *z) { z->micro++; }
 
 typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_clip; int t; } ZeroOptim;
 
+#if ZERO_DEVICE
+// offload: CPU-Adam writes a tile of bf16 parameters, this copies it to the GPU
+// while the next tile computes
+typedef struct { Zero *z; const uint16_t *host; zparam_t *dev; } ZeroTileCopy;
+static void zero_copy_tile(size_t off, size_t n, void *ctx) {
+    ZeroTileCopy *t = (ZeroTileCopy *)ctx;
+    cudaCheck(cudaMemcpyAsync(t->dev + off, t->host + off, n * 2, cudaMemcpyHostToDevice, t->z->stream));
+}
+#define ZERO_OFFLOAD_TILE (1 << 20)
+#endif
+
 // At the accumulation boundary: reduce the gradients to their owners, clip by
 // the global norm, run AdamW on this rank's partition, and give every rank the
 // parameters it needs for the next step. Returns the global gradient norm.
@@ -475,56 +728,92 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
     const ZeroPlan *p = &z->plan;
 #if ZERO_STAGE == 0
     // plain data parallel: all-reduce (average) the full gradients
-    comm_all_reduce(z->comm, z->grads, p->full_elems, DT_F32, OP_AVG);
+    comm_all_reduce(z->comm, z->grads, p->full_elems, ZPARAM_DT, OP_AVG);
 #elif ZERO_STAGE == 1
     // P_os: reduce-scatter the full, locally accumulated gradients unit by unit;
     // each rank keeps the averaged gradient of its own slice, in place
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
-        comm_reduce_scatter(z->comm, z->grads + U->full_off, zero_grad_slice(z, i), U->shard, DT_F32, OP_AVG);
+        comm_reduce_scatter(z->comm, z->grads + U->full_off, zero_grad_slice(z, i), U->shard, ZPARAM_DT, OP_AVG);
     }
 #endif
     // stages 2-3 reduced every unit during backward: the shard is complete
+#if ZERO_DEVICE
+    zero_join_comm(z);
+#endif
 
     // global gradient norm: each rank's partition contributes its squares
     double sumsq = 0;
     for (int s = 0; s < p->n_seg; s++) {
         const ZeroSegment *sg = &p->seg[s];
-        const float *g = zero_grad_slice(z, sg->unit) + (sg->unit_off - (size_t)p->part * p->u[sg->unit].shard);
+        const zgrad_t *g = zero_grad_slice(z, sg->unit) + (sg->unit_off - (size_t)p->part * p->u[sg->unit].shard);
+#if ZERO_DEVICE
+        zero_sumsq(z, g, sg->n, s > 0);
+#else
         double acc = 0;
         #pragma omp parallel for reduction(+:acc)
         for (size_t i = 0; i < sg->n; i++) acc += (double)g[i] * g[i];
         sumsq += acc;
+#endif
     }
+#if ZERO_DEVICE
+    float sq = 0;
+    if (p->n_seg) cudaCheck(cudaMemcpyAsync(&sq, z->norm_dev, sizeof(float), cudaMemcpyDeviceToHost, z->stream));
+    cudaCheck(cudaStreamSynchronize(z->stream));
+    sumsq = sq;
+#endif
 #if ZERO_STAGE >= 1
     comm_all_reduce_host(z->comm, &sumsq, 1, DT_F64, OP_SUM);
 #endif
     float norm = (float)sqrt(sumsq);
     float scale = 1.0f;
     if (o->grad_clip > 0) { float c = o->grad_clip / (norm + 1e-6f); if (c < 1.0f) scale = c; }
-
-    // AdamW on this rank's partition (CPU-Adam: adamw.cuh), segment by segment
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, scale};
+
+#if ZERO_DEVICE
+    if (z->offload) {
+        // ZeRO-Offload: the reduced gradient partition to pinned host memory, CPU-Adam on
+        // the fp32 master, m and v there, the bf16 result back tile by tile
+        for (int i = 0; i < p->n_units; i++)
+            zero_copy(z, (char *)z->host_grad + p->u[i].shard_off * sizeof(zgrad_t), zero_grad_slice(z, i), p->u[i].shard * sizeof(zgrad_t));
+        cudaCheck(cudaStreamSynchronize(z->stream));
+    }
+#endif
+    // AdamW on this rank's partition, segment by segment (weight decay per tensor)
     for (int s = 0; s < p->n_seg; s++) {
         const ZeroSegment *sg = &p->seg[s];
         size_t in_slice = sg->unit_off - (size_t)p->part * p->u[sg->unit].shard;
         size_t so = p->u[sg->unit].shard_off + in_slice;
         ap.weight_decay = sg->decay ? o->weight_decay : 0.0f;
+#if ZERO_DEVICE
+        zparam_t *out = zero_param_slice(z, sg->unit) + in_slice;
+        if (z->offload) {
+            ZeroTileCopy tc = {z, z->host_bf16 + so, out};
+            adamw_cpu_step_tiled(z->master + so, (const zgrad_t *)z->host_grad + so, sizeof(zgrad_t) == 2,
+                                 z->opt_m + so, z->opt_v + so, z->host_bf16 + so, sg->n, ap,
+                                 ZERO_OFFLOAD_TILE, zero_copy_tile, &tc);
+        } else {
+            adamw_gpu_step(z->master + so, zero_grad_slice(z, sg->unit) + in_slice, z->opt_m + so, z->opt_v + so,
+                           out, sg->n, ap, z->stream);
+            cudaCheck(cudaGetLastError());
+        }
+#else
         adamw_cpu_step(zero_master_slice(z, sg->unit) + in_slice, zero_grad_slice(z, sg->unit) + in_slice,
                        z->opt_m + so, z->opt_v + so, NULL, sg->n, ap);
+#endif
     }
 
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
     // every rank updated its slice: all-gather the updated parameters, in place
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
-        comm_all_gather(z->comm, zero_master_slice(z, i), z->params + U->full_off, U->shard, DT_F32);
+        comm_all_gather(z->comm, zero_param_slice(z, i), z->params + U->full_off, U->shard, ZPARAM_DT);
     }
 #elif ZERO_STAGE == 3
     // parameters stay partitioned; only the persistent units are re-gathered
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
-        if (U->persistent) comm_all_gather(z->comm, zero_master_slice(z, i), z->resident + U->resident_off, U->shard, DT_F32);
+        if (U->persistent) comm_all_gather(z->comm, zero_param_slice(z, i), z->resident + U->resident_off, U->shard, ZPARAM_DT);
     }
 #endif
     return norm;
@@ -570,7 +859,7 @@ static cJSON *zero_memory_report(Zero *z, ZeroBytesPerParam b, int print) {
         {"%gΨ", "%gΨ", "%gΨ"}, {"%gΨ", "%gΨ", "%gΨ/N"}, {"%gΨ", "%gΨ/N", "%gΨ/N"}, {"%gΨ/N", "%gΨ/N", "%gΨ/N"}};
     double total_m = 0, total_f = 0;
     for (int k = MEM_PARAMS; k <= MEM_OPTIM; k++) {
-        double measured = (double)z->mem[k];
+        double measured = (double)(z->mem[k] + z->host_mem[k]);   // offload moves the optimizer to the host, not away
         double formula = zero_formula_bytes(k, psi, p->world, b);
         double padding = zero_formula_bytes(k, psi_pad, p->world, b) - formula;
         total_m += measured; total_f += formula;
@@ -593,6 +882,23 @@ static cJSON *zero_memory_report(Zero *z, ZeroBytesPerParam b, int print) {
             if (z->mem[k]) printf("| %-16s | %14zu |    (working)   |            |\n", MEM_NAMES[k], z->mem[k]);
     }
     for (int k = MEM_GATHER; k < N_MEM; k++) cJSON_AddNumberToObject(meas, MEM_NAMES[k], (double)z->mem[k]);
+#if ZERO_DEVICE
+    // the device as a whole, and what offload keeps in pinned host memory
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    cJSON_AddNumberToObject(rec, "device_used_bytes", (double)(total_b - free_b));
+    cJSON_AddNumberToObject(rec, "device_total_bytes", (double)total_b);
+    cJSON *host = cJSON_AddObjectToObject(rec, "host_pinned_bytes");
+    size_t host_total = 0;
+    for (int k = 0; k < N_MEM; k++) { cJSON_AddNumberToObject(host, MEM_NAMES[k], (double)z->host_mem[k]); host_total += z->host_mem[k]; }
+    cJSON_AddBoolToObject(rec, "offload", z->offload);
+    if (print) {
+        printf("| %-16s | %14zu | cudaMemGetInfo: used of %.1f GiB (all allocations, CUDA context included)\n",
+               "device in use", total_b - free_b, total_b / 1073741824.0);
+        if (z->offload) printf("| %-16s | %14zu | optimizer offload: fp32 master, m, v and staging in pinned host memory\n",
+                               "host (pinned)", host_total);
+    }
+#endif
     cJSON_AddNumberToObject(rec, "model_states_measured", total_m);
     cJSON_AddNumberToObject(rec, "model_states_formula", total_f);
 #if ZERO_STAGE == 3
