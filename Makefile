@@ -21,7 +21,7 @@ MPIRUN_FLAGS ?= --allow-run-as-root --oversubscribe
 OPENBLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS := -O3 $(CPU_ARCH_FLAGS) -fopenmp -std=gnu11 -D_GNU_SOURCE -Wall -Wno-unused-function -Wno-unused-result \
           -I. -I/usr/include/x86_64-linux-gnu/openblas-openmp
-LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre2-8 -lm
+LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre2-8 -lmvec -lm
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
 NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
 

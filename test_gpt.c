@@ -88,10 +88,11 @@ int main(int argc, char **argv) {
 
     int fails = 0;
     printf("test_gpt_cpu: %s, B=%d T=%d, %zu parameters, against %s\n", arch_name(m.cfg.arch), B, T, np, state_path);
-    // one batch: logits, loss, gradients
+    // one batch: logits (an evaluation forward keeps them), loss, gradients
+    gpt_forward(&m, targets, 0);
+    Err el = compare(m.a.logits, ref_logits, 0, N, V, Vp);
     zero_step_begin(&m.zero);
     float loss = gpt_forward(&m, targets, 1);
-    Err el = compare(m.a.logits, ref_logits, 0, N, V, Vp);
     int ok = el.rel <= tol_logits;
     fails += !ok;
     printf("  %-22s max abs %.3e  rel %.3e  %s\n", "logits", el.max_abs, el.rel, ok ? "ok" : "FAIL");

@@ -297,32 +297,46 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-// Cross-entropy over the first V of Vp logits. losses[n] per position.
-static void crossentropy_forward(float *losses, const float *logits, const int *targets, int N, int V, int Vp) {
-    #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const float *l = logits + (size_t)n * Vp;
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
-        double sum = 0;
-        for (int i = 0; i < V; i++) sum += expf(l[i] - mx);
-        losses[n] = (float)(log(sum) + mx - l[targets[n]]);
-    }
-}
+// glibc's libmvec has AVX2 and AVX-512 versions of expf: declaring them lets
+// the compiler vectorize the loops over the vocabulary below
+#pragma omp declare simd notinbranch
+extern float expf(float);
 
-// In place: logits become dlogits = (softmax - onehot) * dloss; padded columns 0.
-static void crossentropy_softmax_backward(float *logits, const int *targets, float dloss, int N, int V, int Vp) {
+// Cross-entropy over the first V of Vp logits: losses[n] per position. With
+// keep_probs (training) the logits are replaced by the softmax in the same pass,
+// which is all the backward needs; padded columns become 0.
+static void crossentropy_forward(float *losses, float *logits, const int *targets, int N, int V, int Vp, int keep_probs) {
     #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         float *l = logits + (size_t)n * Vp;
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
-        double sum = 0;
-        for (int i = 0; i < V; i++) sum += expf(l[i] - mx);
-        float inv = (float)(1.0 / sum);
-        for (int i = 0; i < V; i++) l[i] = expf(l[i] - mx) * inv * dloss;
+        float mx = -INFINITY, sum = 0;
+        #pragma omp simd reduction(max:mx)
+        for (int i = 0; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+        float target_logit = l[targets[n]];
+        if (keep_probs) {
+            #pragma omp simd reduction(+:sum)
+            for (int i = 0; i < V; i++) { float e = expf(l[i] - mx); l[i] = e; sum += e; }
+            float inv = 1.0f / sum;
+            #pragma omp simd
+            for (int i = 0; i < V; i++) l[i] *= inv;
+            for (int i = V; i < Vp; i++) l[i] = 0;
+        } else {
+            #pragma omp simd reduction(+:sum)
+            for (int i = 0; i < V; i++) sum += expf(l[i] - mx);
+        }
+        losses[n] = logf(sum) + mx - target_logit;
+    }
+}
+
+// In place: the softmax probabilities become dlogits = (p - onehot) * dloss.
+static void crossentropy_softmax_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp) {
+    (void)Vp;
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        float *l = probs + (size_t)n * Vp;
+        #pragma omp simd
+        for (int i = 0; i < V; i++) l[i] *= dloss;
         l[targets[n]] -= dloss;
-        for (int i = V; i < Vp; i++) l[i] = 0;
     }
 }
 
@@ -342,7 +356,7 @@ typedef struct {
     float *fch_act;                          // [L][BT, F] after GELU / SwiGLU
     float *res3;                             // [L][BT, C] layer output
     float *lnf, *lnf_mean, *lnf_rstd;        // [BT, C], [BT]
-    float *logits;                           // [BT, Vp]; becomes dlogits in backward
+    float *logits;                           // [BT, Vp]; training: the softmax, then dlogits in backward
     float *losses;                           // [BT]
     // backward scratch, one layer's worth
     float *dres, *dbuf, *dqkv, *datt, *dfch, *dfch_act;
@@ -511,7 +525,7 @@ static float gpt_forward(GPT *m, const int *targets, int training) {
     m->head_final = pf; m->head_embed = pw;
     float loss = 0;
     if (targets) {
-        crossentropy_forward(m->a.losses, m->a.logits, targets, N, V, Vp);
+        crossentropy_forward(m->a.losses, m->a.logits, targets, N, V, Vp, training);
         double s = 0;
         for (int i = 0; i < N; i++) s += m->a.losses[i];
         loss = (float)(s / N);
