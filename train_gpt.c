@@ -430,16 +430,29 @@ static void gpt_free(GPT *m) {
 }
 
 // one transformer layer, forward. x: layer input [BT, C]; w: the layer's parameters
+// layer l's slices of the saved activations
+typedef struct { float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *res3; } LayerActs;
+
+static LayerActs layer_acts(GPT *m, int l) {
+    Activations *a = &m->a;
+    size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model;
+    LayerActs s = {
+        a->ln1 + l * BTC, a->ln1_mean + l * N, a->ln1_rstd + l * N,
+        a->qkv + l * N * m->QKV, a->att + (size_t)l * m->B * m->cfg.n_head * m->T * m->T,
+        a->atty + l * BTC, a->res2 + l * BTC,
+        a->ln2 + l * BTC, a->ln2_mean + l * N, a->ln2_rstd + l * N,
+        a->fch + l * N * m->FC, a->fch_act + l * N * m->cfg.d_ff, a->res3 + l * BTC};
+    return s;
+}
+
 static void layer_forward(GPT *m, int l, const float *x, LayerView w) {
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
     size_t BTC = (size_t)N * C;
-    float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
-    float *qkv = a->qkv + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * B * H * T * T;
-    float *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
-    float *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
-    float *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F, *res3 = a->res3 + l * BTC;
+    LayerActs s = layer_acts(m, l);
+    float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
+    float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act, *res3 = s.res3;
     int llama = c->arch == ARCH_LLAMA;
 
     if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps);
@@ -464,12 +477,9 @@ static void layer_backward(GPT *m, int l, const float *x, LayerView w, LayerView
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
-    size_t BTC = (size_t)N * C;
-    float *ln1 = a->ln1 + l * BTC, *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
-    float *qkv = a->qkv + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * B * H * T * T;
-    float *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
-    float *ln2 = a->ln2 + l * BTC, *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
-    float *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F;
+    LayerActs s = layer_acts(m, l);
+    float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
+    float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act;
     int llama = c->arch == ARCH_LLAMA;
 
     // MLP
