@@ -16,12 +16,13 @@ if nvidia-smi -L > /dev/null 2>&1; then
     ./train_gpt --preset gpt2-124m --batch 16 --seq 1024 --total-batch 32 --steps "$STEPS" --lr 6e-4 --warmup 30 \
         --val-every 50 --val-batches 8 --sample-every 100 --sample-len 64 --log out/demo_gpu.jsonl
 else
-    STEPS=${STEPS:-200}
+    STEPS=${STEPS:-500}
     NP=${NP:-4}
     echo "demo: no GPU found; CPU trainer, preset small, $NP MPI ranks, ZeRO stage $ZERO, $STEPS steps"
     $MAKE -s train_gpt_cpu ZERO="$ZERO"
     mpirun --allow-run-as-root --oversubscribe -np "$NP" ./train_gpt_cpu --preset small --batch 2 --seq 64 \
-        --steps "$STEPS" --lr 2e-3 --warmup 20 --val-every 50 --val-batches 4 --sample-every 100 --sample-len 48 \
+        --steps "$STEPS" --lr 2e-3 --warmup 20 --val-every 100 --val-batches 4 --sample-every 250 --sample-len 48 \
         --log out/demo_cpu.jsonl --save out/demo_ckpt
 fi
-echo "demo: log in out/, plot with: /usr/bin/python3 scripts/plot_losses.py out/demo_*.jsonl --out out/demo.png"
+log=$(ls -t out/demo_*.jsonl | head -1)
+/usr/bin/python3 scripts/plot_losses.py "$log" --out out/demo.png > /dev/null && echo "demo: loss curve in out/demo.png, log in $log"
