@@ -94,7 +94,6 @@ typedef struct {
     int quiet;
     // ZeRO (see zero.h)
     int zero_stage;                 // must equal the compiled ZERO_STAGE
-    long long bucket_elems;         // reduce_bucket_size
     long long persistence_threshold;// stage3_param_persistence_threshold
     long long max_live_elems;       // stage3_max_live_parameters
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
@@ -117,7 +116,6 @@ static void train_config_defaults(TrainConfig *c) {
     c->save_every = 0; c->threads = 0;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
     c->zero_stage = -1;  // not asked for: take the compiled stage
-    c->bucket_elems = 500000000LL;
     c->persistence_threshold = 100000LL;
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
@@ -182,7 +180,6 @@ static void print_help(const char *prog) {
            "  --tokenizer FILE --config FILE (DeepSpeed-style JSON) --quiet\n"
            "ZeRO (compiled stage: %d)\n"
            "  --zero-stage K           must equal the compiled stage (make ZERO=K)\n"
-           "  --bucket-size N          reduce bucket elements\n"
            "  --persistence-threshold N  stage 3: units this small stay whole\n"
            "  --max-live N             stage 3: cap on gathered parameter elements\n"
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
@@ -220,7 +217,7 @@ static int sched_from_name(const char *flag, const char *s) {
 }
 
 // A DeepSpeed-style config file: the keys we honour are listed in README.md.
-static void apply_json_config(TrainConfig *c, const char *path) {
+static void apply_json_config(TrainConfig *c, const char *path, int print_rank) {
     FILE *f = fopen_or_die(path, "rb");
     long long n = file_size_or_die(f, path);
     if (n > (1 << 24)) fatal("%s: config file too large", path);
@@ -240,7 +237,10 @@ static void apply_json_config(TrainConfig *c, const char *path) {
     cJSON *zo = cJSON_GetObjectItemCaseSensitive(root, "zero_optimization");
     if (zo) {
         if ((j = JNUM(zo, "stage"))) c->zero_stage = j->valueint;
-        if ((j = JNUM(zo, "reduce_bucket_size"))) c->bucket_elems = (long long)j->valuedouble;
+        // zeroc's reduce bucket is one unit (a transformer layer): zero.h reduces each unit's
+        // gradient as its backward finishes, so DeepSpeed's bucket sizes have nothing to set
+        if (JNUM(zo, "reduce_bucket_size") && print_rank)
+            fprintf(stderr, "note: %s: reduce_bucket_size is not used (zeroc reduces one layer at a time)\n", path);
         if ((j = JNUM(zo, "stage3_param_persistence_threshold"))) c->persistence_threshold = (long long)j->valuedouble;
         if ((j = JNUM(zo, "stage3_max_live_parameters"))) c->max_live_elems = (long long)j->valuedouble;
         cJSON *oc = cJSON_GetObjectItemCaseSensitive(zo, "overlap_comm");
@@ -298,7 +298,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     else if (strcmp(c->arch, "llama") == 0) arch = ARCH_LLAMA;
     else fatal("--arch: unknown architecture '%s' (gpt2, llama)", c->arch);
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
-    if (c->config_path[0]) apply_json_config(c, c->config_path);
+    if (c->config_path[0]) apply_json_config(c, c->config_path, print_rank);
     int ffn_set = 0;
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
@@ -348,7 +348,6 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--tokenizer")) copy_str_or_die(c->tokenizer_path, sizeof(c->tokenizer_path), a, v);
         else if (!strcmp(a, "--quiet")) c->quiet = parse_int_or_die(a, v, 0, 1);
         else if (!strcmp(a, "--zero-stage")) c->zero_stage = parse_int_or_die(a, v, 0, 3);
-        else if (!strcmp(a, "--bucket-size")) c->bucket_elems = parse_ll_or_die(a, v);
         else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = parse_ll_or_die(a, v);
         else if (!strcmp(a, "--max-live")) c->max_live_elems = parse_ll_or_die(a, v);
         else if (!strcmp(a, "--prefetch")) c->prefetch = parse_int_or_die(a, v, 0, 1);

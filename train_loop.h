@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
     ZeroBytesPerParam bpp = TRAINER_BYTES_PER_PARAM;
     FILE *log = NULL;
     if (root && tc.log_path[0]) log = fopen_or_die(tc.log_path, st.step > 0 ? "ab" : "wb");
+    if (say) zero_plan_print(&m.zero);
     cJSON *memrec = zero_memory_report(&m.zero, bpp, say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm.rank);
     log_record(log, memrec);

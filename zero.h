@@ -820,6 +820,25 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
 }
 
 // ----------------------------------------------------------------------------
+// the plan, as a table (rank 0 at start-up)
+
+static void zero_plan_print(const Zero *z) {
+    const ZeroPlan *p = &z->plan;
+    printf("ZeRO plan: %d units, %d partition%s, slices aligned to %d elements; each unit is one reduce bucket\n",
+           p->n_units, p->P, p->P > 1 ? "s" : "", ZERO_ALIGN);
+    printf("| %-8s | %12s | %12s | %12s | %s\n", "unit", "elements", "padded", "slice/rank", ZERO_STAGE == 3 ? "stage 3" : "");
+    for (int i = 0; i < p->n_units; i++) {
+        const ZeroUnit *U = &p->u[i];
+        printf("| %-8s | %12zu | %12zu | %12zu | %s\n", z->layout->units[i].name, U->numel, U->padded, U->shard,
+               ZERO_STAGE == 3 ? (U->persistent ? "persistent (kept whole)" : "gathered per use") : "");
+    }
+#if ZERO_STAGE == 3
+    printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
+           z->cfg->prefetch ? "one unit ahead" : "off");
+#endif
+}
+
+// ----------------------------------------------------------------------------
 // reports: measured memory and communication beside the paper's formulas
 
 // Bytes per parameter of each model state: (param, grad, optimizer) =

@@ -150,7 +150,7 @@ class TrainConfig:
         self.val_every, self.val_batches, self.sample_every, self.sample_len = 0, 8, 0, 64
         self.quiet = 0
         self.zero_stage = -1
-        self.bucket_elems, self.persistence_threshold, self.max_live_elems = 500000000, 100000, 1000000000
+        self.persistence_threshold, self.max_live_elems = 100000, 1000000000
         self.prefetch, self.offload, self.comm = 1, 0, "nccl"
         # reference-only
         self.device = "cpu"
@@ -209,7 +209,7 @@ run
   --threads N --val-every N --val-batches N
   --sample-every N --sample-len N (accepted; the reference does not sample)
   --config FILE (DeepSpeed-style JSON) --quiet 0|1
-  accepted and ignored: --save-every --resume --tokenizer --zero-stage --bucket-size
+  accepted and ignored: --save-every --resume --tokenizer --zero-stage
   --persistence-threshold --max-live --prefetch --offload --comm
 reference only
   --device cpu|cuda        (default cpu; TF32 disabled)
@@ -289,7 +289,6 @@ def apply_json_config(c, path):
     zo = root.get("zero_optimization")
     if isinstance(zo, dict):
         if (v := jnum(zo, "stage")) is not None: c.zero_stage = jint(v)
-        if (v := jnum(zo, "reduce_bucket_size")) is not None: c.bucket_elems = int(v)
         if (v := jnum(zo, "stage3_param_persistence_threshold")) is not None: c.persistence_threshold = int(v)
         if (v := jnum(zo, "stage3_max_live_parameters")) is not None: c.max_live_elems = int(v)
         if "overlap_comm" in zo: c.prefetch = 1 if zo["overlap_comm"] is True else 0
@@ -396,7 +395,6 @@ def parse_args(argv):
         elif a == "--tokenizer": c.tokenizer_path = v
         elif a == "--quiet": c.quiet = parse_int_or_die(a, v, 0, 1)
         elif a == "--zero-stage": c.zero_stage = parse_int_or_die(a, v, 0, 3)
-        elif a == "--bucket-size": c.bucket_elems = parse_ll_or_die(a, v)
         elif a == "--persistence-threshold": c.persistence_threshold = parse_ll_or_die(a, v)
         elif a == "--max-live": c.max_live_elems = parse_ll_or_die(a, v)
         elif a == "--prefetch": c.prefetch = parse_int_or_die(a, v, 0, 1)
