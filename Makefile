@@ -81,3 +81,8 @@ test: setup
 	@$(MAKE) -s all zero-bins prepare_data
 	@bash scripts/prepare_data.sh > /dev/null
 	@bash tests/run.sh
+
+# AddressSanitizer + UndefinedBehaviorSanitizer builds of the CPU trainer (tests/test_sanitizers.sh)
+$(BUILD)/asan_z%/train_gpt_cpu: train_gpt.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(MPICC) $(filter-out -O3,$(CFLAGS)) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -DZERO_STAGE=$* $< -o $@ $(LDLIBS)

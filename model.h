@@ -49,7 +49,7 @@ typedef struct {
 } TensorSpec;
 
 typedef struct {
-    char name[16];
+    char name[24];
     int n_tensors;
     TensorSpec t[MAX_TENSORS_PER_UNIT];
     size_t numel;       // sum of the tensors' sizes
