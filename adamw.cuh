@@ -1,0 +1,538 @@
+// adamw.cuh: AdamW for zeroc, on the CPU (SIMD + OpenMP, the CPU trainer and
+// ZeRO-Offload's host-side optimizer) and on the GPU (one fused kernel).
+// Usable from C (gcc -std=gnu11, train_gpt.c) and from CUDA (nvcc -std=c++17,
+// train_gpt.cu): CUDA parts sit under #ifdef __CUDACC__.
+//
+// Math (DeepSpeed CPU-Adam == torch.optim.AdamW, decoupled weight decay, bias
+// correction always on, t is the 1-based step). Per call, in double, each then
+// rounded once to float:
+//     c1   = 1 - beta1                    c2   = 1 - beta2
+//     ibc2 = 1 / sqrt(1 - beta2^t)        nstep = -(lr / (1 - beta1^t))
+//     nlrwd = -(lr * weight_decay)
+// Per element, in float, every line rounded once to nearest-even (this order IS
+// the reference; the scalar, AVX2, AVX-512 and GPU paths all follow it, so they
+// agree bit for bit; fmaf is one rounding):
+//     g  = grad * grad_scale
+//     m  = fmaf(g, c1, beta1 * m)
+//     v  = fmaf(g * g, c2, beta2 * v)
+//     d  = fmaf(sqrtf(v), ibc2, eps)         // sqrt(v)/sqrt(1-beta2^t) + eps
+//     p  = fmaf(p, nlrwd, p)                 // p -= lr*wd*p, skipped when nlrwd == 0
+//     p  = fmaf(m / d, nstep, p)             // p -= lr/(1-beta1^t) * m/d
+//     out_bf16 = bf16_rne(p)                 // optional
+// FMA is used deliberately (it is what DeepSpeed's SIMD code does): the
+// scalar fallback calls fmaf() at the same places, and there is no bare a*b+c
+// left for the compiler to contract, so -ffp-contract settings do not change
+// results. sqrt and division stay exact IEEE operations (no rsqrt/rcp
+// approximations): they are cheap next to the 28 bytes of memory traffic per
+// element. Do not build with -ffast-math.
+//
+// bf16 output rounding is round-to-nearest-even on the float bits (ties to the
+// even bf16), overflow rounds to +-Inf, Inf stays Inf, NaN stays NaN (quiet,
+// sign and top payload bits kept), denormals are rounded like any other value
+// (no flush to zero). RNE rather than stochastic rounding: deterministic, the
+// same on CPU and GPU, so a resumed run is bitwise identical to an unbroken one.
+//
+// API (all static; bf16 on the host = uint16_t bits):
+//   typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; float grad_scale; } AdamWParams;
+//   void adamw_cpu_step(float *param, const float *grad, float *m, float *v,
+//                       uint16_t *param_bf16 /* NULL: skip */, size_t n, AdamWParams hp);
+//   void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v,
+//                                uint16_t *param_bf16, size_t n, AdamWParams hp);
+//   void adamw_cpu_step_tiled(float *param, const void *grad, int grad_is_bf16, float *m, float *v,
+//                             uint16_t *param_bf16, size_t n, AdamWParams hp, size_t tile_elems,
+//                             void (*on_tile)(size_t offset, size_t n, void *ctx), void *ctx);
+//   void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems);
+//   int  adamw_cpu_set_path(int path);  int adamw_cpu_path(void);  int adamw_cpu_path_supported(int path);
+//   const char *adamw_path_name(int path);   // ADAMW_PATH_AUTO / _SCALAR / _AVX2 / _AVX512
+//   uint16_t float_to_bf16_rne(float);  float bf16_to_float(uint16_t);  float adamw_bf16_round(float);
+//   CUDA only: void adamw_gpu_step(float *master, const float *grad | const __nv_bfloat16 *grad,
+//                    float *m, float *v, __nv_bfloat16 *param_out /* NULL: skip */, size_t n,
+//                    AdamWParams hp, cudaStream_t stream);
+// Threads: OpenMP's omp_get_max_threads() (set OMP_NUM_THREADS / omp_set_num_threads); a call
+// made inside a parallel region, or with n < 32768, runs on the calling thread alone.
+// GPU bitwise equality with the CPU needs the default nvcc float modes (no --use_fast_math / -ftz=true).
+#pragma once
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ADAMW_X86 1
+#include <immintrin.h>
+#else
+#define ADAMW_X86 0
+#endif
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#define ADAMW_HD __host__ __device__
+#else
+#define ADAMW_HD
+#endif
+
+// ----------------------------------------------------------------------------
+// hyperparameters of one step
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    int t;              // 1-based step number (bias correction)
+    float grad_scale;   // multiplied into every gradient first (clip coef / 1/loss_scale); 1 = none
+} AdamWParams;
+
+// the per-call constants, derived once (in double, rounded to float once)
+typedef struct {
+    float beta1, beta2, c1, c2, ibc2, eps, nlrwd, nstep, grad_scale;
+} AdamWConsts;
+
+static AdamWConsts adamw_consts(AdamWParams hp) {
+    AdamWConsts k;
+    int t = hp.t < 1 ? 1 : hp.t;
+    double bc1 = 1.0 - pow((double)hp.beta1, (double)t);
+    double bc2 = 1.0 - pow((double)hp.beta2, (double)t);
+    k.beta1 = hp.beta1;
+    k.beta2 = hp.beta2;
+    k.c1 = (float)(1.0 - (double)hp.beta1);
+    k.c2 = (float)(1.0 - (double)hp.beta2);
+    k.ibc2 = (float)(1.0 / sqrt(bc2));
+    k.eps = hp.eps;
+    k.nlrwd = (float)(-((double)hp.lr * (double)hp.weight_decay));
+    k.nstep = (float)(-((double)hp.lr / bc1));
+    k.grad_scale = hp.grad_scale;
+    return k;
+}
+
+// ----------------------------------------------------------------------------
+// bf16 helpers (bf16 values are carried as their uint16_t bits on the host)
+
+ADAMW_HD static inline uint32_t adamw_f2u(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u; memcpy(&u, &f, 4); return u;
+#endif
+}
+ADAMW_HD static inline float adamw_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f; memcpy(&f, &u, 4); return f;
+#endif
+}
+
+// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (sign kept)
+ADAMW_HD static inline uint16_t float_to_bf16_rne(float f) {
+    uint32_t u = adamw_f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+ADAMW_HD static inline float bf16_to_float(uint16_t b) { return adamw_u2f((uint32_t)b << 16); }
+ADAMW_HD static inline float adamw_bf16_round(float f) { return bf16_to_float(float_to_bf16_rne(f)); }
+
+// ----------------------------------------------------------------------------
+// the reference element update (shared by the scalar CPU path, SIMD tails and
+// the GPU kernel). On the device the intrinsics pin every rounding even under
+// --use_fast_math.
+
+ADAMW_HD static inline void adamw_elem(const AdamWConsts *k, float grad, float *p, float *m, float *v) {
+#ifdef __CUDA_ARCH__
+    float g = __fmul_rn(grad, k->grad_scale);
+    float mm = __fmaf_rn(g, k->c1, __fmul_rn(k->beta1, *m));
+    float vv = __fmaf_rn(__fmul_rn(g, g), k->c2, __fmul_rn(k->beta2, *v));
+    float d = __fmaf_rn(__fsqrt_rn(vv), k->ibc2, k->eps);
+    float pp = *p;
+    if (k->nlrwd != 0.0f) pp = __fmaf_rn(pp, k->nlrwd, pp);
+    pp = __fmaf_rn(__fdiv_rn(mm, d), k->nstep, pp);
+#else
+    float g = grad * k->grad_scale;
+    float mm = fmaf(g, k->c1, k->beta1 * *m);
+    float vv = fmaf(g * g, k->c2, k->beta2 * *v);
+    float d = fmaf(sqrtf(vv), k->ibc2, k->eps);
+    float pp = *p;
+    if (k->nlrwd != 0.0f) pp = fmaf(pp, k->nlrwd, pp);
+    pp = fmaf(mm / d, k->nstep, pp);
+#endif
+    *m = mm; *v = vv; *p = pp;
+}
+
+// ----------------------------------------------------------------------------
+// CPU paths. Each updates [0, n) of the pointers it is given; exactly one of
+// gf (fp32 grads) / gb (bf16 grads) is non-NULL; out (bf16 params) may be NULL.
+
+enum { ADAMW_PATH_AUTO = -1, ADAMW_PATH_SCALAR = 0, ADAMW_PATH_AVX2 = 1, ADAMW_PATH_AVX512 = 2 };
+
+static void adamw_range_scalar(const AdamWConsts *k, float *__restrict__ p, const float *__restrict__ gf,
+                               const uint16_t *__restrict__ gb, float *__restrict__ m, float *__restrict__ v,
+                               uint16_t *__restrict__ out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gf ? gf[i] : bf16_to_float(gb[i]);
+        adamw_elem(k, g, &p[i], &m[i], &v[i]);
+        if (out) out[i] = float_to_bf16_rne(p[i]);
+    }
+}
+
+#if ADAMW_X86
+__attribute__((target("avx2,fma")))
+static void adamw_range_avx2(const AdamWConsts *k, float *__restrict__ p, const float *__restrict__ gf,
+                             const uint16_t *__restrict__ gb, float *__restrict__ m, float *__restrict__ v,
+                             uint16_t *__restrict__ out, size_t n) {
+    const __m256 b1 = _mm256_set1_ps(k->beta1), b2 = _mm256_set1_ps(k->beta2);
+    const __m256 c1 = _mm256_set1_ps(k->c1), c2 = _mm256_set1_ps(k->c2);
+    const __m256 ibc2 = _mm256_set1_ps(k->ibc2), eps = _mm256_set1_ps(k->eps);
+    const __m256 nlrwd = _mm256_set1_ps(k->nlrwd), nstep = _mm256_set1_ps(k->nstep);
+    const __m256 gs = _mm256_set1_ps(k->grad_scale);
+    const int decay = k->nlrwd != 0.0f;
+    const __m256i r7fff = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), qbit = _mm256_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g;
+        if (gf) g = _mm256_loadu_ps(gf + i);
+        else g = _mm256_castsi256_ps(_mm256_slli_epi32(
+                 _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(gb + i))), 16));
+        g = _mm256_mul_ps(g, gs);
+        __m256 mm = _mm256_fmadd_ps(g, c1, _mm256_mul_ps(b1, _mm256_loadu_ps(m + i)));
+        __m256 vv = _mm256_fmadd_ps(_mm256_mul_ps(g, g), c2, _mm256_mul_ps(b2, _mm256_loadu_ps(v + i)));
+        __m256 d = _mm256_fmadd_ps(_mm256_sqrt_ps(vv), ibc2, eps);
+        __m256 pp = _mm256_loadu_ps(p + i);
+        if (decay) pp = _mm256_fmadd_ps(pp, nlrwd, pp);
+        pp = _mm256_fmadd_ps(_mm256_div_ps(mm, d), nstep, pp);
+        _mm256_storeu_ps(m + i, mm);
+        _mm256_storeu_ps(v + i, vv);
+        _mm256_storeu_ps(p + i, pp);
+        if (out) {
+            __m256i u = _mm256_castps_si256(pp);
+            __m256i hi = _mm256_srli_epi32(u, 16);
+            __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, r7fff), _mm256_and_si256(hi, one)), 16);
+            __m256 isnan = _mm256_cmp_ps(pp, pp, _CMP_UNORD_Q);
+            r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, qbit), _mm256_castps_si256(isnan));
+            __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);  // [r0..3 r4..7 | ...]
+            _mm_storeu_si128((__m128i *)(out + i), _mm256_castsi256_si128(pk));
+        }
+    }
+    if (i < n) adamw_range_scalar(k, p + i, gf ? gf + i : NULL, gb ? gb + i : NULL, m + i, v + i, out ? out + i : NULL, n - i);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f")))
+static void adamw_range_avx512(const AdamWConsts *k, float *__restrict__ p, const float *__restrict__ gf,
+                               const uint16_t *__restrict__ gb, float *__restrict__ m, float *__restrict__ v,
+                               uint16_t *__restrict__ out, size_t n) {
+    const __m512 b1 = _mm512_set1_ps(k->beta1), b2 = _mm512_set1_ps(k->beta2);
+    const __m512 c1 = _mm512_set1_ps(k->c1), c2 = _mm512_set1_ps(k->c2);
+    const __m512 ibc2 = _mm512_set1_ps(k->ibc2), eps = _mm512_set1_ps(k->eps);
+    const __m512 nlrwd = _mm512_set1_ps(k->nlrwd), nstep = _mm512_set1_ps(k->nstep);
+    const __m512 gs = _mm512_set1_ps(k->grad_scale);
+    const int decay = k->nlrwd != 0.0f;
+    const __m512i r7fff = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qbit = _mm512_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 g;
+        if (gf) g = _mm512_loadu_ps(gf + i);
+        else g = _mm512_castsi512_ps(_mm512_slli_epi32(
+                 _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(gb + i))), 16));
+        g = _mm512_mul_ps(g, gs);
+        __m512 mm = _mm512_fmadd_ps(g, c1, _mm512_mul_ps(b1, _mm512_loadu_ps(m + i)));
+        __m512 vv = _mm512_fmadd_ps(_mm512_mul_ps(g, g), c2, _mm512_mul_ps(b2, _mm512_loadu_ps(v + i)));
+        __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(vv), ibc2, eps);
+        __m512 pp = _mm512_loadu_ps(p + i);
+        if (decay) pp = _mm512_fmadd_ps(pp, nlrwd, pp);
+        pp = _mm512_fmadd_ps(_mm512_div_ps(mm, d), nstep, pp);
+        _mm512_storeu_ps(m + i, mm);
+        _mm512_storeu_ps(v + i, vv);
+        _mm512_storeu_ps(p + i, pp);
+        if (out) {
+            __m512i u = _mm512_castps_si512(pp);
+            __m512i hi = _mm512_srli_epi32(u, 16);
+            __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, r7fff), _mm512_and_si512(hi, one)), 16);
+            __mmask16 isnan = _mm512_cmp_ps_mask(pp, pp, _CMP_UNORD_Q);
+            r = _mm512_mask_mov_epi32(r, isnan, _mm512_or_si512(hi, qbit));
+            _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtepi32_epi16(r));
+        }
+    }
+    if (i < n) adamw_range_scalar(k, p + i, gf ? gf + i : NULL, gb ? gb + i : NULL, m + i, v + i, out ? out + i : NULL, n - i);
+}
+#pragma GCC diagnostic pop
+#endif  // ADAMW_X86
+
+// ----------------------------------------------------------------------------
+// path selection: the best the CPU supports (checked at run time, so the file
+// compiles with any -march), unless forced by adamw_cpu_set_path() or by the
+// environment variable ZEROC_ADAMW_SIMD=scalar|avx2|avx512|auto.
+
+static int adamw_cpu_path_supported(int path) {
+    if (path == ADAMW_PATH_SCALAR) return 1;
+#if ADAMW_X86
+    __builtin_cpu_init();
+    if (path == ADAMW_PATH_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (path == ADAMW_PATH_AVX512) return __builtin_cpu_supports("avx512f");
+#endif
+    return 0;
+}
+
+static const char *adamw_path_name(int path) {
+    switch (path) {
+    case ADAMW_PATH_SCALAR: return "scalar";
+    case ADAMW_PATH_AVX2: return "avx2";
+    case ADAMW_PATH_AVX512: return "avx512";
+    default: return "auto";
+    }
+}
+
+static int g_adamw_path = -2;   // -2: not resolved yet
+
+static int adamw_best_path(void) {
+    if (adamw_cpu_path_supported(ADAMW_PATH_AVX512)) return ADAMW_PATH_AVX512;
+    if (adamw_cpu_path_supported(ADAMW_PATH_AVX2)) return ADAMW_PATH_AVX2;
+    return ADAMW_PATH_SCALAR;
+}
+
+// Force a path (ADAMW_PATH_AUTO for the best one). Returns the path in effect,
+// or -1 (and changes nothing) when the CPU cannot run the one asked for.
+static int adamw_cpu_set_path(int path) {
+    if (path == ADAMW_PATH_AUTO) { g_adamw_path = adamw_best_path(); return g_adamw_path; }
+    if (!adamw_cpu_path_supported(path)) return -1;
+    g_adamw_path = path;
+    return path;
+}
+
+// The path in effect (resolved on first use, reading ZEROC_ADAMW_SIMD).
+static int adamw_cpu_path(void) {
+    if (g_adamw_path == -2) {
+        const char *e = getenv("ZEROC_ADAMW_SIMD");
+        int want = ADAMW_PATH_AUTO;
+        if (e && *e) {
+            if (!strcmp(e, "scalar")) want = ADAMW_PATH_SCALAR;
+            else if (!strcmp(e, "avx2")) want = ADAMW_PATH_AVX2;
+            else if (!strcmp(e, "avx512")) want = ADAMW_PATH_AVX512;
+            else if (strcmp(e, "auto") != 0)
+                fprintf(stderr, "warning: ZEROC_ADAMW_SIMD=%s not one of scalar|avx2|avx512|auto; using auto\n", e);
+        }
+        if (adamw_cpu_set_path(want) < 0) {
+            fprintf(stderr, "warning: ZEROC_ADAMW_SIMD=%s is not supported by this CPU; using %s\n",
+                    e, adamw_path_name(adamw_best_path()));
+            adamw_cpu_set_path(ADAMW_PATH_AUTO);
+        }
+    }
+    return g_adamw_path;
+}
+
+static void adamw_range(int path, const AdamWConsts *k, float *p, const float *gf, const uint16_t *gb,
+                        float *m, float *v, uint16_t *out, size_t n) {
+    if (n == 0) return;
+#if ADAMW_X86
+    if (path == ADAMW_PATH_AVX512) { adamw_range_avx512(k, p, gf, gb, m, v, out, n); return; }
+    if (path == ADAMW_PATH_AVX2) { adamw_range_avx2(k, p, gf, gb, m, v, out, n); return; }
+#endif
+    (void)path;
+    adamw_range_scalar(k, p, gf, gb, m, v, out, n);
+}
+
+// ----------------------------------------------------------------------------
+// threading: one OpenMP parallel region per call, static partition. Each tile
+// is cut into one contiguous chunk per thread at ADAMW_CHUNK-element
+// granularity (256 B of fp32: whole cache lines when the arrays are 64-byte
+// aligned, so threads never share a line they write); the same thread gets the
+// same chunk on every step (cache / NUMA locality, see adamw_cpu_first_touch).
+
+#define ADAMW_CHUNK 64
+#define ADAMW_PAR_MIN ((size_t)1 << 15)   // below this many elements run single-threaded
+
+static int adamw_threads_for(size_t n) {
+#ifdef _OPENMP
+    if (n >= ADAMW_PAR_MIN && !omp_in_parallel()) return omp_get_max_threads();
+#endif
+    (void)n;
+    return 1;
+}
+
+// thread tid's chunk [*a, *b) of the tile [0, len)
+static inline void adamw_chunk(size_t len, int tid, int nt, size_t *a, size_t *b) {
+    size_t units = (len + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+    size_t ua = units * (size_t)tid / (size_t)nt, ub = units * (size_t)(tid + 1) / (size_t)nt;
+    *a = ua * ADAMW_CHUNK < len ? ua * ADAMW_CHUNK : len;
+    *b = ub * ADAMW_CHUNK < len ? ub * ADAMW_CHUNK : len;
+}
+
+typedef void (*AdamWTileFn)(size_t offset, size_t n, void *ctx);
+
+// The general entry point. grad is const float * (grad_is_bf16 = 0) or const
+// uint16_t * bf16 bits (grad_is_bf16 = 1). param_bf16 may be NULL.
+//
+// Tiled: the n elements are processed in tiles of tile_elems (rounded up to a
+// multiple of 64; 0 = one tile). After ALL of a tile's outputs (param, m, v,
+// param_bf16) are written, on_tile(offset, count, ctx) is called, in order of
+// offset, always on the calling thread (the OpenMP master), while the other
+// threads already start on the next tile. Every element is covered by exactly
+// one call. Intended use (ZeRO-Offload): param_bf16 is pinned host memory and
+// the callback enqueues
+//     cudaMemcpyAsync(dev_bf16 + offset, host_bf16 + offset, count * 2,
+//                     cudaMemcpyHostToDevice, copy_stream);
+// which returns at once, so the copy of tile k overlaps the computation of
+// tile k+1; the caller synchronizes copy_stream (or records an event the
+// forward pass waits on) after the call. Keep the callback short: the master
+// joins the next tile only after it returns. on_tile may be NULL.
+static void adamw_cpu_step_tiled(float *param, const void *grad, int grad_is_bf16, float *m, float *v,
+                                 uint16_t *param_bf16, size_t n, AdamWParams hp,
+                                 size_t tile_elems, AdamWTileFn on_tile, void *ctx) {
+    if (n == 0) return;
+    const AdamWConsts k = adamw_consts(hp);
+    const int path = adamw_cpu_path();
+    const float *gf = grad_is_bf16 ? NULL : (const float *)grad;
+    const uint16_t *gb = grad_is_bf16 ? (const uint16_t *)grad : NULL;
+    size_t tile = tile_elems == 0 || tile_elems >= n ? n : (tile_elems + ADAMW_CHUNK - 1) / ADAMW_CHUNK * ADAMW_CHUNK;
+    int nthreads = adamw_threads_for(n);
+    if (nthreads <= 1) {
+        for (size_t off = 0; off < n; off += tile) {
+            size_t len = n - off < tile ? n - off : tile;
+            adamw_range(path, &k, param + off, gf ? gf + off : NULL, gb ? gb + off : NULL, m + off, v + off,
+                        param_bf16 ? param_bf16 + off : NULL, len);
+            if (on_tile) on_tile(off, len, ctx);
+        }
+        return;
+    }
+#ifdef _OPENMP
+    #pragma omp parallel num_threads(nthreads)
+    {
+        const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        for (size_t off = 0; off < n; off += tile) {
+            size_t len = n - off < tile ? n - off : tile, a, b;
+            adamw_chunk(len, tid, nt, &a, &b);
+            a += off; b += off;
+            adamw_range(path, &k, param + a, gf ? gf + a : NULL, gb ? gb + a : NULL, m + a, v + a,
+                        param_bf16 ? param_bf16 + a : NULL, b - a);
+            if (on_tile) {
+                #pragma omp barrier
+                if (tid == 0) on_tile(off, len, ctx);
+            }
+        }
+    }
+#endif
+}
+
+// One AdamW step over n contiguous elements, fp32 gradients.
+static void adamw_cpu_step(float *param, const float *grad, float *m, float *v, uint16_t *param_bf16,
+                           size_t n, AdamWParams hp) {
+    adamw_cpu_step_tiled(param, grad, 0, m, v, param_bf16, n, hp, 0, NULL, NULL);
+}
+
+// Same, bf16 gradients (uint16_t bits).
+static void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v, uint16_t *param_bf16,
+                                    size_t n, AdamWParams hp) {
+    adamw_cpu_step_tiled(param, grad, 1, m, v, param_bf16, n, hp, 0, NULL, NULL);
+}
+
+// Zero-fill a float buffer with the same thread partition the step uses for
+// this n and tile_elems: on a NUMA host, first touch puts each page on the node
+// of the thread that will update it. Use for master weights' copy-in target, m and v.
+static void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems) {
+    int nthreads = adamw_threads_for(n);
+    if (nthreads <= 1) { if (n) memset(buf, 0, n * sizeof(float)); return; }
+#ifdef _OPENMP
+    size_t tile = tile_elems == 0 || tile_elems >= n ? n : (tile_elems + ADAMW_CHUNK - 1) / ADAMW_CHUNK * ADAMW_CHUNK;
+    #pragma omp parallel num_threads(nthreads)
+    {
+        const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        for (size_t off = 0; off < n; off += tile) {
+            size_t len = n - off < tile ? n - off : tile, a, b;
+            adamw_chunk(len, tid, nt, &a, &b);
+            if (b > a) memset(buf + off + a, 0, (b - a) * sizeof(float));
+        }
+    }
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// GPU: one fused kernel, same math and rounding as the CPU (bitwise equal).
+#ifdef __CUDACC__
+
+__device__ __forceinline__ float adamw_grad_to_float(float g) { return g; }
+__device__ __forceinline__ float adamw_grad_to_float(__nv_bfloat16 g) { return __bfloat162float(g); }
+
+// VEC: 4 elements per thread per iteration with 16-byte loads of param/m/v
+// (and fp32 grads), 8-byte loads of bf16 grads and 8-byte stores of bf16 out;
+// the launcher picks VEC only when every pointer is aligned for it. Grid-stride.
+template <typename G, bool VEC>
+__global__ void adamw_kernel(float *__restrict__ master, const G *__restrict__ grad, float *__restrict__ m,
+                             float *__restrict__ v, __nv_bfloat16 *__restrict__ param_out, size_t n, AdamWConsts k) {
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    uint16_t *out = reinterpret_cast<uint16_t *>(param_out);
+    if (VEC) {
+        size_t nv = n / 4;
+        for (size_t j = idx; j < nv; j += stride) {
+            float4 p4 = reinterpret_cast<float4 *>(master)[j];
+            float4 m4 = reinterpret_cast<float4 *>(m)[j];
+            float4 v4 = reinterpret_cast<float4 *>(v)[j];
+            float g[4];
+            if (sizeof(G) == 4) {
+                float4 g4 = reinterpret_cast<const float4 *>(grad)[j];
+                g[0] = g4.x; g[1] = g4.y; g[2] = g4.z; g[3] = g4.w;
+            } else {
+                uint2 gb = reinterpret_cast<const uint2 *>(grad)[j];
+                g[0] = __uint_as_float(gb.x << 16); g[1] = __uint_as_float(gb.x & 0xffff0000u);
+                g[2] = __uint_as_float(gb.y << 16); g[3] = __uint_as_float(gb.y & 0xffff0000u);
+            }
+            adamw_elem(&k, g[0], &p4.x, &m4.x, &v4.x);
+            adamw_elem(&k, g[1], &p4.y, &m4.y, &v4.y);
+            adamw_elem(&k, g[2], &p4.z, &m4.z, &v4.z);
+            adamw_elem(&k, g[3], &p4.w, &m4.w, &v4.w);
+            reinterpret_cast<float4 *>(master)[j] = p4;
+            reinterpret_cast<float4 *>(m)[j] = m4;
+            reinterpret_cast<float4 *>(v)[j] = v4;
+            if (out) {
+                uint2 o;
+                o.x = (uint32_t)float_to_bf16_rne(p4.x) | ((uint32_t)float_to_bf16_rne(p4.y) << 16);
+                o.y = (uint32_t)float_to_bf16_rne(p4.z) | ((uint32_t)float_to_bf16_rne(p4.w) << 16);
+                reinterpret_cast<uint2 *>(out)[j] = o;
+            }
+        }
+        for (size_t i = nv * 4 + idx; i < n; i += stride) {   // tail (< 4 elements)
+            adamw_elem(&k, adamw_grad_to_float(grad[i]), &master[i], &m[i], &v[i]);
+            if (out) out[i] = float_to_bf16_rne(master[i]);
+        }
+    } else {
+        for (size_t i = idx; i < n; i += stride) {
+            adamw_elem(&k, adamw_grad_to_float(grad[i]), &master[i], &m[i], &v[i]);
+            if (out) out[i] = float_to_bf16_rne(master[i]);
+        }
+    }
+}
+
+template <typename G>
+static void adamw_gpu_launch(float *master, const G *grad, float *m, float *v, __nv_bfloat16 *param_out,
+                             size_t n, AdamWParams hp, cudaStream_t stream) {
+    if (n == 0) return;
+    AdamWConsts k = adamw_consts(hp);
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int block = 256;
+    const size_t galign = sizeof(G) * 4;
+    bool vec = ((uintptr_t)master % 16 == 0) && ((uintptr_t)m % 16 == 0) && ((uintptr_t)v % 16 == 0) &&
+               ((uintptr_t)grad % galign == 0) && ((uintptr_t)param_out % 8 == 0);
+    size_t work = vec ? (n + 3) / 4 : n;
+    size_t blocks = (work + block - 1) / block, maxb = (size_t)sms * 16;
+    if (blocks > maxb) blocks = maxb;
+    if (vec) adamw_kernel<G, true><<<(unsigned)blocks, block, 0, stream>>>(master, grad, m, v, param_out, n, k);
+    else adamw_kernel<G, false><<<(unsigned)blocks, block, 0, stream>>>(master, grad, m, v, param_out, n, k);
+}
+
+// One AdamW step on the GPU: fp32 master/m/v updated in place, param_out
+// (bf16, may be NULL) written with RNE. Asynchronous on `stream`; check errors
+// with cudaGetLastError() as usual.
+static void adamw_gpu_step(float *master, const float *grad, float *m, float *v, __nv_bfloat16 *param_out,
+                           size_t n, AdamWParams hp, cudaStream_t stream) {
+    adamw_gpu_launch<float>(master, grad, m, v, param_out, n, hp, stream);
+}
+static void adamw_gpu_step(float *master, const __nv_bfloat16 *grad, float *m, float *v, __nv_bfloat16 *param_out,
+                           size_t n, AdamWParams hp, cudaStream_t stream) {
+    adamw_gpu_launch<__nv_bfloat16>(master, grad, m, v, param_out, n, hp, stream);
+}
+
+#endif  // __CUDACC__

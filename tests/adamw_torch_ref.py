@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""torch.optim.AdamW reference for tests/adamw_test.c.
+
+usage: adamw_torch_ref.py DIR N STEPS BETA1 BETA2 EPS WD [foreach]
+reads  DIR/p0.f32 (N floats), DIR/grads.f32 (STEPS*N), DIR/lrs.f32 (STEPS learning rates),
+       DIR/scales.f32 (STEPS grad scales, multiplied into the grads in float32 first)
+writes DIR/p.f32, DIR/m.f32, DIR/v.f32 (param, exp_avg, exp_avg_sq after STEPS steps)
+Hyperparameters are passed as the exact float32 values the C side uses.
+Exit 77 when torch is not importable.
+"""
+import sys
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    print(f"adamw_torch_ref: torch/numpy not available ({e})")
+    sys.exit(77)
+
+
+def main():
+    d, n, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    b1, b2, eps, wd = (float(np.float32(x)) for x in sys.argv[4:8])
+    foreach = len(sys.argv) > 8 and sys.argv[8] == "foreach"
+    p0 = np.fromfile(f"{d}/p0.f32", dtype=np.float32)
+    grads = np.fromfile(f"{d}/grads.f32", dtype=np.float32).reshape(steps, n)
+    lrs = np.fromfile(f"{d}/lrs.f32", dtype=np.float32)
+    scales = np.fromfile(f"{d}/scales.f32", dtype=np.float32)
+    assert p0.size == n and lrs.size == steps and scales.size == steps
+    torch.set_num_threads(1)
+    param = torch.nn.Parameter(torch.from_numpy(p0.copy()))
+    opt = torch.optim.AdamW([param], lr=float(lrs[0]), betas=(b1, b2), eps=eps,
+                            weight_decay=wd, foreach=foreach)
+    for s in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = float(lrs[s])
+        param.grad = torch.from_numpy(grads[s].copy()) * float(scales[s])
+        opt.step()
+    st = opt.state[param]
+    param.detach().numpy().astype(np.float32).tofile(f"{d}/p.f32")
+    st["exp_avg"].numpy().astype(np.float32).tofile(f"{d}/m.f32")
+    st["exp_avg_sq"].numpy().astype(np.float32).tofile(f"{d}/v.f32")
+
+
+if __name__ == "__main__":
+    main()
