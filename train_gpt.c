@@ -424,6 +424,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
 }
 
 static void gpt_free(GPT *m) {
+    free(m->act_memory);   // zero.h counts the activations; the trainer owns them
     zero_free(&m->zero);
     model_layout_free(&m->layout);
     free(m->rope_cos); free(m->rope_sin); free(m->inputs); free(m->targets);

@@ -446,6 +446,9 @@ static void zero_to_bf16(uint16_t *dst, const float *src, size_t n) {
 // every rank takes what it holds from the full flat parameters (host fp32)
 static void zero_load_params(Zero *z, const float *flat) {
     const ZeroPlan *p = &z->plan;
+#if ZERO_DEVICE
+    cudaCheck(cudaStreamSynchronize(z->stream));   // nothing in flight reads or writes the parameters
+#endif
     float *slice = (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging");
 #if ZERO_DEVICE
     uint16_t *half = (uint16_t *)xmalloc(p->max_padded * sizeof(uint16_t), "parameter staging");
@@ -479,6 +482,7 @@ static void zero_load_params(Zero *z, const float *flat) {
     free(slice);
 #if ZERO_DEVICE
     free(half);
+    cudaCheck(cudaDeviceSynchronize());   // the copies are complete before the compute stream reads them
 #endif
 }
 
@@ -495,16 +499,19 @@ static void zero_gather_unit(Zero *z, int u, float *dst) {
     comm_all_gather(z->comm, z->params + U->shard_off, dst, U->shard, DT_F32);
 #endif
 #else
+    // the compute stream may still be running the AdamW that wrote the master
+    cudaCheck(cudaStreamSynchronize(z->stream));
     if (z->plan.P == 1) {
         cudaCheck(cudaMemcpy(dst, zero_master_slice(z, u), U->padded * sizeof(float), cudaMemcpyDefault));
         return;
     }
     float *tmp;
     cudaCheck(cudaMalloc(&tmp, U->padded * sizeof(float)));
-    cudaCheck(cudaMemcpy(tmp + (size_t)z->plan.part * U->shard, zero_master_slice(z, u), U->shard * sizeof(float), cudaMemcpyDefault));
-    comm_all_gather(z->comm, tmp + (size_t)z->plan.part * U->shard, tmp, U->shard, DT_F32);
+    cudaCheck(cudaMemcpyAsync(tmp + (size_t)z->plan.part * U->shard, zero_master_slice(z, u), U->shard * sizeof(float),
+                              cudaMemcpyDefault, z->stream));
+    comm_all_gather(z->comm, tmp + (size_t)z->plan.part * U->shard, tmp, U->shard, DT_F32);   // ordered after the copy
+    cudaCheck(cudaMemcpyAsync(dst, tmp, U->padded * sizeof(float), cudaMemcpyDeviceToHost, z->stream));
     cudaCheck(cudaStreamSynchronize(z->stream));
-    cudaCheck(cudaMemcpy(dst, tmp, U->padded * sizeof(float), cudaMemcpyDeviceToHost));
     cudaCheck(cudaFree(tmp));
 #endif
 }
@@ -523,8 +530,10 @@ static void zero_optim_download(Zero *z, float *m, float *v) {
 static void zero_optim_upload(Zero *z, const float *m, const float *v) {
     size_t b = z->plan.shard_elems * sizeof(float);
 #if ZERO_DEVICE
+    cudaCheck(cudaStreamSynchronize(z->stream));
     cudaCheck(cudaMemcpy(z->opt_m, m, b, cudaMemcpyDefault));
     cudaCheck(cudaMemcpy(z->opt_v, v, b, cudaMemcpyDefault));
+    cudaCheck(cudaDeviceSynchronize());
 #else
     memcpy(z->opt_m, m, b); memcpy(z->opt_v, v, b);
 #endif
@@ -684,6 +693,9 @@ static void zero_grads_end(Zero *z, int u, zparam_t *g) {
     CommRequest r = comm_ireduce_scatter(z->comm, g, z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
     int nccl = z->comm->backend == COMM_BACKEND_NCCL;
     zero_accumulate(z, acc, z->rs_scratch, U->shard, z->micro == 0, nccl ? z->comm->stream : z->stream);
+    if (z->offload && z->micro == z->cfg->accum - 1)   // ZeRO-Offload: this slice is final: to the host now
+        cudaCheck(cudaMemcpyAsync((float *)z->host_grad + U->shard_off, acc, U->shard * sizeof(float),
+                                  cudaMemcpyDeviceToHost, nccl ? z->comm->stream : z->stream));
     int slot = (u == 0 && z->plan.tied) ? 2 : (z->slot_next ^ 1);
     cudaCheck(cudaEventRecord(z->slot_free[slot], nccl ? z->comm->stream : z->stream));
     r.active = 0;   // ordered on the communication stream; the step joins it
@@ -735,7 +747,14 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
         comm_reduce_scatter(z->comm, z->grads + U->full_off, zero_grad_slice(z, i), U->shard, ZPARAM_DT, OP_AVG);
+#if ZERO_DEVICE
+        if (z->offload)   // ZeRO-Offload: each reduced slice to the host as soon as it is reduced
+            zero_copy(z, (zgrad_t *)z->host_grad + U->shard_off, zero_grad_slice(z, i), U->shard * sizeof(zgrad_t));
+#endif
     }
+#endif
+#if ZERO_DEVICE && ZERO_STAGE == 0
+    if (z->offload) zero_copy(z, z->host_grad, z->grads, p->full_elems * sizeof(zgrad_t));   // P = 1: the slice is everything
 #endif
     // stages 2-3 reduced every unit during backward: the shard is complete
 #if ZERO_DEVICE
@@ -771,13 +790,11 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, scale};
 
 #if ZERO_DEVICE
-    if (z->offload) {
-        // ZeRO-Offload: the reduced gradient partition to pinned host memory, CPU-Adam on
-        // the fp32 master, m and v there, the bf16 result back tile by tile
-        for (int i = 0; i < p->n_units; i++)
-            zero_copy(z, (char *)z->host_grad + p->u[i].shard_off * sizeof(zgrad_t), zero_grad_slice(z, i), p->u[i].shard * sizeof(zgrad_t));
-        cudaCheck(cudaStreamSynchronize(z->stream));
-    }
+    // ZeRO-Offload: the reduced gradient partition has been copying to pinned host
+    // memory unit by unit as it was reduced (stages 2-3: during the last backward);
+    // wait for the last copy, then CPU-Adam on the fp32 master, m and v there, and
+    // the bf16 result back to the GPU tile by tile while the next tile computes
+    if (z->offload) cudaCheck(cudaStreamSynchronize(z->stream));
 #endif
     // AdamW on this rank's partition, segment by segment (weight decay per tensor)
     for (int s = 0; s < p->n_seg; s++) {
