@@ -1,0 +1,36 @@
+# The GPU trainer (train_gpt.cu) and its tests. Everything compiles and links without a GPU.
+#   make gpu-all        train_gpt for ZERO=0,1,2,3 with OFFLOAD=0 and 1, stage 3 with released gather
+#                       buffers poisoned (NaN), and test_gpt
+#   make test_gpt       build/gpu_test/test_gpt (stage 0), copied to ./test_gpt
+#   make train_gpt ZERO=k OFFLOAD=o    (the rule is in the Makefile)
+# Each variant has its own build directory, build/gpu_z<k>_o<o>/train_gpt.
+.PHONY: gpu-all gpu-bins
+
+GPU_SRCS := train_gpt.cu $(HEADERS) $(wildcard cuda/*.cuh)
+
+# The Makefile's rule covers build/gpu_z%_o$(OFFLOAD)/ only (OFFLOAD is fixed when it is read);
+# these two give every variant in one make invocation, the offload flag taken from the path.
+$(BUILD)/gpu_z%_o0/train_gpt: $(GPU_SRCS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=$* -DOFFLOAD=0 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
+
+$(BUILD)/gpu_z%_o1/train_gpt: $(GPU_SRCS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=$* -DOFFLOAD=1 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
+
+$(BUILD)/gpu_test/test_gpt: test_gpt.cu $(GPU_SRCS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=0 -DOFFLOAD=0 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
+
+test_gpt: $(BUILD)/gpu_test/test_gpt
+	@cp $< $@
+
+# stage 3 with every released gather buffer filled with NaN: a kernel that reads parameters after
+# their release shows up as a NaN loss (tests/test_gpu.sh)
+$(BUILD)/gpu_z3_poison/train_gpt: $(GPU_SRCS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=3 -DOFFLOAD=0 -DZERO_POISON=1 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
+
+GPU_BINS := $(foreach z,0 1 2 3,$(foreach o,0 1,$(BUILD)/gpu_z$(z)_o$(o)/train_gpt)) $(BUILD)/gpu_z3_poison/train_gpt
+gpu-bins: $(GPU_BINS)
+gpu-all: $(GPU_BINS) $(BUILD)/gpu_test/test_gpt

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh: everything there is to check on a lent GPU machine (H100/H200), in one
+# command that ends within 9 minutes:
+#   1. our Debian build dependencies from .gpu_deps/ (scripts/gpu_env.sh), the CUDA libraries
+#      (NCCL and cuBLAS from the toolkit, else from the Python wheels), versions
+#   2. build for sm_90: every train_gpt variant, test_gpt, the CPU trainer, dev/cuda programs
+#   3. tests/test_gpu.sh: test_gpt vs PyTorch (gpt2, llama), GPU vs CPU, resume bitwise,
+#      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data
+#   4. GPT-2 124M on the Brown data: tokens/s and MFU (ZeRO 0; ZeRO 3 and offload for overheads)
+#   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
+#   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
+#   7. a summary table
+# The full output goes to bench/gpu_check_<UTC date>_<device>.txt (and to $OUT when set, so
+# the device tool brings it back).
+#
+# Before the session, HERE (the build machine): bash scripts/gpu_deps.sh   (fills .gpu_deps/)
+# The device tool call:
+#   command: bash scripts/gpu_check.sh
+#   carry:   ["data", ".gpu_deps"]        (both are git-ignored: data/ from scripts/prepare_data.sh)
+# Stages get time limits; when the 9 minutes run short the remaining ones are skipped and say so.
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET:-530}
+PEAK_SPEC=989e12      # H100 SXM dense bf16, datasheet
+PEAK_MEASURED=800e12  # DESIGN.md: about 800 TFLOP/s measured on an 8192^3 bf16 GEMM
+dev_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+tag=$(echo "${dev_name:-nogpu}" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
+mkdir -p bench
+LOG="bench/gpu_check_$(date -u +%Y%m%d-%H%M%S)_${tag}.txt"
+TMPD=$(mktemp -d /tmp/zeroc_gpucheck.XXXXXX)
+results=()
+
+elapsed() { echo $(( $(date +%s) - START )); }
+
+# stage NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
+stage() {
+    local name=$1 limit=$2; shift 2
+    local left=$(( BUDGET - $(elapsed) ))
+    if [ $left -lt 25 ]; then
+        echo; echo "######## $name: SKIPPED (the 9-minute budget is spent)"
+        results+=("$name|SKIPPED (time)|0"); return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    echo; echo "######## $name (limit ${limit}s, at $(elapsed)s)"
+    local t0=$(date +%s) rc
+    timeout -k 10 "$limit" bash -c '"$@"' stage "$@"; rc=$?
+    local dt=$(( $(date +%s) - t0 )) st
+    case $rc in 0) st=PASS;; 77) st=SKIP;; 124|137) st="TIMEOUT (${limit}s)";; *) st="FAIL (exit $rc)";; esac
+    echo "######## $name: $st in ${dt}s"
+    results+=("$name|$st|$dt")
+}
+
+# NCCL and cuBLAS: the toolkit's, else the ones PyTorch's wheels bring (nvidia.nccl, nvidia.cublas)
+cuda_libs() {
+    local cuda=${CUDA_HOME:-/usr/local/cuda} shim="$TMPD/libshim" py
+    NVCC=${NVCC:-$(command -v nvcc || echo "$cuda/bin/nvcc")}
+    export LD_LIBRARY_PATH="$cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    py=$(command -v python3)
+    mkdir -p "$shim"
+    for spec in nccl:nccl.h:libnccl.so cublas:cublasLt.h:libcublasLt.so cublas:cublas_v2.h:libcublas.so; do
+        local mod=${spec%%:*} rest=${spec#*:}; local hdr=${rest%%:*} lib=${rest#*:}
+        if [ -f "$cuda/include/$hdr" ] && ls "$cuda"/lib64/$lib* >/dev/null 2>&1; then continue; fi
+        if [ -f "/usr/include/$hdr" ] && ls /usr/lib/x86_64-linux-gnu/$lib* >/dev/null 2>&1; then continue; fi
+        local d
+        d=$("$py" -c "import importlib; m = importlib.import_module('nvidia.$mod'); print(list(m.__path__)[0])" 2>/dev/null)
+        if [ -z "$d" ] || [ ! -f "$d/include/$hdr" ]; then echo "gpu_check: warning: $hdr / $lib not found (toolkit or nvidia.$mod wheel)"; continue; fi
+        local real
+        real=$(ls "$d"/lib/$lib.* 2>/dev/null | head -1)
+        [ -n "$real" ] && ln -sf "$real" "$shim/$lib"
+        export CPATH="$d/include${CPATH:+:$CPATH}"
+        export LIBRARY_PATH="$shim${LIBRARY_PATH:+:$LIBRARY_PATH}"
+        export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        echo "gpu_check: $lib from $d"
+    done
+    export NVCC
+}
+
+build() {
+    make -j"$(nproc)" $GPU_MAKE_FLAGS NVCC="$NVCC" gpu-all build/z0/train_gpt_cpu cuda-dev
+}
+
+sanitize() {
+    local cs
+    cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+    [ -x "$cs" ] || { echo "no compute-sanitizer"; return 77; }
+    local rc=0 common="--preset tiny --batch 2 --seq 32 --steps 2 --quiet 1 --val-every 2 --val-batches 1"
+    echo "-- memcheck: gpt2, stage 0, 2 steps + validation"
+    "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z0_o0/train_gpt --arch gpt2 $common || rc=1
+    echo "-- memcheck: llama, stage 3 (every unit gathered), 2 steps + validation"
+    "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z3_o0/train_gpt --arch llama $common \
+        --persistence-threshold 0 || rc=1
+    return $rc
+}
+
+# one benchmark run: NAME BINARY STEPS [flags]; appends "name|tok/s|ms|GFLOP/s per tok|loss a->b|mem" to $TMPD/bench.txt
+bench_run() {
+    local name=$1 bin=$2 steps=$3; shift 3
+    local out="$TMPD/bench_$name.out"
+    echo "-- $name: $bin --preset gpt2-124m --batch 16 --seq 1024 --steps $steps $*"
+    "$bin" --preset gpt2-124m --batch 16 --seq 1024 --steps "$steps" --lr 6e-4 --warmup 10 --log "$TMPD/bench_$name.jsonl" \
+        "$@" > "$out" 2>&1
+    local rc=$?
+    grep -E "^zeroc|ZeRO stage|^\| (model states|device in use|host)|step +[0-9]+/" "$out" | sed -n '1,12p;$p'
+    [ $rc -eq 0 ] || { tail -n 20 "$out"; echo "$name|FAILED (exit $rc)" >> "$TMPD/bench.txt"; return 1; }
+    python3 - "$name" "$out" "$TMPD/bench_$name.jsonl" >> "$TMPD/bench.txt" <<'PYEOF'
+import json, re, statistics, sys
+name, out, log = sys.argv[1:4]
+rows = []
+for line in open(out):
+    m = re.search(r"step +(\d+)/\d+ \| loss ([-\d.naif]+) .*\| ([\d.]+) ms \| (\d+) tok/s \| ([\d.]+) GFLOP/s", line)
+    if m: rows.append((int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5])))
+steady = [r for r in rows if r[0] > 5] or rows   # the first steps warm up cuBLAS and the allocator
+tok = statistics.median(r[3] for r in steady)
+ms = statistics.median(r[2] for r in steady)
+fpt = statistics.median(r[4] * 1e9 / r[3] for r in steady)
+mem = 0
+for r in map(json.loads, open(log)):
+    if r.get("type") == "memory": mem = r.get("device_used_bytes", 0)
+print(f"{name}|{tok:.0f}|{ms:.1f}|{fpt / 1e9:.4f}|{rows[0][1]:.3f} -> {rows[-1][1]:.3f}|{mem / 2**30:.1f}")
+PYEOF
+}
+
+bench() {
+    nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
+    [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/ (scripts/prepare_data.sh makes it)"; return 77; }
+    : > "$TMPD/bench.txt"
+    local rc=0
+    bench_run zero0 ./build/gpu_z0_o0/train_gpt 30 || rc=1
+    bench_run zero3 ./build/gpu_z3_o0/train_gpt 15 || rc=1
+    bench_run zero2_offload ./build/gpu_z2_o1/train_gpt 12 || rc=1
+    echo
+    python3 - "$TMPD/bench.txt" "$PEAK_SPEC" "$PEAK_MEASURED" <<'PYEOF'
+import sys
+path, spec, meas = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+print("GPT-2 124M on Brown, B=16 x T=1024 (16384 tokens per step), one GPU, median over the steps after the 5th")
+print(f"{'run':<15} {'tok/s':>9} {'ms/step':>8} {'FLOP/token':>12} {'TFLOP/s':>8} {'MFU(989)':>9} {'MFU(800)':>9} {'loss':>17} {'GPU GiB':>8}")
+for line in open(path):
+    f = line.strip().split("|")
+    if len(f) < 6: print(f"{f[0]:<15} {f[1]}"); continue
+    tok, ms, gfpt = float(f[1]), float(f[2]), float(f[3])
+    fl = tok * gfpt * 1e9
+    print(f"{f[0]:<15} {tok:>9.0f} {ms:>8.1f} {gfpt * 1e9:>12.4g} {fl / 1e12:>8.1f} {100 * fl / spec:>8.1f}% {100 * fl / meas:>8.1f}% {f[4]:>17} {f[5]:>8}")
+print("FLOP/token: model_flops_per_token() of model.h (6N + 12LTC, PaLM/llm.c convention), as the trainer prints it.")
+print(f"MFU(989): against the H100 SXM datasheet's {spec / 1e12:.0f} TFLOP/s dense bf16; MFU(800): against ~{meas / 1e12:.0f} measured (DESIGN.md).")
+PYEOF
+    return $rc
+}
+
+main() {
+    echo "zeroc gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')"
+    nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
+    echo "cores: $(nproc), memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}')"
+    echo; echo "######## environment"
+    # shellcheck source=scripts/gpu_env.sh
+    if source scripts/gpu_env.sh; then results+=("environment (.gpu_deps)|PASS|$(elapsed)")
+    else results+=("environment (.gpu_deps)|FAIL|$(elapsed)"); fi
+    cuda_libs
+    "$NVCC" --version | tail -n 2
+    python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
+    export -f build sanitize bench bench_run
+    export TMPD PEAK_SPEC PEAK_MEASURED
+    # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
+    stage "build (sm_90)" 200 build
+    stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages)" 200 bash tests/test_gpu.sh
+    stage "benchmark: GPT-2 124M on Brown" 120 bench
+    stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
+    stage "compute-sanitizer memcheck" 80 sanitize
+
+    echo; echo "######## summary ($(elapsed)s of ${BUDGET}s; ${dev_name:-no GPU})"
+    printf '| %-62s | %-16s | %6s |\n' "stage" "result" "time"
+    printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..64})" "$(printf -- '-%.0s' {1..18})" "$(printf -- '-%.0s' {1..8})"
+    local r
+    for r in "${results[@]}"; do
+        IFS='|' read -r n s t <<< "$r"
+        printf '| %-62s | %-16s | %5ss |\n' "$n" "$s" "$t"
+    done
+    if [ -s "$TMPD/bench.txt" ]; then echo; python3 - "$TMPD/bench.txt" <<'PYEOF'
+import sys
+for line in open(sys.argv[1]):
+    f = line.strip().split("|")
+    if len(f) >= 6: print(f"benchmark {f[0]}: {float(f[1]):.0f} tok/s, {f[2]} ms/step, loss {f[4]}, {f[5]} GiB on the GPU")
+    else: print(f"benchmark {f[0]}: {f[1]}")
+PYEOF
+    fi
+    local bad=0
+    for r in "${results[@]}"; do [[ "$r" == *"|FAIL"* || "$r" == *"|TIMEOUT"* ]] && bad=1; done
+    echo "full log: $LOG"
+    return $bad
+}
+
+main 2>&1 | tee "$LOG"
+rc=${PIPESTATUS[0]}
+[ -n "${OUT:-}" ] && [ -d "$OUT" ] && cp "$LOG" "$OUT/" && echo "copied to \$OUT/$(basename "$LOG")"
+rm -rf "$TMPD"
+exit $rc

@@ -1,0 +1,483 @@
+/*
+train_gpt.cu: GPT-2 and LLaMA-style training on NVIDIA GPUs in bf16 mixed
+precision, with ZeRO stages 0-3 (and optimizer offload) driven by the same
+zero.h as the CPU trainer. In the spirit of llm.c's train_gpt2.cu.
+
+    make train_gpt ZERO=3          (OFFLOAD=1: the optimizer on the CPU)
+    ./train_gpt --preset gpt2-124m --batch 16 --seq 1024
+    mpirun -np 8 ./train_gpt --preset gpt2-124m ...
+
+It mirrors train_gpt.c line for line above the training loop: the same model
+(docs/model.md), the same flags, data order, initialization, checkpoint format
+and JSONL log (config.h, model.h, dataloader.h, checkpoint.h, train_loop.h are
+shared), and the same calls into zero.h in the same order, so every ZeRO stage
+runs here exactly as it runs on the CPU.
+
+Precision:
+  - parameters, parameter gradients and activations are bf16 (zparam_t/floatX);
+  - every kernel accumulates in fp32 (cuBLASLt with CUBLAS_COMPUTE_32F, fp32
+    reductions in the hand-written kernels under cuda/); norm statistics,
+    attention scores before the softmax, the per-position losses and the mean
+    loss are fp32;
+  - the fp32 master weights, Adam m and v live in zero.h; its AdamW writes the
+    bf16 parameters with round-to-nearest-even, so a resumed run reproduces an
+    unbroken one bit for bit (every kernel here is deterministic: no float
+    atomics, fixed reduction orders; cuBLAS is deterministic for a fixed GPU
+    model and library version).
+Every kernel runs on one stream, comm->compute (created by comm_init); zero.h
+orders its collectives against that stream.
+
+Reading order: the activations, the model (one transformer layer forward and
+backward, then the whole model written against zero.h's fetch/release and
+grads_begin/grads_end), then what train_loop.h needs. The kernels are in
+cuda/ (docs/kernels.md).
+*/
+#include <omp.h>
+#include "common.h"
+#include "config.h"
+#include "model.h"
+#include "dataloader.h"
+#include "tokenizer.h"
+#include "comm.h"
+#include "zero.h"
+#include "checkpoint.h"
+#include "adamw.cuh"
+#include "cuda/common.cuh"
+#include "cuda/residual.cuh"
+#include "cuda/gelu.cuh"
+#include "cuda/swiglu.cuh"
+#include "cuda/rope.cuh"
+#include "cuda/layernorm.cuh"
+#include "cuda/encoder.cuh"
+#include "cuda/matmul.cuh"
+#include "cuda/attention.cuh"
+#include "cuda/classifier.cuh"
+
+// zero.h's parameter/gradient element type must be the kernels' bf16
+static_assert(sizeof(zparam_t) == sizeof(floatX), "zparam_t must be bf16 (floatX)");
+
+// ----------------------------------------------------------------------------
+// small kernels of the trainer itself
+
+// x *= s, in place (bf16, fp32 math): rescales dlogits when the backward's dloss differs
+// from the one the forward's fused classifier assumed
+__global__ void scale_bf16_kernel(floatX *x, size_t n, float s) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = f2bf(bf2f(x[i]) * s);
+}
+
+// A layer's tensors inside a bf16 buffer that holds the layer unit (params or
+// grads): model.h's layer_view for zparam_t. Absent tensors (llama biases) are NULL.
+typedef struct { floatX *t[N_LAYER_TENSORS]; } LayerViewX;
+
+static LayerViewX layer_view_x(const ModelLayout *L, zparam_t *unit_base) {
+    LayerViewX v;
+    const UnitSpec *u = &L->units[1];
+    for (int i = 0; i < N_LAYER_TENSORS; i++) {
+        int k = L->layer_tensor_index[i];
+        v.t[i] = k >= 0 ? (floatX *)unit_base + u->t[k].offset : NULL;
+    }
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+// What the forward pass keeps for the backward pass, per layer ([L][...]) and
+// for the head, plus scratch. bf16 unless marked fp32.
+typedef struct {
+    floatX *encoded;                         // [BT, C]
+    floatX *ln1; float *ln1_mean, *ln1_rstd; // [L][BT, C], fp32 [L][BT] (mean: gpt2 only)
+    floatX *qkvr;                            // [L][BT * QKV] q|k|v permuted by attention_forward (after RoPE)
+    floatX *att;                             // [L][B, H, T, T] softmax probabilities
+    floatX *atty;                            // [L][BT, C] attention output before its projection
+    floatX *res2;                            // [L][BT, C] residual after attention
+    floatX *ln2; float *ln2_mean, *ln2_rstd; // [L][BT, C], fp32 [L][BT]
+    floatX *fch;                             // [L][BT, FC] MLP pre-activation (gpt2: pre-GELU; llama: gate|up)
+    floatX *fch_act;                         // [L][BT, F] after GELU / SwiGLU
+    floatX *res3;                            // [L][BT, C] layer output
+    floatX *lnf; float *lnf_mean, *lnf_rstd; // [BT, C], fp32 [BT]
+    floatX *logits;                          // [BT, Vp]; dlogits after a training forward
+    float *losses;                           // fp32 [BT]
+    // scratch (one layer's worth)
+    floatX *qkv;                             // [BT, QKV] forward: qkv before the permute; backward: dqkv
+    floatX *dres, *dbuf;                     // [BT, C]
+    floatX *dfch;                            // [BT, FC]
+    floatX *dfch_act;                        // [BT, F]
+    float *att_f32;                          // fp32 [B, H, T, T] scores / dP
+    floatX *att_bf16;                        // [B, H, T, T] dS
+    floatX *att_y;                           // [B, H, T, hd]
+    floatX *att_dqkvr;                       // [BT * QKV]
+    float *norm_scratch;                     // fp32 norm_backward_scratch_floats(C)
+    float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
+} Activations;
+
+typedef struct {
+    ModelConfig cfg;
+    ModelLayout layout;
+    Zero zero;
+    Comm *comm;
+    int B, T;
+    int QKV, FC, hd;
+    cudaStream_t stream;                     // comm->compute
+    cudaEvent_t legacy_done;                 // orders the compute stream after legacy-stream copies
+    Activations a;
+    void *act_memory;                        // device, one allocation (zero_alloc_bytes)
+    size_t act_bytes;
+    EncoderBackwardScratch enc_scratch;
+    int *inputs, *targets;                   // host [BT]
+    int *d_inputs, *d_targets;               // device [BT]
+    float *h_losses;                         // pinned host [BT]
+    floatX *h_logits_bf16;                   // pinned host [Vp]
+    float *h_logits;                         // host [Vp]
+    zparam_t *head_final, *head_embed;       // head parameters kept gathered from forward to backward
+    float dloss_hint;                        // the dloss the training forward builds dlogits with (1/accum)
+    float dlogits_scale;                     // d(loss)/d(position loss) the current dlogits carry; 0: none
+    float loss;                              // mean loss of the last forward
+} GPT;
+
+#ifdef TESTING
+// test_gpt.cu: sees each unit's full gradient (device, bf16, padded unit) when its backward is done
+static void (*g_test_grads_hook)(GPT *m, int unit, const zparam_t *g) = NULL;
+#define TEST_GRADS_HOOK(m, u, g) do { if (g_test_grads_hook) g_test_grads_hook((m), (u), (g)); } while (0)
+#else
+#define TEST_GRADS_HOOK(m, u, g) ((void)0)
+#endif
+
+// the sizes the kernels rely on (16-byte vectors of 8 bf16), one line each
+static void gpt_check_sizes(const ModelConfig *c, int T) {
+    int hd = c->d_model / c->n_head;
+    if (c->d_model % 8) fatal("the GPU trainer needs --dim divisible by 8 (got %d)", c->d_model);
+    if (hd % 8) fatal("the GPU trainer needs a head size (--dim / --heads) divisible by 8 (got %d / %d = %d)", c->d_model, c->n_head, hd);
+    if (c->d_ff % 8) fatal("the GPU trainer needs --ffn divisible by 8 (got %d)", c->d_ff);
+    if (c->padded_vocab % 8) fatal("the GPU trainer needs the padded vocabulary divisible by 8 (got %d)", c->padded_vocab);
+    if (T < 1 || T > c->max_seq) fatal("--seq %d must be in [1, --max-seq %d]", T, c->max_seq);
+}
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = tc->model;
+    m->comm = comm;
+    m->stream = comm->compute;
+    m->B = tc->B; m->T = tc->T;
+    const ModelConfig *c = &m->cfg;
+    gpt_check_sizes(c, m->T);
+    model_layout_build(&m->layout, c);
+    zero_init(&m->zero, &m->layout, tc, comm);
+    matmul_setup();
+    int B = m->B, T = m->T, L = c->n_layer, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
+    m->hd = C / H;
+    m->QKV = (H + 2 * KV) * m->hd;
+    m->FC = c->arch == ARCH_LLAMA ? 2 * F : F;
+    size_t BT = (size_t)B * T, att = attention_att_elems(B, T, H);
+    int max_oc = m->QKV > m->FC ? m->QKV : m->FC;
+    if (C > max_oc) max_oc = C;
+    // one allocation for all activations, views into it (256-byte aligned)
+    const size_t X = sizeof(floatX), F4 = sizeof(float);
+    struct { void **p; size_t bytes; } views[] = {
+        {(void **)&m->a.encoded, BT * C * X},
+        {(void **)&m->a.ln1, L * BT * C * X}, {(void **)&m->a.ln1_mean, L * BT * F4}, {(void **)&m->a.ln1_rstd, L * BT * F4},
+        {(void **)&m->a.qkvr, L * BT * m->QKV * X}, {(void **)&m->a.att, L * att * X},
+        {(void **)&m->a.atty, L * BT * C * X}, {(void **)&m->a.res2, L * BT * C * X},
+        {(void **)&m->a.ln2, L * BT * C * X}, {(void **)&m->a.ln2_mean, L * BT * F4}, {(void **)&m->a.ln2_rstd, L * BT * F4},
+        {(void **)&m->a.fch, L * BT * m->FC * X}, {(void **)&m->a.fch_act, L * BT * F * X}, {(void **)&m->a.res3, L * BT * C * X},
+        {(void **)&m->a.lnf, BT * C * X}, {(void **)&m->a.lnf_mean, BT * F4}, {(void **)&m->a.lnf_rstd, BT * F4},
+        {(void **)&m->a.logits, BT * Vp * X}, {(void **)&m->a.losses, BT * F4},
+        {(void **)&m->a.qkv, BT * m->QKV * X}, {(void **)&m->a.dres, BT * C * X}, {(void **)&m->a.dbuf, BT * C * X},
+        {(void **)&m->a.dfch, BT * m->FC * X}, {(void **)&m->a.dfch_act, BT * F * X},
+        {(void **)&m->a.att_f32, att * F4}, {(void **)&m->a.att_bf16, att * X},
+        {(void **)&m->a.att_y, attention_y_elems(B, T, H, m->hd) * X},
+        {(void **)&m->a.att_dqkvr, attention_qkv_elems(B, T, H, KV, m->hd) * X},
+        {(void **)&m->a.norm_scratch, norm_backward_scratch_floats(C) * F4},
+        {(void **)&m->a.dbias_scratch, matmul_dbias_scratch_floats(max_oc) * F4},
+    };
+    int nv = sizeof(views) / sizeof(views[0]);
+    size_t total = 0;
+    for (int i = 0; i < nv; i++) total += align_up(views[i].bytes, 256);
+    m->act_bytes = total;
+    m->act_memory = zero_alloc_bytes(&m->zero, MEM_ACTIVATIONS, total);
+    size_t off = 0;
+    for (int i = 0; i < nv; i++) { *views[i].p = (char *)m->act_memory + off; off += align_up(views[i].bytes, 256); }
+
+    encoder_backward_scratch_alloc(&m->enc_scratch, (int)BT, Vp);
+    m->inputs = (int *)xcalloc(sizeof(int) * BT, "inputs");
+    m->targets = (int *)xcalloc(sizeof(int) * BT, "targets");
+    cudaCheck(cudaMalloc(&m->d_inputs, sizeof(int) * BT));
+    cudaCheck(cudaMalloc(&m->d_targets, sizeof(int) * BT));
+    cudaCheck(cudaMemset(m->d_inputs, 0, sizeof(int) * BT));
+    cudaCheck(cudaMemset(m->d_targets, 0, sizeof(int) * BT));
+    cudaCheck(cudaMallocHost(&m->h_losses, sizeof(float) * BT));
+    cudaCheck(cudaMallocHost(&m->h_logits_bf16, sizeof(floatX) * Vp));
+    m->h_logits = (float *)xmalloc(sizeof(float) * Vp, "logits (host)");
+    m->dloss_hint = 1.0f / (tc->accum > 0 ? tc->accum : 1);
+    cudaCheck(cudaEventCreateWithFlags(&m->legacy_done, cudaEventDisableTiming));
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+static void gpt_free(GPT *m) {
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    cudaCheck(cudaEventDestroy(m->legacy_done));
+    encoder_backward_scratch_free(&m->enc_scratch);
+    cudaCheck(cudaFree(m->d_inputs)); cudaCheck(cudaFree(m->d_targets));
+    cudaCheck(cudaFreeHost(m->h_losses)); cudaCheck(cudaFreeHost(m->h_logits_bf16));
+    free(m->h_logits); free(m->inputs); free(m->targets);
+    cudaCheck(cudaFree(m->act_memory));   // zero_alloc_bytes: counted by zero.h, owned here
+    zero_free(&m->zero);
+    model_layout_free(&m->layout);
+}
+
+// the unit's parameters must sit where the vectorized kernels can read them
+static zparam_t *checked_unit(zparam_t *p, const char *what, int unit) {
+    if (!is_aligned16(p)) fatal("zero.h returned a %s buffer for unit %d that is not 16-byte aligned", what, unit);
+    return p;
+}
+
+// one transformer layer, forward. x: layer input [BT, C]; w: the layer's parameters
+static void layer_forward(GPT *m, int l, const floatX *x, LayerViewX w) {
+    const ModelConfig *c = &m->cfg;
+    Activations *a = &m->a;
+    cudaStream_t s = m->stream;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    size_t BTC = (size_t)N * C;
+    floatX *ln1 = a->ln1 + l * BTC;
+    float *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
+    floatX *qkvr = a->qkvr + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * attention_att_elems(B, T, H);
+    floatX *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
+    floatX *ln2 = a->ln2 + l * BTC;
+    float *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
+    floatX *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F, *res3 = a->res3 + l * BTC;
+    int llama = c->arch == ARCH_LLAMA;
+
+    if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps, s);
+    else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps, s);
+    matmul_forward(a->qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV, NULL, s);
+    if (llama) rope_forward(a->qkv, a->qkv, B, T, H, KV, m->hd, c->rope_theta, s);
+    attention_forward(atty, qkvr, att, a->qkv, a->att_f32, a->att_y, B, T, H, KV, m->hd, s);
+    matmul_forward(a->dbuf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C, NULL, s);
+    // res2 = x + attention branch, then the second norm, in one pass
+    if (llama) fused_residual_rmsnorm_forward(res2, ln2, ln2_rstd, x, a->dbuf, w.t[T_LN2_W], N, C, c->norm_eps, s);
+    else fused_residual_layernorm_forward(res2, ln2, ln2_mean, ln2_rstd, x, a->dbuf, w.t[T_LN2_W], w.t[T_LN2_B],
+                                          N, C, c->norm_eps, s);
+    if (llama) {
+        matmul_forward(fch, ln2, w.t[T_FC_W], NULL, N, C, m->FC, NULL, s);
+        swiglu_forward(fch_act, fch, (size_t)N, F, s);
+    } else {
+        // GELU fused into the matmul's epilogue: fch = pre-GELU (kept for backward), fch_act = GELU(fch)
+        matmul_forward(fch_act, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, F, fch, s);
+    }
+    matmul_forward(a->dbuf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C, NULL, s);
+    residual_forward(res3, res2, a->dbuf, BTC, s);
+}
+
+// one transformer layer, backward. a->dres holds d(layer output) and leaves as
+// d(layer input); g: where this layer's parameter gradients accumulate (+=)
+static void layer_backward(GPT *m, int l, const floatX *x, LayerViewX w, LayerViewX g) {
+    const ModelConfig *c = &m->cfg;
+    Activations *a = &m->a;
+    cudaStream_t s = m->stream;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    size_t BTC = (size_t)N * C;
+    floatX *ln1 = a->ln1 + l * BTC;
+    float *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
+    floatX *qkvr = a->qkvr + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * attention_att_elems(B, T, H);
+    floatX *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
+    floatX *ln2 = a->ln2 + l * BTC;
+    float *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
+    floatX *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F;
+    int llama = c->arch == ARCH_LLAMA;
+
+    // MLP
+    if (llama) {
+        matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], NULL, a->dbias_scratch, a->dres, fch_act, w.t[T_FCPROJ_W],
+                        N, F, C, NULL, s);
+        swiglu_backward(a->dfch, fch, a->dfch_act, (size_t)N, F, s);
+    } else {
+        // d(fch) directly: the GELU backward is fused into the matmul (DGELU epilogue on pre-GELU fch)
+        matmul_backward(a->dfch, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dbias_scratch, a->dres, fch_act, w.t[T_FCPROJ_W],
+                        N, F, C, fch, s);
+    }
+    matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dbias_scratch, a->dfch, ln2, w.t[T_FC_W], N, C, m->FC, NULL, s);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->norm_scratch, a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C, s);
+    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->norm_scratch, a->dbuf, res2, w.t[T_LN2_W],
+                            ln2_mean, ln2_rstd, N, C, s);
+    // attention
+    matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dbias_scratch, a->dres, atty, w.t[T_ATTPROJ_W],
+                    N, C, C, NULL, s);
+    attention_backward(a->qkv, a->dbuf, qkvr, att, a->att_f32, a->att_bf16, a->att_y, a->att_dqkvr,
+                       B, T, H, KV, m->hd, s);
+    if (llama) rope_backward(a->qkv, a->qkv, B, T, H, KV, m->hd, c->rope_theta, s);
+    matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dbias_scratch, a->qkv, ln1, w.t[T_QKV_W], N, C, m->QKV, NULL, s);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->norm_scratch, a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C, s);
+    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->norm_scratch, a->dbuf, x, w.t[T_LN1_W],
+                            ln1_mean, ln1_rstd, N, C, s);
+}
+
+static const floatX *layer_input(GPT *m, int l) {
+    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+}
+
+// Forward over m->inputs. With targets, computes the mean loss (fp32, on the
+// host). With `training`, the head's parameters stay gathered for gpt_backward
+// and the fused classifier leaves dlogits (for a dloss of 1/accum) in place of
+// the logits; without, the logits stay (gpt_logits_host).
+static float gpt_forward(GPT *m, const int *targets, int training) {
+    const ModelConfig *c = &m->cfg;
+    Zero *z = &m->zero;
+    const ModelLayout *L = &m->layout;
+    cudaStream_t s = m->stream;
+    int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
+    int E = model_unit_embed(L), Fu = model_unit_final(L);
+    // Parameters loaded with plain cudaMemcpy (zero_load_params, a checkpoint) travel on the
+    // legacy default stream, which a non-blocking compute stream does not wait for: wait here
+    // (on the device; the host does not block).
+    cudaCheck(cudaEventRecord(m->legacy_done, cudaStreamLegacy));
+    cudaCheck(cudaStreamWaitEvent(s, m->legacy_done, 0));
+    // pageable host -> device: the call returns once the host data is staged, so the caller may
+    // overwrite m->inputs right away
+    cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, sizeof(int) * N, cudaMemcpyHostToDevice, s));
+    if (targets) cudaCheck(cudaMemcpyAsync(m->d_targets, targets, sizeof(int) * N, cudaMemcpyHostToDevice, s));
+    zero_begin_pass(z, training);
+
+    zparam_t *pe = checked_unit(zero_fetch_params(z, E), "parameter", E);
+    encoder_forward(m->a.encoded, m->d_inputs, pe, c->arch == ARCH_GPT2 ? pe + L->units[E].t[1].offset : NULL,
+                    m->B, m->T, C, s);
+    zero_release_params(z, E);
+
+    for (int l = 0; l < c->n_layer; l++) {
+        int u = model_unit_layer(L, l);
+        zparam_t *p = checked_unit(zero_fetch_params(z, u), "parameter", u);
+        layer_forward(m, l, layer_input(m, l), layer_view_x(L, p));
+        zero_release_params(z, u);
+    }
+
+    // head: final norm, then logits through the tied wte (gpt2) or lm_head (llama)
+    zparam_t *pf = checked_unit(zero_fetch_params(z, Fu), "parameter", Fu);
+    zparam_t *pw = c->arch == ARCH_GPT2 ? checked_unit(zero_fetch_params(z, E), "parameter", E) : NULL;
+    const floatX *x = layer_input(m, c->n_layer);
+    const UnitSpec *fu = &L->units[Fu];
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, pf, N, C, c->norm_eps, s);
+    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, pf, pf + fu->t[1].offset, N, C, c->norm_eps, s);
+    const floatX *head = c->arch == ARCH_GPT2 ? pw : pf + fu->t[1].offset;
+    matmul_forward(m->a.logits, m->a.lnf, head, NULL, N, C, Vp, NULL, s);
+    m->head_final = pf; m->head_embed = pw;
+    m->dlogits_scale = 0;
+    float loss = 0;
+    if (targets) {
+        // per-position losses; training: dlogits = (softmax - onehot) * dloss / N over the logits
+        float dscale = m->dloss_hint / N;
+        fused_classifier(m->a.logits, m->a.losses, m->d_targets, dscale, N, V, Vp, training, s);
+        if (training) m->dlogits_scale = dscale;
+        cudaCheck(cudaMemcpyAsync(m->h_losses, m->a.losses, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
+        cudaCheck(cudaStreamSynchronize(s));
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += m->h_losses[i];
+        loss = (float)(sum / N);
+    }
+    if (!training) {
+        zero_release_params(z, Fu);
+        if (pw) zero_release_params(z, E);
+        zero_end_pass(z);
+    }
+    cudaCheckLaunch();
+    m->loss = loss;
+    return loss;
+}
+
+// Backward of the last training forward (whose targets made the dlogits). dloss:
+// d(step loss)/d(this micro-batch's mean loss) = 1 / accumulation steps (the mean
+// over ranks is the reduce's average).
+static void gpt_backward(GPT *m, const int *targets, float dloss) {
+    (void)targets;   // the training forward's fused classifier already used them
+    const ModelConfig *c = &m->cfg;
+    Zero *z = &m->zero;
+    const ModelLayout *L = &m->layout;
+    Activations *a = &m->a;
+    cudaStream_t s = m->stream;
+    int N = m->B * m->T, C = c->d_model, Vp = c->padded_vocab;
+    int E = model_unit_embed(L), Fu = model_unit_final(L), tied = c->arch == ARCH_GPT2;
+    const UnitSpec *fu = &L->units[Fu];
+    if (m->dlogits_scale == 0) fatal("gpt_backward: no training forward with targets before it");
+
+    // head
+    zparam_t *gE = tied ? checked_unit(zero_grads_begin(z, E), "gradient", E) : NULL;   // the tied wte collects from the head and the embedding
+    zparam_t *gF = checked_unit(zero_grads_begin(z, Fu), "gradient", Fu);
+    float want = dloss / N;
+    if (want != m->dlogits_scale) {   // not the 1/accum the forward assumed: rescale (one extra rounding)
+        size_t n = (size_t)N * Vp;
+        int grid = grid_for(n, 256);
+        if (grid > 65536) grid = 65536;
+        scale_bf16_kernel<<<grid, 256, 0, s>>>(a->logits, n, want / m->dlogits_scale);
+        cudaCheckLaunch();
+    }
+    m->dlogits_scale = 0;
+    zparam_t *pf = m->head_final;
+    const floatX *head = tied ? m->head_embed : pf + fu->t[1].offset;
+    floatX *dhead = tied ? gE : gF + fu->t[1].offset;
+    matmul_backward(a->dbuf, dhead, NULL, NULL, a->logits, a->lnf, head, N, C, Vp, NULL, s);
+    cudaCheck(cudaMemsetAsync(a->dres, 0, sizeof(floatX) * (size_t)N * C, s));
+    const floatX *x = layer_input(m, c->n_layer);
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, gF, a->norm_scratch, a->dbuf, x, pf, a->lnf_rstd, N, C, s);
+    else layernorm_backward(a->dres, gF, gF + fu->t[1].offset, a->norm_scratch, a->dbuf, x, pf, a->lnf_mean, a->lnf_rstd, N, C, s);
+    zero_release_params(z, Fu);
+    if (tied) zero_release_params(z, E);
+    TEST_GRADS_HOOK(m, Fu, gF);
+    zero_grads_end(z, Fu, gF);
+
+    // layers, last to first: gather, backward, reduce-scatter, release
+    for (int l = c->n_layer - 1; l >= 0; l--) {
+        int u = model_unit_layer(L, l);
+        zparam_t *p = checked_unit(zero_fetch_params(z, u), "parameter", u);
+        zparam_t *g = checked_unit(zero_grads_begin(z, u), "gradient", u);
+        layer_backward(m, l, layer_input(m, l), layer_view_x(L, p), layer_view_x(L, g));
+        zero_release_params(z, u);
+        TEST_GRADS_HOOK(m, u, g);
+        zero_grads_end(z, u, g);
+    }
+
+    // embedding: needs only the token ids, not the parameters
+    if (!tied) gE = checked_unit(zero_grads_begin(z, E), "gradient", E);
+    encoder_backward(gE, tied ? gE + L->units[E].t[1].offset : NULL, a->dres, m->d_inputs, m->B, m->T, C, Vp,
+                     &m->enc_scratch, s);
+    TEST_GRADS_HOOK(m, E, gE);
+    zero_grads_end(z, E, gE);
+    zero_end_pass(z);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// what train_loop.h needs from a trainer besides gpt_build/forward/backward/free
+
+#define TRAINER_NAME "train_gpt"
+#define TRAINER_WIRE_BYTES 2      // bf16 gradients and parameters on the wire
+// bf16 params; bf16 grads (stages 0-1) or the fp32 gradient shard (stages 2-3); fp32 master + m + v
+static const ZeroBytesPerParam TRAINER_BYTES_PER_PARAM = {2, ZERO_STAGE >= 2 ? 4 : 2, 12};
+
+// logits of position t of the first sequence, on the host (for sampling); valid
+// after a forward without training
+static const float *gpt_logits_host(GPT *m, int t) {
+    int Vp = m->cfg.padded_vocab;
+    cudaCheck(cudaMemcpyAsync(m->h_logits_bf16, m->a.logits + (size_t)t * Vp, sizeof(floatX) * Vp,
+                              cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    const uint16_t *b = (const uint16_t *)m->h_logits_bf16;
+    for (int i = 0; i < Vp; i++) m->h_logits[i] = bf16_to_float(b[i]);
+    return m->h_logits;
+}
+
+// The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
+// OpenMP): the cores of this node shared among its ranks
+static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
+    int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
+    if (threads < 1) threads = 1;
+    omp_set_num_threads(threads);
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, dev));
+    snprintf(desc, n, "%.200s (sm_%d%d)", p.name, p.major, p.minor);
+    return desc;
+}
+
+#include "train_loop.h"
