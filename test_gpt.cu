@@ -27,26 +27,7 @@ Exit 0 if everything is within them, 1 if not, 77 (and "SKIP: ...") without a GP
 #define TESTING
 #include "train_gpt.cu"
 
-typedef struct { double max_abs, max_ref, rel, norm_rel; } Err;
-
-// a: ours, b: reference. rows of row_len elements every row_stride (rows == 0: one run of n)
-static Err compare(const float *a, const float *b, size_t n, size_t rows, size_t row_len, size_t row_stride) {
-    Err e = {0, 0, 0, 0};
-    if (rows == 0) { rows = 1; row_len = n; row_stride = n; }
-    double d2 = 0, r2 = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < row_len; i++) {
-            double x = a[r * row_stride + i], y = b[r * row_stride + i];
-            double d = fabs(x - y);
-            if (!(d <= e.max_abs)) e.max_abs = d;   // NaN propagates as a failure
-            if (fabs(y) > e.max_ref) e.max_ref = fabs(y);
-            d2 += d * d; r2 += y * y;
-        }
-    e.rel = e.max_abs / (e.max_ref > 0 ? e.max_ref : 1);
-    e.norm_rel = sqrt(d2) / (r2 > 0 ? sqrt(r2) : 1);
-    if (e.max_abs != e.max_abs) e.rel = e.norm_rel = NAN;
-    return e;
-}
+#include "debug_state.h"
 
 // the gradients of the last backward, per unit, as the trainer handed them to zero_grads_end
 static float **g_unit_grads;
@@ -88,19 +69,11 @@ int main(int argc, char **argv) {
         return 77;
     }
     const char *state_path = NULL;
-    double tol_logits = 2e-2, tol_loss = 1e-2, tol_grad = 5e-2, tol_step = 2e-2;
-    // our flags out, the rest to the trainer's parser
-    char **rest = (char **)xmalloc(sizeof(char *) * (argc + 1), "argv");
-    int nrest = 0;
-    rest[nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--state") && i + 1 < argc) state_path = argv[++i];
-        else if (!strcmp(argv[i], "--tol-logits") && i + 1 < argc) tol_logits = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--tol-loss") && i + 1 < argc) tol_loss = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--tol-grad") && i + 1 < argc) tol_grad = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--tol-step") && i + 1 < argc) tol_step = atof(argv[++i]);
-        else rest[nrest++] = argv[i];
-    }
+    const char *tol_names[] = {"logits", "loss", "grad", "step"};
+    double tols[] = {2e-2, 1e-2, 5e-2, 2e-2};   // bf16 against fp32 (see above)
+    int nrest;
+    char **rest = test_split_args(argc, argv, &state_path, tol_names, tols, 4, &nrest);
+    double tol_logits = tols[0], tol_loss = tols[1], tol_grad = tols[2], tol_step = tols[3];
     if (!state_path) fatal("usage: test_gpt --state FILE --init MODEL [model flags]");
     Comm comm;
     comm_init(&comm, &argc, &argv);
@@ -109,36 +82,19 @@ int main(int argc, char **argv) {
     comm_setup_backend(&comm, tc.comm);
     if (!tc.init_path[0]) fatal("test_gpt needs --init MODEL (the model file the reference started from)");
 
-    // the debug state
-    FILE *f = fopen_or_die(state_path, "rb");
-    int32_t h[256];
-    fread_or_die(h, 4, 256, f, state_path, "header");
-    if (h[0] != 20251122 || h[1] != 1) fatal("%s: not a debug state (magic %d, version %d)", state_path, h[0], h[1]);
-    int B = h[2], T = h[3], Vp = h[4], n_steps = h[5];
-    size_t np = (size_t)(uint32_t)h[6] | ((size_t)(uint32_t)h[7] << 32);
-    float hp[6];
-    memcpy(hp, &h[8], sizeof(hp));
-    tc.B = B; tc.T = T; tc.accum = 1; tc.total_batch = 0;
-    tc.lr = hp[0]; tc.beta1 = hp[1]; tc.beta2 = hp[2]; tc.eps = hp[3]; tc.weight_decay = hp[4]; tc.grad_clip = hp[5];
-    config_resolve_batch(&tc, 1);
+    DebugState ds;
+    debug_state_read(&ds, state_path);
+    debug_state_apply(&ds, &tc);
     char dev_desc[256];
     trainer_setup(&tc, &comm, dev_desc, sizeof(dev_desc));
     GPT m;
     gpt_build(&m, &tc, &comm);
     const ModelLayout *L = &m.layout;
-    if (np != L->num_params) fatal("%s: %zu parameters, the model has %zu", state_path, np, L->num_params);
-    if (Vp != m.cfg.padded_vocab) fatal("%s: padded vocab %d, the model has %d", state_path, Vp, m.cfg.padded_vocab);
-    int N = B * T, V = m.cfg.vocab_size;
-    int *inputs = (int *)xmalloc(4 * N, "inputs"), *targets = (int *)xmalloc(4 * N, "targets");
-    float *ref_logits = (float *)xmalloc(4 * (size_t)N * Vp, "logits"), ref_loss;
-    float *ref_grads = (float *)xmalloc(4 * np, "grads"), *ref_losses = (float *)xmalloc(4 * (n_steps + 1), "losses");
-    fread_or_die(inputs, 4, N, f, state_path, "inputs");
-    fread_or_die(targets, 4, N, f, state_path, "targets");
-    fread_or_die(ref_logits, 4, (size_t)N * Vp, f, state_path, "logits");
-    fread_or_die(&ref_loss, 4, 1, f, state_path, "loss");
-    fread_or_die(ref_grads, 4, np, f, state_path, "grads");
-    fread_or_die(ref_losses, 4, n_steps, f, state_path, "losses");
-    fclose(f);
+    debug_state_check(&ds, state_path, L->num_params, m.cfg.padded_vocab);
+    int B = ds.B, T = ds.T, Vp = ds.Vp, n_steps = ds.n_steps, N = B * T, V = m.cfg.vocab_size;
+    size_t np = ds.num_params;
+    const int *inputs = ds.inputs, *targets = ds.targets;
+    const float *ref_logits = ds.logits, ref_loss = ds.loss, *ref_grads = ds.grads, *ref_losses = ds.losses;
 
     float *flat = (float *)xmalloc(4 * np, "params");
     char err[1200];

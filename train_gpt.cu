@@ -234,6 +234,24 @@ static zparam_t *checked_unit(zparam_t *p, const char *what, int unit) {
     return p;
 }
 
+// layer l's slices of the saved activations
+typedef struct {
+    floatX *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_act, *res3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+} LayerActs;
+
+static LayerActs layer_acts(GPT *m, int l) {
+    Activations *a = &m->a;
+    size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model;
+    LayerActs s;
+    s.ln1 = a->ln1 + l * BTC; s.ln1_mean = a->ln1_mean + l * N; s.ln1_rstd = a->ln1_rstd + l * N;
+    s.qkvr = a->qkvr + l * N * m->QKV; s.att = a->att + l * attention_att_elems(m->B, m->T, m->cfg.n_head);
+    s.atty = a->atty + l * BTC; s.res2 = a->res2 + l * BTC;
+    s.ln2 = a->ln2 + l * BTC; s.ln2_mean = a->ln2_mean + l * N; s.ln2_rstd = a->ln2_rstd + l * N;
+    s.fch = a->fch + l * N * m->FC; s.fch_act = a->fch_act + l * N * m->cfg.d_ff; s.res3 = a->res3 + l * BTC;
+    return s;
+}
+
 // one transformer layer, forward. x: layer input [BT, C]; w: the layer's parameters
 static void layer_forward(GPT *m, int l, const floatX *x, LayerViewX w) {
     const ModelConfig *c = &m->cfg;
@@ -241,13 +259,10 @@ static void layer_forward(GPT *m, int l, const floatX *x, LayerViewX w) {
     cudaStream_t s = m->stream;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
     size_t BTC = (size_t)N * C;
-    floatX *ln1 = a->ln1 + l * BTC;
-    float *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
-    floatX *qkvr = a->qkvr + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * attention_att_elems(B, T, H);
-    floatX *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
-    floatX *ln2 = a->ln2 + l * BTC;
-    float *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
-    floatX *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F, *res3 = a->res3 + l * BTC;
+    LayerActs la = layer_acts(m, l);
+    floatX *ln1 = la.ln1, *qkvr = la.qkvr, *att = la.att, *atty = la.atty, *res2 = la.res2, *ln2 = la.ln2, *fch = la.fch;
+    floatX *fch_act = la.fch_act, *res3 = la.res3;
+    float *ln1_mean = la.ln1_mean, *ln1_rstd = la.ln1_rstd, *ln2_mean = la.ln2_mean, *ln2_rstd = la.ln2_rstd;
     int llama = c->arch == ARCH_LLAMA;
 
     if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps, s);
@@ -279,13 +294,10 @@ static void layer_backward(GPT *m, int l, const floatX *x, LayerViewX w, LayerVi
     cudaStream_t s = m->stream;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
     size_t BTC = (size_t)N * C;
-    floatX *ln1 = a->ln1 + l * BTC;
-    float *ln1_mean = a->ln1_mean + (size_t)l * N, *ln1_rstd = a->ln1_rstd + (size_t)l * N;
-    floatX *qkvr = a->qkvr + (size_t)l * N * m->QKV, *att = a->att + (size_t)l * attention_att_elems(B, T, H);
-    floatX *atty = a->atty + l * BTC, *res2 = a->res2 + l * BTC;
-    floatX *ln2 = a->ln2 + l * BTC;
-    float *ln2_mean = a->ln2_mean + (size_t)l * N, *ln2_rstd = a->ln2_rstd + (size_t)l * N;
-    floatX *fch = a->fch + (size_t)l * N * m->FC, *fch_act = a->fch_act + (size_t)l * N * F;
+    LayerActs la = layer_acts(m, l);
+    floatX *ln1 = la.ln1, *qkvr = la.qkvr, *att = la.att, *atty = la.atty, *res2 = la.res2, *ln2 = la.ln2, *fch = la.fch;
+    floatX *fch_act = la.fch_act;
+    float *ln1_mean = la.ln1_mean, *ln1_rstd = la.ln1_rstd, *ln2_mean = la.ln2_mean, *ln2_rstd = la.ln2_rstd;
     int llama = c->arch == ARCH_LLAMA;
 
     // MLP
