@@ -17,6 +17,22 @@ for arch in gpt2 llama; do
     check "$arch matches PyTorch" $?
 done
 
+echo "== learning-rate schedules: C and the PyTorch reference log the same lr at every step"
+M="--arch gpt2 --preset tiny --dim 48 --heads 4 --ffn 100 --vocab 250 --max-seq 32 --seq 16 --batch 2 --train $TMP/train.bin --steps 12 --quiet 1"
+for sched in "cosine --warmup 3" "constant" "WarmupLR --warmup 5 --warmup-type log" "WarmupLR --warmup 4" "WarmupDecayLR --warmup 4 --min-lr-frac 0.2"; do
+    ./build/z0/train_gpt_cpu $M --lr-schedule $sched --log "$TMP/lr_c.jsonl" > /dev/null || exit 1
+    $PY scripts/train_gpt.py $M --lr-schedule $sched --log "$TMP/lr_py.jsonl" > /dev/null 2>&1 || exit 1
+    $PY - "$TMP/lr_c.jsonl" "$TMP/lr_py.jsonl" <<'PYEOF'
+import json, sys
+a = [r["lr"] for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
+b = [r["lr"] for r in map(json.loads, open(sys.argv[2])) if r.get("type") == "train"]
+d = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b))
+print("       " + " ".join(f"{x:.2e}" for x in a[:8]) + " ...  max rel diff %.1e" % d)
+sys.exit(0 if len(a) == len(b) == 12 and d < 1e-6 else 1)
+PYEOF
+    check "schedule $sched" $?
+done
+
 echo "== checkpoint, continue, reload, rerun: bitwise-identical losses"
 for arch in gpt2 llama; do
     M="--arch $arch --preset tiny --vocab 250 --train $TMP/train.bin --batch 4 --seq 32 --steps 10 --quiet 1 --lr 1e-3"
