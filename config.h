@@ -98,6 +98,7 @@ typedef struct {
     long long max_live_elems;       // stage3_max_live_parameters
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
+    int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
     char comm[8];                   // "nccl" or "mpi" (GPU trainer)
     char tokenizer_path[512];
 } TrainConfig;
@@ -184,6 +185,7 @@ static void print_help(const char *prog) {
            "  --max-live N             stage 3: cap on gathered parameter elements\n"
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
+           "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --comm nccl|mpi          GPU collective backend\n", ZERO_STAGE);
 }
 
@@ -248,6 +250,9 @@ static void apply_json_config(TrainConfig *c, const char *path, int print_rank) 
         cJSON *off = cJSON_GetObjectItemCaseSensitive(zo, "offload_optimizer");
         cJSON *dev = off ? cJSON_GetObjectItemCaseSensitive(off, "device") : NULL;
         if (dev && cJSON_IsString(dev)) c->offload = strcmp(dev->valuestring, "cpu") == 0;
+        cJSON *offp = cJSON_GetObjectItemCaseSensitive(zo, "offload_param");
+        cJSON *devp = offp ? cJSON_GetObjectItemCaseSensitive(offp, "device") : NULL;
+        if (devp && cJSON_IsString(devp)) c->offload_param = strcmp(devp->valuestring, "cpu") == 0;
     }
     cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
     cJSON *op = opt ? cJSON_GetObjectItemCaseSensitive(opt, "params") : NULL;
@@ -352,6 +357,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--max-live")) c->max_live_elems = parse_ll_or_die(a, v);
         else if (!strcmp(a, "--prefetch")) c->prefetch = parse_int_or_die(a, v, 0, 1);
         else if (!strcmp(a, "--offload")) c->offload = parse_int_or_die(a, v, 0, 1);
+        else if (!strcmp(a, "--offload-param")) c->offload_param = parse_int_or_die(a, v, 0, 1);
         else if (!strcmp(a, "--comm")) {
             if (strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);
@@ -377,6 +383,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         fatal("the config asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
               c->zero_stage, ZERO_STAGE, c->zero_stage);
     c->zero_stage = ZERO_STAGE;
+    if (c->offload_param && ZERO_STAGE != 3) fatal("--offload-param (offload_param) needs ZeRO stage 3: parameters are partitioned only there");
 }
 
 // With the world size known: derive accumulation from --total-batch.

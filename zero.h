@@ -228,6 +228,7 @@ typedef struct {
     size_t mem[N_MEM];          // bytes allocated on the device (the host, for the CPU trainer), by kind
     size_t host_mem[N_MEM];     // GPU trainer with offload: pinned host bytes, by kind
     int offload;                // optimizer state and update on the CPU (GPU trainer)
+    int offload_param;          // stage 3: the bf16 parameter shard in pinned host memory (GPU trainer)
 
     // model states (one allocation each)
     zparam_t *params;           // stages 0-2: full padded parameters; stage 3: this rank's shard
@@ -362,13 +363,17 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreateWithFlags(&z->slot_free[i], cudaEventDisableTiming));
     cudaCheck(cudaMalloc(&z->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&z->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
+    z->offload_param = cfg->offload_param;
 #else
-    if (cfg->offload) fatal("--offload: the CPU trainer's optimizer is already on the CPU (offload is for train_gpt)");
+    if (cfg->offload || cfg->offload_param) fatal("--offload: the CPU trainer's model states are already on the CPU (offload is for train_gpt)");
 #endif
 #if ZERO_STAGE <= 2
     z->params = (zparam_t *)zero_alloc_bytes(z, MEM_PARAMS, p->full_elems * ps);
 #else
-    z->params = (zparam_t *)zero_alloc_bytes(z, MEM_PARAMS, p->shard_elems * ps);
+    // ZeRO-Infinity's offload_param: the parameter shard in pinned host memory, each unit's slice
+    // copied to the GPU just before its gather (zero_start_gather)
+    z->params = (zparam_t *)(z->offload_param ? zero_alloc_host(z, MEM_PARAMS, p->shard_elems * ps)
+                                              : zero_alloc_bytes(z, MEM_PARAMS, p->shard_elems * ps));
     if (p->resident_elems) z->resident = (zparam_t *)zero_alloc_bytes(z, MEM_GATHER, p->resident_elems * ps);
     z->arena = (zparam_t *)zero_alloc_bytes(z, MEM_GATHER, p->arena_elems * ps);
 #endif
@@ -398,7 +403,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
 
 static void zero_free(Zero *z) {
     int h = z->offload;
-    zero_free_ptr(z->params, 0); zero_free_ptr(z->resident, 0); zero_free_ptr(z->grads, 0); zero_free_ptr(z->grad_shard, 0);
+    zero_free_ptr(z->params, z->offload_param); zero_free_ptr(z->resident, 0); zero_free_ptr(z->grads, 0); zero_free_ptr(z->grad_shard, 0);
     zero_free_ptr(z->master, h); zero_free_ptr(z->opt_m, h); zero_free_ptr(z->opt_v, h);
     zero_free_ptr(z->arena, 0); zero_free_ptr(z->grad_slots, 0); zero_free_ptr(z->rs_scratch, 0);
 #if ZERO_DEVICE
@@ -474,7 +479,7 @@ static void zero_load_params(Zero *z, const float *flat) {
 #if ZERO_STAGE <= 2
         cudaCheck(cudaMemcpy(z->params + U->full_off, half, U->padded * 2, cudaMemcpyHostToDevice));
 #else
-        cudaCheck(cudaMemcpy(z->params + U->shard_off, half + (size_t)p->part * U->shard, U->shard * 2, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(z->params + U->shard_off, half + (size_t)p->part * U->shard, U->shard * 2, cudaMemcpyDefault));
         if (U->persistent) cudaCheck(cudaMemcpy(z->resident + U->resident_off, half, U->padded * 2, cudaMemcpyHostToDevice));
 #endif
 #endif
@@ -572,7 +577,15 @@ static int zero_start_gather(Zero *z, int u, int must) {
     int slot = (z->ring_head + z->ring_count) % 8;
     z->ring[slot].unit = u; z->ring[slot].off = off; z->ring[slot].n = U->padded;
     // the paper's "broadcast of the parameters of a partition": an all-gather of every rank's slice
-    z->ring[slot].req = comm_iall_gather(z->comm, z->params + U->shard_off, z->arena + off, U->shard, ZPARAM_DT);
+    const zparam_t *send = z->params + U->shard_off;
+#if ZERO_DEVICE
+    if (z->offload_param) {   // this rank's slice from host memory to its place in the arena, then in place
+        zparam_t *mine = z->arena + off + (size_t)z->plan.part * U->shard;
+        zero_copy(z, mine, send, U->shard * sizeof(zparam_t));
+        send = mine;
+    }
+#endif
+    z->ring[slot].req = comm_iall_gather(z->comm, send, z->arena + off, U->shard, ZPARAM_DT);
     z->ring_count++;
     z->live += U->padded;
     if (z->live > z->peak_live) z->peak_live = z->live;
@@ -728,7 +741,7 @@ typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_clip; int t; } 
 typedef struct { Zero *z; const uint16_t *host; zparam_t *dev; } ZeroTileCopy;
 static void zero_copy_tile(size_t off, size_t n, void *ctx) {
     ZeroTileCopy *t = (ZeroTileCopy *)ctx;
-    cudaCheck(cudaMemcpyAsync(t->dev + off, t->host + off, n * 2, cudaMemcpyHostToDevice, t->z->stream));
+    cudaCheck(cudaMemcpyAsync(t->dev + off, t->host + off, n * 2, cudaMemcpyDefault, t->z->stream));
 }
 #define ZERO_OFFLOAD_TILE (1 << 20)
 #endif
@@ -830,7 +843,10 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
     // parameters stay partitioned; only the persistent units are re-gathered
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
-        if (U->persistent) comm_all_gather(z->comm, zero_param_slice(z, i), z->resident + U->resident_off, U->shard, ZPARAM_DT);
+        if (!U->persistent) continue;
+        zparam_t *full = z->resident + U->resident_off, *mine = full + (size_t)p->part * U->shard;
+        zero_copy(z, mine, zero_param_slice(z, i), U->shard * sizeof(zparam_t));   // (from host memory with offload_param)
+        comm_all_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     }
 #endif
     return norm;

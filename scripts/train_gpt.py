@@ -151,7 +151,7 @@ class TrainConfig:
         self.quiet = 0
         self.zero_stage = -1
         self.persistence_threshold, self.max_live_elems = 100000, 1000000000
-        self.prefetch, self.offload, self.comm = 1, 0, "nccl"
+        self.prefetch, self.offload, self.offload_param, self.comm = 1, 0, 0, "nccl"
         # reference-only
         self.device = "cpu"
         self.world = 1
@@ -399,6 +399,7 @@ def parse_args(argv):
         elif a == "--max-live": c.max_live_elems = parse_ll_or_die(a, v)
         elif a == "--prefetch": c.prefetch = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload": c.offload = parse_int_or_die(a, v, 0, 1)
+        elif a == "--offload-param": c.offload_param = parse_int_or_die(a, v, 0, 1)
         elif a == "--comm":
             if v not in ("nccl", "mpi"):
                 fatal("%s: expected nccl or mpi, got '%s'" % (a, v))
@@ -948,7 +949,7 @@ def run(argv):
             print(s, flush=True)
 
     ignored = [f for f, on in (("--resume", c.resume_dir), ("--save-every", c.save_every), ("--sample-every", c.sample_every),
-                               ("--offload", c.offload)) if on]
+                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on]
     if ignored:
         log("note: the reference ignores %s" % ", ".join(ignored))
     # check every file before the (slow) torch import

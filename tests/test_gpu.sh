@@ -111,6 +111,13 @@ for arch in gpt2 llama; do
         cmp_losses "$arch z${z} offload vs not" "$TMP/st_${arch}_z${z}_o1.jsonl" "$TMP/st_${arch}_z${z}_o0.jsonl" 0
         check "$arch: stage $z with offload (CPU-Adam) is bitwise identical to the GPU AdamW" $?
     done
+    # stage 3 parameter offload: the same bits, only fetched from host memory
+    for v in z3_o0 z3_o1; do
+        ./build/gpu_$v/train_gpt $M --persistence-threshold 1000 --max-live 200000 --offload-param 1 \
+            --log "$TMP/st_${arch}_${v}_op.jsonl" > "$TMP/st.out" 2>&1 || cat "$TMP/st.out"
+        cmp_losses "$arch $v offload_param vs not" "$TMP/st_${arch}_${v}_op.jsonl" "$TMP/st_${arch}_$v.jsonl" 0
+        check "$arch: stage 3 ${v/z3_o1/with optimizer offload} with --offload-param is bitwise identical" $?
+    done
 done
 
 echo "== 5. 2 ranks sharing the GPU (--comm mpi) agree with 1 rank"
