@@ -130,6 +130,28 @@ if command -v mpirun >/dev/null 2>&1; then
         cmp_losses "stage $z x 2 ranks vs 1 rank" "$TMP/r2_$z.jsonl" "$TMP/r1.jsonl" 5e-3
         check "llama stage $z on 2 ranks (--comm mpi) within 5e-3 of 1 rank" $?
     done
+    # the device memory report at 4 ranks: measured = formula (+ padding) for every model state, and
+    # the model states fall stage by stage (2+2+12 B/param; fp32 gradient shards in stages 2-3)
+    for z in 0 1 2 3; do
+        $MPIRUN -np 4 ./build/gpu_z${z}_o0/train_gpt $M --batch 1 --steps 1 --comm mpi --persistence-threshold 0 \
+            --log "$TMP/mem_$z.jsonl" > "$TMP/r.out" 2>&1 || { cat "$TMP/r.out" | head -20; }
+    done
+    "$PY" - "$TMP"/mem_0.jsonl "$TMP"/mem_1.jsonl "$TMP"/mem_2.jsonl "$TMP"/mem_3.jsonl <<'PYEOF'
+import json, sys
+totals, ok = [], True
+for z, path in enumerate(sys.argv[1:]):
+    rec = [r for r in map(json.loads, open(path)) if r.get("type") == "memory"][0]
+    for k in ("params", "grads", "optimizer"):
+        m, f, p = rec["measured_bytes"][k], rec["formula_bytes"][k], rec["padding_bytes"][k]
+        if abs(m - (f + p)) > 0.5:
+            ok = False; print(f"       stage {z} {k}: measured {m} != formula {f} + padding {p}")
+    totals.append(rec["model_states_measured"])
+    print(f"       stage {z}: model states {rec['model_states_measured']:.0f} B/rank (formula {rec['model_states_formula']:.0f}), "
+          f"device in use {rec.get('device_used_bytes', 0) / 2**20:.0f} MiB")
+ok = ok and all(a > b for a, b in zip(totals, totals[1:]))
+sys.exit(0 if ok else 1)
+PYEOF
+    check "device memory report at 4 ranks: measured = formula, falling with each stage" $?
 else
     echo "  (no mpirun: skipped; scripts/gpu_env.sh provides one from .gpu_deps)"
 fi
