@@ -31,7 +31,9 @@ static void dataloader_init(DataLoader *d, const char *path, int B, int T, int r
     memset(d, 0, sizeof(*d));
     snprintf(d->path, sizeof(d->path), "%s", path);
     d->B = B; d->T = T; d->rank = rank; d->world = world;
-    FILE *f = fopen_or_die(path, "rb");
+    FILE *f = fopen(path, "rb");
+    if (!f) fatal("%s: cannot open (%s)%s", path, strerror(errno),
+                  strncmp(path, "data/brown/", 11) == 0 ? ": run `make data` to prepare the Brown corpus" : "");
     long long size = file_size_or_die(f, path);
     int32_t header[SHARD_HEADER_INTS];
     if (size < (long long)sizeof(header)) fatal("%s: truncated file: %lld bytes is shorter than the 1024-byte header", path, size);
