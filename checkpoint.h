@@ -141,13 +141,9 @@ static uint32_t file_crc(const char *path, long long *size) {
 }
 
 static void write_text_atomic(const char *path, const char *text) {
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen_or_die(tmp, "wb");
-    fwrite_or_die(text, 1, strlen(text), f, tmp);
-    fflush(f); fsync(fileno(f));
-    if (fclose(f) != 0) fatal("%s: write failed", tmp);
-    if (rename(tmp, path) != 0) fatal("%s: cannot rename into place (%s)", path, strerror(errno));
+    AtomicFile a = atomic_open(path);
+    fwrite_or_die(text, 1, strlen(text), a.f, a.tmp);
+    atomic_commit(&a);
 }
 
 static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, const TrainConfig *tc) {

@@ -79,6 +79,24 @@ static long long file_size_or_die(FILE *f, const char *path) {
     return n;
 }
 
+// Atomic file writes: write PATH.tmp, sync it, rename it over PATH. A reader
+// sees the old file or the complete new one, never a half-written one.
+typedef struct { FILE *f; char tmp[1100]; const char *path; } AtomicFile;
+
+static AtomicFile atomic_open(const char *path) {
+    AtomicFile a;
+    snprintf(a.tmp, sizeof(a.tmp), "%s.tmp", path);
+    a.path = path;
+    a.f = fopen_or_die(a.tmp, "wb");
+    return a;
+}
+
+static void atomic_commit(AtomicFile *a) {
+    if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) fatal("%s: write failed (%s)", a->tmp, strerror(errno));
+    if (fclose(a->f) != 0) fatal("%s: write failed (%s)", a->tmp, strerror(errno));
+    if (rename(a->tmp, a->path) != 0) fatal("%s: cannot rename into place (%s)", a->path, strerror(errno));
+}
+
 // ----------------------------------------------------------------------------
 // timing
 

@@ -75,11 +75,8 @@ static void dataloader_free(DataLoader *d) { free(d->tokens); d->tokens = NULL; 
 static void shard_write(const char *path, const uint16_t *tokens, long long n) {
     int32_t header[SHARD_HEADER_INTS] = {0};
     header[0] = SHARD_MAGIC; header[1] = SHARD_VERSION; header[2] = (int32_t)n;
-    char tmp[600];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen_or_die(tmp, "wb");
-    fwrite_or_die(header, sizeof(header), 1, f, tmp);
-    fwrite_or_die(tokens, 2, n, f, tmp);
-    if (fclose(f) != 0) fatal("%s: write failed", tmp);
-    if (rename(tmp, path) != 0) fatal("%s: cannot rename into place (%s)", path, strerror(errno));
+    AtomicFile a = atomic_open(path);
+    fwrite_or_die(header, sizeof(header), 1, a.f, a.tmp);
+    fwrite_or_die(tokens, 2, n, a.f, a.tmp);
+    atomic_commit(&a);
 }

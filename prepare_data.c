@@ -214,13 +214,10 @@ static void make_tokenizer(const char *enc_path, const char *bpe_path, const cha
     header[0] = TOKENIZER_MAGIC; header[1] = TOKENIZER_VERSION; header[2] = V; header[3] = eot;
     header[4] = (int32_t)total; header[5] = (int32_t)tok_fnv32(2166136261u, rec, rec_len);
     mkdir_parents(out_path);
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
-    FILE *f = fopen_or_die(tmp, "wb");
-    fwrite_or_die(header, sizeof(header), 1, f, tmp);
-    fwrite_or_die(rec, 1, rec_len, f, tmp);
-    if (fclose(f) != 0) fatal("%s: write failed", tmp);
-    if (rename(tmp, out_path) != 0) fatal("%s: cannot rename into place (%s)", out_path, strerror(errno));
+    AtomicFile a = atomic_open(out_path);
+    fwrite_or_die(header, sizeof(header), 1, a.f, a.tmp);
+    fwrite_or_die(rec, 1, rec_len, a.f, a.tmp);
+    atomic_commit(&a);
     printf("wrote %s: %d tokens (%d merges, EOT %d), %lld bytes\n", out_path, V, merges, eot, (long long)(sizeof(header) + rec_len));
     for (int id = 0; id < V; id++) free(tb[id].b);
     free(tb); free(map); free(rec);
