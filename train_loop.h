@@ -5,14 +5,11 @@
 //   gpt_build, gpt_free, gpt_forward, gpt_backward, gpt_logits_host,
 //   trainer_setup (threads or device), TRAINER_NAME, TRAINER_WIRE_BYTES,
 //   TRAINER_BYTES_PER_PARAM.
-// train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16) differ only below that line.
+// train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16) differ only in those.
 #pragma once
-
 
 // mean loss over the first val_batches micro-batches of the val shard, averaged over ranks
 static float gpt_validate(GPT *m, DataLoader *val, int batches) {
-    long long saved[N_COLL];
-    memcpy(saved, m->comm->bytes, sizeof(saved));   // evaluation is not part of a step's communication
     dataloader_reset(val);
     double s = 0;
     for (int i = 0; i < batches; i++) {
@@ -21,7 +18,6 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
     }
     float loss = batches ? (float)(s / batches) : 0.0f;
     comm_all_reduce_host(m->comm, &loss, 1, DT_F32, OP_AVG);
-    memcpy(m->comm->bytes, saved, sizeof(saved));
     return loss;
 }
 
@@ -32,8 +28,6 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
     const ModelConfig *c = &m->cfg;
     int T = m->T, V = c->vocab_size;
     if (len > T - 1) len = T - 1;
-    long long saved[N_COLL];
-    memcpy(saved, m->comm->bytes, sizeof(saved));
     for (int i = 0; i < m->B * T; i++) m->inputs[i] = GPT2_EOT < V ? GPT2_EOT : 0;
     if (out) fprintf(out, "sample: ");
     for (int t = 1; t <= len; t++) {
@@ -54,7 +48,6 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
         }
     }
     if (out) { fprintf(out, "\n"); fflush(out); }
-    memcpy(m->comm->bytes, saved, sizeof(saved));
 }
 
 static void log_record(FILE *log, cJSON *rec) {
