@@ -28,6 +28,9 @@ static void *g_cublaslt_workspace = NULL;
 static size_t g_cublaslt_workspace_size = 0;
 // 1: use the cuBLASLt GELU epilogues when asked for a GELU; 0: always the separate kernels
 static int g_matmul_gelu_fusion = 1;
+// times a fused GELU/DGELU epilogue was asked for but cuBLASLt had no algorithm (the unfused
+// fallback ran instead); dev/cuda/matmul prints it
+static long g_matmul_gelu_fallbacks = 0;
 
 static void matmul_setup(void) {
     if (g_cublaslt_handle) return;
@@ -47,6 +50,18 @@ static void matmul_teardown(void) {
     g_cublaslt_workspace_size = 0;
 }
 
+// Largest power of two (at most 256) dividing the address: what cuBLASLt may assume about a
+// matrix pointer. The heuristic never sees the A/B/C/D pointers and by default
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES = 256) assumes 256-byte alignment, so an
+// algorithm it returns may reject or misread a matrix that is only 16-byte aligned (weights and
+// activations at tensor/layer offsets inside one allocation, e.g. --dim 64). PyTorch and
+// TransformerEngine pass the real alignment the same way.
+static uint32_t matmul_ptr_alignment(const void *p) {
+    uint32_t al = 256;
+    while (al > 1 && ((uintptr_t)p % al) != 0) al /= 2;
+    return al;
+}
+
 // Column-major D[m,n] = op(A)[m,k] op(B)[k,n] (+ bias[m]) (+ D if accumulate), bf16 storage.
 // A is stored [k,m] (ld k) when transA, else [m,k] (ld m); B is stored [n,k] (ld n) when
 // transB, else [k,n] (ld k); D is [m,n] (ld m).
@@ -57,6 +72,10 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
                                int m, int n, int k, int transA, int transB, int accumulate,
                                floatX *aux, int epilogue, cudaStream_t stream) {
     CUDA_REQUIRE(g_cublaslt_handle != NULL);  // call matmul_setup() first
+    // epilogue vectors/matrices: the heuristic reads their pointer values for alignment, and
+    // under-aligned bias pointers have been reported to fault; all zeroc buffers are 16-aligned
+    CUDA_REQUIRE(bias == NULL || is_aligned16(bias));
+    CUDA_REQUIRE(epilogue == 0 || (aux != NULL && is_aligned16(aux) && m % 8 == 0));  // AUX_LD = m, divisible by 8
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t Al, Bl, Cl, Dl;
     cublasLtMatmulPreference_t pref;
@@ -90,6 +109,13 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &g_cublaslt_workspace_size, sizeof(g_cublaslt_workspace_size)));
+    {
+        const uint32_t al_a = matmul_ptr_alignment(a), al_b = matmul_ptr_alignment(b), al_d = matmul_ptr_alignment(d);
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
+    }
     cublasLtMatmulHeuristicResult_t heur;
     memset(&heur, 0, sizeof(heur));
     int returned = 0;
@@ -214,6 +240,7 @@ static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight,
         if (g_matmul_gelu_fusion &&
             matmul_cublaslt_try(out, weight, inp, bias, OC, N, C, 1, 0, 0, pre_gelu, 1, stream))
             return;
+        if (g_matmul_gelu_fusion) g_matmul_gelu_fallbacks++;
         matmul_cublaslt(pre_gelu, weight, inp, bias, OC, N, C, 1, 0, 0, stream);
         gelu_forward(out, pre_gelu, (size_t)N * OC, stream);
         return;
@@ -241,6 +268,7 @@ static void matmul_backward(floatX *dinp, floatX *dweight, floatX *dbias, float 
             if (g_matmul_gelu_fusion)
                 done = matmul_cublaslt_try(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, (floatX *)pre_gelu, 2, stream);
             if (!done) {
+                if (g_matmul_gelu_fusion) g_matmul_gelu_fallbacks++;
                 matmul_cublaslt(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, stream);
                 gelu_backward(dinp, pre_gelu, dinp, (size_t)N * C, stream);
                 done = 1;
