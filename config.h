@@ -10,6 +10,9 @@
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
 #endif
+#ifndef OFFLOAD
+#define OFFLOAD 0       // make train_gpt OFFLOAD=1: optimizer offload on by default (--offload 0 turns it off)
+#endif
 
 // ----------------------------------------------------------------------------
 // model
@@ -121,6 +124,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
     strcpy(c->comm, "nccl");
+    c->offload = OFFLOAD;
 }
 
 // Learning rate for 0-based step index `it` of `total` steps.

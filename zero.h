@@ -206,9 +206,6 @@ typedef __nv_bfloat16 zparam_t;
 typedef float zparam_t;
 #define ZPARAM_DT DT_F32
 #endif
-#ifndef OFFLOAD
-#define OFFLOAD 0       // make ... OFFLOAD=1: optimizer offload on by default (also --offload 1)
-#endif
 
 // the reduced gradient of a partition: the full buffer's slice (stages 0-1) or the fp32 shard (2-3)
 #if ZERO_STAGE <= 1
@@ -359,7 +356,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     size_t ps = sizeof(zparam_t);
 #if ZERO_DEVICE
     z->stream = comm->compute;
-    z->offload = cfg->offload || OFFLOAD;
+    z->offload = cfg->offload;
     for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreateWithFlags(&z->slot_free[i], cudaEventDisableTiming));
     cudaCheck(cudaMalloc(&z->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&z->norm_scratch, global_norm_scratch_floats() * sizeof(float)));

@@ -61,9 +61,14 @@ cuda_libs() {
         local mod=${spec%%:*} rest=${spec#*:}; local hdr=${rest%%:*} lib=${rest#*:}
         if [ -f "$cuda/include/$hdr" ] && ls "$cuda"/lib64/$lib* >/dev/null 2>&1; then continue; fi
         if [ -f "/usr/include/$hdr" ] && ls /usr/lib/x86_64-linux-gnu/$lib* >/dev/null 2>&1; then continue; fi
-        local d
-        d=$("$py" -c "import importlib; m = importlib.import_module('nvidia.$mod'); print(list(m.__path__)[0])" 2>/dev/null)
-        if [ -z "$d" ] || [ ! -f "$d/include/$hdr" ]; then echo "gpu_check: warning: $hdr / $lib not found (toolkit or nvidia.$mod wheel)"; continue; fi
+        local d="" pkg
+        # CUDA 12 wheels: nvidia/<lib>/{include,lib}; CUDA 13 wheels put every library but NCCL in nvidia/cu13/
+        for pkg in "nvidia.$mod" nvidia.cu13; do
+            d=$("$py" -c "import importlib; m = importlib.import_module('$pkg'); print(list(m.__path__)[0])" 2>/dev/null)
+            [ -n "$d" ] && [ -f "$d/include/$hdr" ] && break
+            d=""
+        done
+        if [ -z "$d" ]; then echo "gpu_check: warning: $hdr / $lib not found (toolkit, nvidia.$mod or nvidia.cu13 wheel)"; continue; fi
         local real
         real=$(ls "$d"/lib/$lib.* 2>/dev/null | head -1)
         [ -n "$real" ] && ln -sf "$real" "$shim/$lib"

@@ -45,6 +45,9 @@ zeroc_gpu_env() {
     # a singleton run (./train_gpt without mpirun) needs no orted; shared memory between local ranks
     export OMPI_MCA_ess_singleton_isolated=1
     export OMPI_MCA_btl="self,vader" OMPI_MCA_pml=ob1 OMPI_MCA_btl_base_warn_component_unused=0
+    # vader's single-copy path (CMA, process_vm_readv) fails in sandboxes without ptrace rights
+    # ("Read -1, expected ..., errno = 1"); plain copy-in/copy-out works everywhere
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export GPU_MAKE_FLAGS="OPENBLAS_DIR=$multi/openblas-openmp"
     if ! mpicc --showme:version >/dev/null 2>&1; then echo "gpu_env: error: the unpacked mpicc does not run" >&2; return 1; fi
