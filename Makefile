@@ -75,7 +75,7 @@ zero-bins: $(ZERO_BINS)
 # ---------------------------------------------------------------------------
 # the two README commands
 demo: setup
-	@ZERO=$(if $(filter command line,$(origin ZERO)),$(ZERO),3) $(if $(filter command line,$(origin STEPS)),STEPS=$(STEPS)) MAKE="$(MAKE)" bash scripts/demo.sh
+	@$(if $(filter command line,$(origin ZERO)),ZERO=$(ZERO)) $(if $(filter command line,$(origin STEPS)),STEPS=$(STEPS)) bash scripts/demo.sh
 
 test: setup
 	@$(MAKE) -s all zero-bins prepare_data
