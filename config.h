@@ -102,6 +102,7 @@ typedef struct {
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
+    int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
     char comm[8];                   // "nccl" or "mpi" (GPU trainer)
     char tokenizer_path[512];
 } TrainConfig;
@@ -190,6 +191,7 @@ static void print_help(const char *prog) {
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
+           "  --estimate-memory N      print per-rank model-state bytes of every stage at N ranks, allocate nothing, exit\n"
            "  --comm nccl|mpi          GPU collective backend\n", ZERO_STAGE);
 }
 
@@ -362,6 +364,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--prefetch")) c->prefetch = parse_int_or_die(a, v, 0, 1);
         else if (!strcmp(a, "--offload")) c->offload = parse_int_or_die(a, v, 0, 1);
         else if (!strcmp(a, "--offload-param")) c->offload_param = parse_int_or_die(a, v, 0, 1);
+        else if (!strcmp(a, "--estimate-memory")) c->estimate_world = parse_int_or_die(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--comm")) {
             if (strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);

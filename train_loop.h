@@ -76,6 +76,18 @@ int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     TrainConfig tc;
     parse_args(&tc, argc, argv, comm.rank == 0);
+    if (tc.estimate_world > 0) {   // the memory estimator: arithmetic only, nothing allocated
+        ModelLayout L;
+        model_layout_build(&L, &tc.model);
+        if (comm.rank == 0) {
+            FILE *log = tc.log_path[0] ? fopen_or_die(tc.log_path, "wb") : NULL;
+            log_record(log, zero_estimate(&L, tc.estimate_world, 1));
+            if (log) fclose(log);
+        }
+        model_layout_free(&L);
+        comm_finalize(&comm);
+        return 0;
+    }
     config_resolve_batch(&tc, comm.world);
     comm_setup_backend(&comm, tc.comm);
     comm_check_same(&comm, config_hash(&tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");

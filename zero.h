@@ -877,14 +877,54 @@ static void zero_plan_print(const Zero *z) {
 typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
 // The formula for one model state at this stage and world size, for psi parameters.
-static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerParam b) {
+// The paper's formula for one model state at a stage and world size, for psi parameters.
+static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroBytesPerParam b) {
     double N = world;
     switch (kind) {
-    case MEM_PARAMS: return ZERO_STAGE >= 3 ? b.param * psi / N : b.param * psi;
-    case MEM_GRADS:  return ZERO_STAGE >= 2 ? b.grad * psi / N : b.grad * psi;
-    case MEM_OPTIM:  return ZERO_STAGE >= 1 ? b.optim * psi / N : b.optim * psi;
+    case MEM_PARAMS: return stage >= 3 ? b.param * psi / N : b.param * psi;
+    case MEM_GRADS:  return stage >= 2 ? b.grad * psi / N : b.grad * psi;
+    case MEM_OPTIM:  return stage >= 1 ? b.optim * psi / N : b.optim * psi;
     default: return 0;
     }
+}
+static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerParam b) {
+    return zero_state_bytes(ZERO_STAGE, kind, psi, world, b);
+}
+
+// The memory estimator (--estimate-memory N): per-rank model-state bytes of every
+// stage at world size N for both trainers, from the plan's arithmetic alone
+// (the padding of each stage's partitions included): nothing is allocated, so
+// it answers for models that would not fit. Activations and working buffers
+// are not included.
+static cJSON *zero_estimate(const ModelLayout *L, int world, int print) {
+    static const char *TRAINERS[2] = {"train_gpt_cpu", "train_gpt"};
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "estimate");
+    cJSON_AddNumberToObject(rec, "world", world);
+    cJSON_AddNumberToObject(rec, "params", (double)L->num_params);
+    if (print) printf("per-rank model states at %d rank%s for %zu parameters (activations and working buffers not included)\n"
+                      "| %-13s | %-5s | %14s | %14s | %14s | %14s |\n", world, world > 1 ? "s" : "", L->num_params,
+                      "trainer", "stage", "params", "grads", "optimizer", "total");
+    for (int tr = 0; tr < 2; tr++) {
+        cJSON *t = cJSON_AddObjectToObject(rec, TRAINERS[tr]);
+        for (int s = 0; s <= 3; s++) {
+            // fp32 CPU trainer: 4 + 4 + 8 bytes; bf16 GPU trainer: 2 + 2 (fp32 shards from stage 2) + 12
+            ZeroBytesPerParam b = tr == 0 ? (ZeroBytesPerParam){4, 4, 8} : (ZeroBytesPerParam){2, s >= 2 ? 4.0 : 2.0, 12};
+            int P = s >= 1 ? world : 1;
+            double padded = 0;
+            for (int i = 0; i < L->n_units; i++) padded += (double)zero_padded(L->units[i].numel, P);
+            double bytes[3], total = 0;
+            for (int k = 0; k < 3; k++) { bytes[k] = zero_state_bytes(s, k, padded, world, b); total += bytes[k]; }
+            char key[16];
+            snprintf(key, sizeof(key), "stage%d", s);
+            cJSON *e = cJSON_AddObjectToObject(t, key);
+            for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(e, MEM_NAMES[k], bytes[k]);
+            cJSON_AddNumberToObject(e, "total", total);
+            if (print) printf("| %-13s | %5d | %14.0f | %14.0f | %14.0f | %14.0f |  %.2f GiB\n", TRAINERS[tr], s,
+                              bytes[0], bytes[1], bytes[2], total, total / 1073741824.0);
+        }
+    }
+    return rec;
 }
 
 // Prints the per-rank memory table (rank 0) and returns it as a JSONL record.

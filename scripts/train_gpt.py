@@ -400,6 +400,7 @@ def parse_args(argv):
         elif a == "--prefetch": c.prefetch = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload": c.offload = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload-param": c.offload_param = parse_int_or_die(a, v, 0, 1)
+        elif a == "--estimate-memory": fatal("--estimate-memory: a flag of the C trainers (./train_gpt_cpu --estimate-memory N)")
         elif a == "--comm":
             if v not in ("nccl", "mpi"):
                 fatal("%s: expected nccl or mpi, got '%s'" % (a, v))

@@ -7,7 +7,8 @@ batch), gradient accumulation 2, clipping on, 8 steps. Checks, per run:
   - the per-step losses and the final full parameters match the reference
     (max |a-b| / max |ref| <= 1e-5), reporting the max deviation;
   - measured per-rank model-state bytes equal the ZeRO formula on the padded
-    parameter count, and the padding is within its documented bound;
+    parameter count, the padding is within its documented bound, and the
+    memory estimator (--estimate-memory, which allocates nothing) predicted them;
   - counted communication bytes equal the theory, by collective;
   - stage 3: the peak of gathered elements never exceeds --max-live, and a
     build that poisons released buffers with NaN gives the same finite losses.
@@ -70,6 +71,13 @@ def main():
         ref_log, ref_ck = os.path.join(tmp, f"{arch}_ref.jsonl"), os.path.join(tmp, f"{arch}_ref_ck")
         run([os.path.join(ROOT, "build/z0/train_gpt_cpu")] + common + ["--batch", str(GLOBAL_B), "--log", ref_log, "--save", ref_ck],
             ref_log + ".out")
+        # the memory estimator's predictions, computed without allocating anything
+        estimates = {}
+        for world in range(1, 5):
+            est_log = os.path.join(tmp, f"{arch}_estimate_{world}.jsonl")
+            run([os.path.join(ROOT, "build/z0/train_gpt_cpu")] + model + ["--estimate-memory", str(world), "--log", est_log],
+                est_log + ".out")
+            estimates[world] = records(est_log, "estimate")[0]["train_gpt_cpu"]
         ref_losses = np.array([r["loss"] for r in records(ref_log, "train")])
         ref_params = final_params(ref_ck)
         psi = ref_params.size
@@ -108,6 +116,10 @@ def main():
                         expect = b * pad / (world if sharded else 1)
                         if mem["measured_bytes"][k] != expect:
                             ok = False; notes.append(f"{k} bytes {mem['measured_bytes'][k]} != formula {expect}")
+                    # the estimator predicted these bytes exactly
+                    for k in BYTES:
+                        if estimates[world][f"stage{stage}"][k] != mem["measured_bytes"][k]:
+                            ok = False; notes.append(f"estimate {k} {estimates[world][f'stage{stage}'][k]} != measured {mem['measured_bytes'][k]}")
                     # communication: counted == theory
                     comm = records(log, "comm")[-1]
                     for k, v in comm["bytes_per_step"].items():
