@@ -33,11 +33,17 @@
 //     live gathered elements and the size of the gather arena
 //   P is the world size in stages 1-3 and 1 in stage 0 (nothing is partitioned).
 //
-// The trainer drives a step through six calls, in this order:
-//   zero_step_begin                       once per optimizer step
-//   zero_fetch_params / zero_release_params   around each unit's forward and backward
-//   zero_grads_begin / zero_grads_end     around each unit's backward
-//   zero_step_end                         reduce, clip, AdamW, re-gather
+// The trainer drives a step through these calls, in this order:
+//   zero_step_begin                           once per optimizer step
+//   per micro-step:
+//     zero_begin_pass                         the fetch order of this pass
+//     zero_fetch_params / zero_release_params around each unit's forward and backward
+//     zero_grads_begin / zero_grads_end       around each unit's backward
+//     zero_end_pass, zero_micro_step_end
+//   zero_step_end                             reduce, clip, AdamW, re-gather
+// Each call is a few `#if ZERO_STAGE` blocks that follow the paper's data
+// movement; the same code serves host buffers (train_gpt.c: fp32, MPI) and
+// device buffers (train_gpt.cu: bf16 with an fp32 master, NCCL or MPI).
 #pragma once
 #include "comm.h"
 #include "model.h"
@@ -191,8 +197,8 @@ static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); }
 //   zparam_t             float                         __nv_bfloat16
 //   params               full or shard; the master     full or shard, bf16 working copy
 //   master               (params are the master)       fp32 partition (device, or pinned host: offload)
-//   grads (stages 0-1)   full, fp32                    full, bf16
-//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator (never accumulate in bf16)
+//   grads (stages 0-1)   full, fp32                    full, bf16 (micro-steps add in bf16, as llm.c)
+//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced bf16 slices
 //   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
 
 #ifdef __CUDACC__
