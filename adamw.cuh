@@ -44,7 +44,7 @@
 //   void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems);
 //   int  adamw_cpu_set_path(int path);  int adamw_cpu_path(void);  int adamw_cpu_path_supported(int path);
 //   const char *adamw_path_name(int path);   // ADAMW_PATH_AUTO / _SCALAR / _AVX2 / _AVX512
-//   uint16_t float_to_bf16_rne(float);  float bf16_to_float(uint16_t);  float adamw_bf16_round(float);
+//   float adamw_bf16_round(float);   (the bf16 conversion itself is common.h's float_to_bf16_rne / bf16_to_float)
 //   CUDA only: void adamw_gpu_step(float *master, const float *grad | const __nv_bfloat16 *grad,
 //                    float *m, float *v, __nv_bfloat16 *param_out /* NULL: skip */, size_t n,
 //                    AdamWParams hp, cudaStream_t stream);
@@ -58,6 +58,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <math.h>
+#include "common.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -71,9 +72,6 @@
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#define ADAMW_HD __host__ __device__
-#else
-#define ADAMW_HD
 #endif
 
 // ----------------------------------------------------------------------------
@@ -108,39 +106,16 @@ static AdamWConsts adamw_consts(AdamWParams hp) {
 }
 
 // ----------------------------------------------------------------------------
-// bf16 helpers (bf16 values are carried as their uint16_t bits on the host)
+// bf16 (common.h has the one conversion, float_to_bf16_rne / bf16_to_float)
 
-ADAMW_HD static inline uint32_t adamw_f2u(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t u; memcpy(&u, &f, 4); return u;
-#endif
-}
-ADAMW_HD static inline float adamw_u2f(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f; memcpy(&f, &u, 4); return f;
-#endif
-}
-
-// float -> bf16 bits, round to nearest even; NaN -> quiet NaN (sign kept)
-ADAMW_HD static inline uint16_t float_to_bf16_rne(float f) {
-    uint32_t u = adamw_f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-ADAMW_HD static inline float bf16_to_float(uint16_t b) { return adamw_u2f((uint32_t)b << 16); }
-ADAMW_HD static inline float adamw_bf16_round(float f) { return bf16_to_float(float_to_bf16_rne(f)); }
+HOST_DEVICE static inline float adamw_bf16_round(float f) { return bf16_to_float(float_to_bf16_rne(f)); }
 
 // ----------------------------------------------------------------------------
 // the reference element update (shared by the scalar CPU path, SIMD tails and
 // the GPU kernel). On the device the intrinsics pin every rounding even under
 // --use_fast_math.
 
-ADAMW_HD static inline void adamw_elem(const AdamWConsts *k, float grad, float *p, float *m, float *v) {
+HOST_DEVICE static inline void adamw_elem(const AdamWConsts *k, float grad, float *p, float *m, float *v) {
 #ifdef __CUDA_ARCH__
     float g = __fmul_rn(grad, k->grad_scale);
     float mm = __fmaf_rn(g, k->c1, __fmul_rn(k->beta1, *m));
@@ -354,7 +329,7 @@ static int adamw_threads_for(size_t n) {
 
 // thread tid's chunk [*a, *b) of the tile [0, len)
 static inline void adamw_chunk(size_t len, int tid, int nt, size_t *a, size_t *b) {
-    size_t units = (len + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+    size_t units = ceil_div(len, ADAMW_CHUNK);
     size_t ua = units * (size_t)tid / (size_t)nt, ub = units * (size_t)(tid + 1) / (size_t)nt;
     *a = ua * ADAMW_CHUNK < len ? ua * ADAMW_CHUNK : len;
     *b = ub * ADAMW_CHUNK < len ? ub * ADAMW_CHUNK : len;
@@ -386,7 +361,7 @@ static void adamw_cpu_step_tiled(float *param, const void *grad, int grad_is_bf1
     const int path = adamw_cpu_path();
     const float *gf = grad_is_bf16 ? NULL : (const float *)grad;
     const uint16_t *gb = grad_is_bf16 ? (const uint16_t *)grad : NULL;
-    size_t tile = tile_elems == 0 || tile_elems >= n ? n : (tile_elems + ADAMW_CHUNK - 1) / ADAMW_CHUNK * ADAMW_CHUNK;
+    size_t tile = tile_elems == 0 || tile_elems >= n ? n : round_up(tile_elems, ADAMW_CHUNK);
     int nthreads = adamw_threads_for(n);
     if (nthreads <= 1) {
         for (size_t off = 0; off < n; off += tile) {
@@ -435,7 +410,7 @@ static void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems) {
     int nthreads = adamw_threads_for(n);
     if (nthreads <= 1) { if (n) memset(buf, 0, n * sizeof(float)); return; }
 #ifdef _OPENMP
-    size_t tile = tile_elems == 0 || tile_elems >= n ? n : (tile_elems + ADAMW_CHUNK - 1) / ADAMW_CHUNK * ADAMW_CHUNK;
+    size_t tile = tile_elems == 0 || tile_elems >= n ? n : round_up(tile_elems, ADAMW_CHUNK);
     #pragma omp parallel num_threads(nthreads)
     {
         const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -517,7 +492,7 @@ static void adamw_gpu_launch(float *master, const G *grad, float *m, float *v, _
     bool vec = ((uintptr_t)master % 16 == 0) && ((uintptr_t)m % 16 == 0) && ((uintptr_t)v % 16 == 0) &&
                ((uintptr_t)grad % galign == 0) && ((uintptr_t)param_out % 8 == 0);
     size_t work = vec ? (n + 3) / 4 : n;
-    size_t blocks = (work + block - 1) / block, maxb = (size_t)sms * 16;
+    size_t blocks = ceil_div(work, block), maxb = (size_t)sms * 16;
     if (blocks > maxb) blocks = maxb;
     if (vec) adamw_kernel<G, true><<<(unsigned)blocks, block, 0, stream>>>(master, grad, m, v, param_out, n, k);
     else adamw_kernel<G, false><<<(unsigned)blocks, block, 0, stream>>>(master, grad, m, v, param_out, n, k);

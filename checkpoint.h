@@ -124,7 +124,6 @@ typedef struct {
 } TrainState;
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
     return remove(path);
 }
 static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
@@ -373,10 +372,10 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
 }
 #undef CK_FAIL
 
-// Collective: every rank loads; if any rank fails every rank stops with a message.
+// Collective: every rank loads; if any rank fails, every rank stops with the
+// same one line (the failing rank's), so none is left waiting in a collective.
 static void checkpoint_load(Zero *z, const char *dir, TrainState *st, float *flat) {
     char err[1400] = {0};
     int ok = checkpoint_load_local(z, dir, st, flat, err, sizeof(err));
-    if (!ok) fatal("%s", err);
-    comm_check_ok(z->comm, ok, "loading the checkpoint");
+    if (!comm_agree(z->comm, ok, err, sizeof(err))) fatal("%s", err);
 }

@@ -33,8 +33,7 @@
 #include <mpi.h>
 #ifdef __CUDACC__
 #define COMM_DEVICE 1
-#include <cuda_runtime.h>
-#include <cuda_bf16.h>
+#include "cuda/common.cuh"
 #include <nccl.h>
 enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
 #else
@@ -179,8 +178,8 @@ static void comm_barrier(Comm *c) { MPI_Barrier(c->mpi); }
 #if !COMM_DEVICE
 // CPU build: buffers are host memory, MPI does everything
 static void comm_init(Comm *c, int *argc, char ***argv) { comm_init_mpi(c, argc, argv); }
-static void comm_setup_backend(Comm *c, const char *name) { (void)c; (void)name; }
-static void comm_finalize(Comm *c) { (void)c; MPI_Finalize(); }
+static void comm_setup_backend(Comm *c, const char *name) { }
+static void comm_finalize(Comm *c) { MPI_Finalize(); }
 static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     return comm_iall_reduce_mpi(c, buf, n, t, op);
@@ -197,7 +196,6 @@ static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) 
 }
 #else
 // CUDA build: buffers are device memory.
-#define COMM_CUDA_CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) fatal("comm: %s (%s:%d)", cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
 #define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
 
 static void comm_init(Comm *c, int *argc, char ***argv) {
@@ -208,10 +206,10 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
         fatal("no CUDA device (%s): the GPU trainer needs one; ./train_gpt_cpu trains on the CPU",
               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     c->device = c->local_rank % ndev;   // one GPU per local rank; ranks beyond the GPU count share
-    COMM_CUDA_CHECK(cudaSetDevice(c->device));
-    COMM_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
-    COMM_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-    for (int i = 0; i < 64; i++) COMM_CUDA_CHECK(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
+    cudaCheck(cudaSetDevice(c->device));
+    cudaCheck(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+    cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 64; i++) cudaCheck(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
     c->backend = COMM_BACKEND_MPI;
 }
 
@@ -219,7 +217,7 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
 static void comm_setup_backend(Comm *c, const char *name) {
     if (strcmp(name, "mpi") == 0) { c->backend = COMM_BACKEND_MPI; return; }
     int ndev = 0;
-    COMM_CUDA_CHECK(cudaGetDeviceCount(&ndev));
+    cudaCheck(cudaGetDeviceCount(&ndev));
     // decided on every rank from the same numbers: all ranks stop, none hangs in init
     if (c->local_world > ndev)
         fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
@@ -261,14 +259,14 @@ static cudaEvent_t comm_next_event(Comm *c) { cudaEvent_t e = c->events[c->next_
 // to be overwritten are no longer read)
 static void comm_nccl_begin(Comm *c) {
     cudaEvent_t ready = comm_next_event(c);
-    COMM_CUDA_CHECK(cudaEventRecord(ready, c->compute));
-    COMM_CUDA_CHECK(cudaStreamWaitEvent(c->stream, ready, 0));
+    cudaCheck(cudaEventRecord(ready, c->compute));
+    cudaCheck(cudaStreamWaitEvent(c->stream, ready, 0));
 }
 static CommRequest comm_nccl_end(Comm *c) {
     CommRequest r;
     memset(&r, 0, sizeof(r));
     r.done = comm_next_event(c);
-    COMM_CUDA_CHECK(cudaEventRecord(r.done, c->stream));
+    cudaCheck(cudaEventRecord(r.done, c->stream));
     r.active = 1;
     return r;
 }
@@ -277,38 +275,32 @@ static CommRequest comm_nccl_end(Comm *c) {
 static void *comm_stage(Comm *c, size_t bytes) {
     if (bytes > c->stage_bytes) {
         if (c->stage) cudaFreeHost(c->stage);
-        COMM_CUDA_CHECK(cudaMallocHost(&c->stage, bytes));
+        cudaCheck(cudaMallocHost(&c->stage, bytes));
         c->stage_bytes = bytes;
     }
     return c->stage;
-}
-static float bf16_bits_to_float(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
-static uint16_t float_to_bf16_bits(float f) {   // round to nearest even; NaN stays NaN
-    uint32_t u; memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
 }
 // Reductions of bf16 over MPI: widen to fp32 on the host, reduce, round back.
 static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in, size_t n_out, CommDType t, CommOp op, int scatter) {
     size_t es = dtype_size(t), wide = t == DT_BF16 ? 4 : es;
     char *h = (char *)comm_stage(c, n_in * wide + n_in * es);
     char *raw = h + n_in * wide;
-    COMM_CUDA_CHECK(cudaStreamSynchronize(c->compute));
-    COMM_CUDA_CHECK(cudaMemcpy(raw, send, n_in * es, cudaMemcpyDeviceToHost));
-    if (t == DT_BF16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = bf16_bits_to_float(((uint16_t *)raw)[i]);
+    cudaCheck(cudaStreamSynchronize(c->compute));
+    cudaCheck(cudaMemcpy(raw, send, n_in * es, cudaMemcpyDeviceToHost));
+    if (t == DT_BF16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = bf16_to_float(((uint16_t *)raw)[i]);
     else memcpy(h, raw, n_in * es);
     CommDType wt = t == DT_BF16 ? DT_F32 : t;
     if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
     else MPI_Allreduce(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
     if (op == OP_AVG && c->world > 1) scale_buffer(h, n_out, wt, 1.0 / c->world);
-    if (t == DT_BF16) for (size_t i = 0; i < n_out; i++) ((uint16_t *)raw)[i] = float_to_bf16_bits(((float *)h)[i]);
+    if (t == DT_BF16) for (size_t i = 0; i < n_out; i++) ((uint16_t *)raw)[i] = float_to_bf16_rne(((float *)h)[i]);
     else memcpy(raw, h, n_out * es);
-    COMM_CUDA_CHECK(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
 }
 
 static void comm_wait(Comm *c, CommRequest *r) {
     if (!r->active) return;
-    if (c->backend == COMM_BACKEND_NCCL) COMM_CUDA_CHECK(cudaStreamWaitEvent(c->compute, r->done, 0));
+    if (c->backend == COMM_BACKEND_NCCL) cudaCheck(cudaStreamWaitEvent(c->compute, r->done, 0));
     r->active = 0;
 }
 
@@ -332,8 +324,6 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
         return comm_nccl_end(c);
     }
     // MPI: reduce-scatter on the host; the result lands at the front of the staging buffer
-    size_t es = dtype_size(t);
-    (void)es;
     comm_mpi_reduce_device(c, send, recv, n * c->world, n, t, op, 1);
     CommRequest r; memset(&r, 0, sizeof(r)); return r;
 }
@@ -347,10 +337,10 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
         return comm_nccl_end(c);
     }
     char *h = (char *)comm_stage(c, n * c->world * es);
-    COMM_CUDA_CHECK(cudaStreamSynchronize(c->compute));
-    COMM_CUDA_CHECK(cudaMemcpy(h + (size_t)c->rank * n * es, send, n * es, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaStreamSynchronize(c->compute));
+    cudaCheck(cudaMemcpy(h + (size_t)c->rank * n * es, send, n * es, cudaMemcpyDeviceToHost));
     MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
-    COMM_CUDA_CHECK(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
     CommRequest r; memset(&r, 0, sizeof(r)); return r;
 }
 
@@ -365,10 +355,10 @@ static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) 
         return;
     }
     char *h = (char *)comm_stage(c, n * es);
-    COMM_CUDA_CHECK(cudaStreamSynchronize(c->compute));
-    COMM_CUDA_CHECK(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaStreamSynchronize(c->compute));
+    cudaCheck(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
     MPI_Bcast(h, (int)(n * es), MPI_BYTE, root, c->mpi);
-    COMM_CUDA_CHECK(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
 }
 #endif
 
@@ -392,10 +382,15 @@ static void comm_check_same(Comm *c, long long value, const char *what) {
     if (mn != mx) fatal("ranks disagree on %s (this rank: %lld; min %lld, max %lld over %d ranks)", what, value, mn, mx, c->world);
 }
 
-// One rank failed a check the others passed (a file only it could not read):
-// every rank learns it and exits, so none is left waiting.
-static void comm_check_ok(Comm *c, int ok, const char *what) {
-    int all = ok;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, c->mpi);
-    if (!all) fatal("%s failed on %s rank", what, ok ? "another" : "this");
+// Each rank ran a check that may fail on some ranks only (a file only one of
+// them could not read): every rank learns the outcome, and on failure every
+// rank gets the message of the lowest failing rank in err (so that every rank
+// can print the same one line). Returns 1 if the check passed on every rank.
+static int comm_agree(Comm *c, int ok, char *err, size_t errn) {
+    int first_bad = ok ? c->world : c->rank;
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, c->mpi);
+    if (first_bad == c->world) return 1;
+    MPI_Bcast(err, (int)errn, MPI_CHAR, first_bad, c->mpi);
+    err[errn - 1] = 0;
+    return 0;
 }

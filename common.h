@@ -37,11 +37,15 @@ static void fatal(const char *fmt, ...) {
     exit(1);
 }
 
+// a / b rounded up, and x rounded up to a multiple of m
+static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+static inline size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
+
 static void *xmalloc(size_t n, const char *what) {
     void *p = NULL;
     if (n == 0) n = 1;
     // 64-byte alignment: a cache line and a full AVX-512 register
-    if (posix_memalign(&p, 64, (n + 63) & ~(size_t)63) != 0 || !p)
+    if (posix_memalign(&p, 64, round_up(n, 64)) != 0 || !p)
         fatal("out of memory allocating %zu bytes for %s", n, what);
     return p;
 }
@@ -96,6 +100,35 @@ static void atomic_commit(AtomicFile *a) {
     if (fclose(a->f) != 0) fatal("%s: write failed (%s)", a->tmp, strerror(errno));
     if (rename(a->tmp, a->path) != 0) fatal("%s: cannot rename into place (%s)", a->path, strerror(errno));
 }
+
+// ----------------------------------------------------------------------------
+// floatX: the storage type of parameters, gradients and activations (llm.c's
+// name): fp32 in the CPU trainer, bf16 in the GPU trainer. Master weights, the
+// optimizer state and every accumulation are fp32 in both.
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 floatX;
+#define HOST_DEVICE __host__ __device__
+#else
+typedef float floatX;
+#define HOST_DEVICE
+#endif
+
+// bf16 values carried as their uint16_t bits on the host: the one conversion
+// (CPU-Adam's bf16 output, host staging of bf16 buffers, checkpoints, tests).
+// Round to nearest even; NaN stays a quiet NaN (sign and top payload bits
+// kept); overflow rounds to +-Inf; denormals round like any other value.
+HOST_DEVICE static inline uint32_t float_bits(float f) { union { float f; uint32_t u; } x; x.f = f; return x.u; }
+HOST_DEVICE static inline float bits_float(uint32_t u) { union { float f; uint32_t u; } x; x.u = u; return x.f; }
+HOST_DEVICE static inline uint16_t float_to_bf16_rne(float f) {
+    uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+HOST_DEVICE static inline float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
 
 // ----------------------------------------------------------------------------
 // timing

@@ -35,10 +35,8 @@ typedef struct {
 
 static const char *arch_name(int arch) { return arch == ARCH_LLAMA ? "llama" : "gpt2"; }
 
-static int round_up(int x, int m) { return (x + m - 1) / m * m; }
-
 // d_ff defaults: gpt2 4C; llama 8C/3 rounded up to a multiple of 64
-static int default_ffn(int arch, int C) { return arch == ARCH_LLAMA ? round_up(8 * C / 3, 64) : 4 * C; }
+static int default_ffn(int arch, int C) { return arch == ARCH_LLAMA ? (int)round_up(8 * C / 3, 64) : 4 * C; }
 
 typedef struct { const char *name; int n_layer, n_head, n_kv_head_llama, d_model, max_seq; const char *what; } Preset;
 
@@ -61,7 +59,7 @@ static int model_apply_preset(ModelConfig *m, int arch, const char *name) {
         m->d_model = p->d_model;
         m->d_ff = default_ffn(arch, p->d_model);
         m->vocab_size = 50257;
-        m->padded_vocab = round_up(m->vocab_size, 128);
+        m->padded_vocab = (int)round_up(m->vocab_size, 128);
         m->max_seq = p->max_seq;
         m->norm_eps = 1e-5f;
         m->rope_theta = 10000.0f;
@@ -323,7 +321,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--kv-heads")) m->n_kv_head = parse_int_or_die(a, v, 1, 1024);
         else if (!strcmp(a, "--dim")) m->d_model = parse_int_or_die(a, v, 1, 65536);
         else if (!strcmp(a, "--ffn")) { m->d_ff = parse_int_or_die(a, v, 1, 1 << 20); ffn_set = 1; }
-        else if (!strcmp(a, "--vocab")) { m->vocab_size = parse_int_or_die(a, v, 2, 65536); m->padded_vocab = round_up(m->vocab_size, 128); }
+        else if (!strcmp(a, "--vocab")) { m->vocab_size = parse_int_or_die(a, v, 2, 65536); m->padded_vocab = (int)round_up(m->vocab_size, 128); }
         else if (!strcmp(a, "--max-seq")) m->max_seq = parse_int_or_die(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--train")) copy_str_or_die(c->train_path, sizeof(c->train_path), a, v);
         else if (!strcmp(a, "--val")) copy_str_or_die(c->val_path, sizeof(c->val_path), a, v);

@@ -11,6 +11,11 @@
 // Linear weights are [out, in] as in PyTorch: y = x W^T + b.
 // The flat order of all tensors (unit by unit, tensor by tensor, no padding)
 // is the order of the model file and of scripts/train_gpt.py's parameter list.
+//
+// Below the layout: named views of the tensors (both trainers use them, over
+// parameters and over gradients), and THE SCHEDULE, the units a forward and a
+// backward pass use, in order, from which zero.h derives everything it needs to
+// know about the model.
 #pragma once
 #include "config.h"
 
@@ -56,12 +61,37 @@ typedef struct {
     size_t flat_offset; // offset in the flat (unpadded) parameter order
 } UnitSpec;
 
+// where a named tensor lives: a unit and an element offset inside it (unit -1: absent)
+typedef struct { int unit; size_t offset; } TensorRef;
+
+// ----------------------------------------------------------------------------
+// the schedule
+
+enum { STEP_EMBED, STEP_LAYER, STEP_HEAD };   // what a step of a pass computes
+#define MAX_STEP_UNITS 2
+
+typedef struct {
+    int kind;                       // STEP_*
+    int layer;                      // STEP_LAYER: which layer
+    int n_params, params[MAX_STEP_UNITS];   // units whose parameters the step reads
+    int n_grads, grads[MAX_STEP_UNITS];     // backward: units whose gradients it writes
+    int keep;       // forward: in a training pass these parameters stay gathered for the backward
+    int kept;       // backward: its parameters are the ones the forward kept (not gathered again)
+} PassStep;
+
+typedef struct {
+    int n_fwd, n_bwd;
+    PassStep *fwd, *bwd;            // a forward pass; the backward pass that follows a training forward
+} Schedule;
+
 typedef struct {
     ModelConfig cfg;
     int n_units;        // L + 2
     UnitSpec *units;
     size_t num_params;  // total elements (unpadded, padded vocab rows included)
     int layer_tensor_index[N_LAYER_TENSORS];  // index of each T_* inside a layer unit, -1 if absent
+    TensorRef wte, wpe, lnf_w, lnf_b, lm_head;  // the embedding's and the head's tensors (lm_head: wte when tied)
+    Schedule schedule;
 } ModelLayout;
 
 static void unit_add(UnitSpec *u, const char *name, int rows, int cols, int decay, float std, float value, int valid_rows) {
@@ -75,9 +105,60 @@ static void unit_add(UnitSpec *u, const char *name, int rows, int cols, int deca
     u->numel += t->numel;
 }
 
-static int model_unit_embed(const ModelLayout *L) { (void)L; return 0; }
-static int model_unit_layer(const ModelLayout *L, int l) { (void)L; return 1 + l; }
-static int model_unit_final(const ModelLayout *L) { return L->n_units - 1; }
+// the tensor of unit u called `name`, or absent
+static TensorRef unit_tensor(const ModelLayout *L, int u, const char *name) {
+    for (int k = 0; k < L->units[u].n_tensors; k++)
+        if (!strcmp(L->units[u].t[k].name, name)) return (TensorRef){u, L->units[u].t[k].offset};
+    return (TensorRef){-1, 0};
+}
+
+static PassStep *schedule_push(PassStep *steps, int *n, int kind, int layer) {
+    PassStep *s = &steps[(*n)++];
+    memset(s, 0, sizeof(*s));
+    s->kind = kind; s->layer = layer;
+    return s;
+}
+static void step_add(int *n, int *units, int u) {
+    for (int k = 0; k < *n; k++) if (units[k] == u) return;
+    units[(*n)++] = u;
+}
+
+// The passes. Forward: the embedding, the layers in order, the head (final norm
+// and output projection: it reads the unit holding lm_head too, the embedding
+// when tied). Backward: the head (its parameters kept from the forward: the
+// logits' gradient follows the loss directly), the layers in reverse, then the
+// embedding, whose backward needs only the token ids, no parameters. The head
+// writes the gradient of lm_head's unit, so a tied embedding's gradient is
+// written twice, by the head and by the embedding, with every layer between.
+static void schedule_build(ModelLayout *L) {
+    Schedule *S = &L->schedule;
+    int nl = L->cfg.n_layer, E = 0, F = L->n_units - 1;
+    S->fwd = (PassStep *)xcalloc(sizeof(PassStep) * (nl + 2), "schedule");
+    S->bwd = (PassStep *)xcalloc(sizeof(PassStep) * (nl + 2), "schedule");
+    PassStep *s = schedule_push(S->fwd, &S->n_fwd, STEP_EMBED, -1);
+    step_add(&s->n_params, s->params, E);
+    for (int l = 0; l < nl; l++) {
+        s = schedule_push(S->fwd, &S->n_fwd, STEP_LAYER, l);
+        step_add(&s->n_params, s->params, 1 + l);
+    }
+    s = schedule_push(S->fwd, &S->n_fwd, STEP_HEAD, -1);
+    step_add(&s->n_params, s->params, F);
+    step_add(&s->n_params, s->params, L->lm_head.unit);
+    s->keep = 1;
+
+    PassStep *head = schedule_push(S->bwd, &S->n_bwd, STEP_HEAD, -1);
+    *head = S->fwd[S->n_fwd - 1];
+    head->keep = 0; head->kept = 1;
+    head->n_grads = head->n_params;
+    memcpy(head->grads, head->params, sizeof(head->params));
+    for (int l = nl - 1; l >= 0; l--) {
+        s = schedule_push(S->bwd, &S->n_bwd, STEP_LAYER, l);
+        step_add(&s->n_params, s->params, 1 + l);
+        step_add(&s->n_grads, s->grads, 1 + l);
+    }
+    s = schedule_push(S->bwd, &S->n_bwd, STEP_EMBED, -1);
+    step_add(&s->n_grads, s->grads, E);
+}
 
 static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
     memset(L, 0, sizeof(*L));
@@ -123,15 +204,33 @@ static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
     size_t off = 0;
     for (int i = 0; i < L->n_units; i++) { L->units[i].flat_offset = off; off += L->units[i].numel; }
     L->num_params = off;
+
+    int E = 0, Fu = L->n_units - 1;
+    L->wte = unit_tensor(L, E, "wte");
+    L->wpe = unit_tensor(L, E, "wpe");
+    L->lnf_w = unit_tensor(L, Fu, gpt2 ? "lnf_w" : "norm_w");
+    L->lnf_b = unit_tensor(L, Fu, "lnf_b");
+    L->lm_head = gpt2 ? L->wte : unit_tensor(L, Fu, "lm_head");   // gpt2: the output head is wte (tied)
+    schedule_build(L);
 }
 
-static void model_layout_free(ModelLayout *L) { free(L->units); L->units = NULL; }
+static void model_layout_free(ModelLayout *L) {
+    free(L->units); free(L->schedule.fwd); free(L->schedule.bwd);
+    L->units = NULL; L->schedule.fwd = L->schedule.bwd = NULL;
+}
 
-// A layer's tensors inside a buffer that holds the layer unit (params or grads).
-// Absent tensors (llama biases) are NULL.
-typedef struct { float *t[N_LAYER_TENSORS]; } LayerView;
+// ----------------------------------------------------------------------------
+// named views, over parameters or over gradients. `units` maps a unit to the
+// buffer that holds it whole (what zero.h fetched, or the gradient it opened);
+// absent tensors (llama's biases and wpe) are NULL.
 
-static LayerView layer_view(const ModelLayout *L, float *unit_base) {
+typedef struct { floatX *t[N_LAYER_TENSORS]; } LayerView;
+typedef struct { floatX *wte, *wpe; } EmbedView;
+typedef struct { floatX *lnf_w, *lnf_b, *lm_head; } HeadView;
+
+static floatX *tensor_in(TensorRef r, floatX *const *units) { return r.unit < 0 ? NULL : units[r.unit] + r.offset; }
+
+static LayerView layer_view(const ModelLayout *L, floatX *unit_base) {
     LayerView v;
     const UnitSpec *u = &L->units[1];
     for (int i = 0; i < N_LAYER_TENSORS; i++) {
@@ -139,6 +238,12 @@ static LayerView layer_view(const ModelLayout *L, float *unit_base) {
         v.t[i] = k >= 0 ? unit_base + u->t[k].offset : NULL;
     }
     return v;
+}
+static EmbedView embed_view(const ModelLayout *L, floatX *const *units) {
+    return (EmbedView){tensor_in(L->wte, units), tensor_in(L->wpe, units)};
+}
+static HeadView head_view(const ModelLayout *L, floatX *const *units) {
+    return (HeadView){tensor_in(L->lnf_w, units), tensor_in(L->lnf_b, units), tensor_in(L->lm_head, units)};
 }
 
 // Seeded GPT-2 style initialization of the whole model in flat order:

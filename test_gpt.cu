@@ -34,7 +34,8 @@ static float **g_unit_grads;
 static int *g_hook_calls;
 static uint16_t *g_hook_tmp;
 
-static void grads_hook(GPT *m, int u, const zparam_t *g) {
+static void grads_hook(void *ctx, int u, const floatX *g) {
+    GPT *m = (GPT *)ctx;
     size_t n = m->layout.units[u].numel;
     cudaCheck(cudaMemcpyAsync(g_hook_tmp, g, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
     debug_state_read(&ds, state_path);
     debug_state_apply(&ds, &tc);
     char dev_desc[256];
-    trainer_setup(&tc, &comm, dev_desc, sizeof(dev_desc));
+    gpu_setup(&tc, &comm, dev_desc, sizeof(dev_desc));
     GPT m;
     gpt_build(&m, &tc, &comm);
     const ModelLayout *L = &m.layout;
@@ -134,7 +135,8 @@ int main(int argc, char **argv) {
         if (L->units[ui].numel > max_unit) max_unit = L->units[ui].numel;
     }
     g_hook_tmp = (uint16_t *)xmalloc(2 * max_unit, "hook buffer");
-    g_test_grads_hook = grads_hook;
+    m.zero.grads_observer = grads_hook;
+    m.zero.observer_ctx = &m;
     zero_step_begin(&m.zero);
     float loss_train = gpt_forward(&m, targets, 1);
     ok = loss_train == loss_eval; fails += !ok;
@@ -142,7 +144,7 @@ int main(int argc, char **argv) {
     gpt_backward(&m, targets, 1.0f);
     zero_micro_step_end(&m.zero);
     cudaCheck(cudaDeviceSynchronize());
-    g_test_grads_hook = NULL;
+    m.zero.grads_observer = NULL;
     double worst = 0;
     for (int ui = 0; ui < L->n_units; ui++) {
         const UnitSpec *u = &L->units[ui];

@@ -8,9 +8,11 @@ at every world size matches the single-process run.
     mpirun -np 4 ./train_gpt_cpu --preset small
 
 Reading order: the kernels (forward and backward of every operation), the model
-(one transformer layer forward and backward, then the whole model, written
-against zero.h's fetch/release and grads_begin/grads_end), then the training
-loop. The exact model is specified in docs/model.md.
+(the activations, then the compute of each step of a pass: the embedding, one
+transformer layer, the head, forward and backward), the passes (passes.h walks
+model.h's schedule with zero.h's fetch/release and grads_open/grads_close around
+these steps), the training loop (train_loop.h), then main. The exact model is
+specified in docs/model.md.
 */
 #include <omp.h>
 #include <cblas.h>
@@ -330,7 +332,6 @@ static void crossentropy_forward(float *losses, float *logits, const int *target
 
 // In place: the softmax probabilities become dlogits = (p - onehot) * dloss.
 static void crossentropy_softmax_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp) {
-    (void)Vp;
     #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         float *l = probs + (size_t)n * Vp;
@@ -362,7 +363,7 @@ typedef struct {
     float *dres, *dbuf, *dqkv, *datt, *dfch, *dfch_act;
 } Activations;
 
-typedef struct {
+typedef struct GPT {
     ModelConfig cfg;
     ModelLayout layout;
     Zero zero;
@@ -373,7 +374,6 @@ typedef struct {
     float *act_memory;
     float *rope_cos, *rope_sin;              // [maxT, hd/2]
     int *inputs, *targets;
-    float *head_final, *head_embed;          // head parameters kept gathered from forward to backward
     float loss;                              // mean loss of the last forward
 } GPT;
 
@@ -404,10 +404,10 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     };
     int nv = sizeof(views) / sizeof(views[0]);
     size_t total = 0;
-    for (int i = 0; i < nv; i++) total += (views[i].n + 15) & ~(size_t)15;
-    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, total);
+    for (int i = 0; i < nv; i++) total += round_up(views[i].n, 16);
+    m->act_memory = (float *)zero_alloc(&m->zero, MEM_ACTIVATIONS, total * sizeof(float), ZMEM_WORK);
     size_t off = 0;
-    for (int i = 0; i < nv; i++) { *views[i].p = m->act_memory + off; off += (views[i].n + 15) & ~(size_t)15; }
+    for (int i = 0; i < nv; i++) { *views[i].p = m->act_memory + off; off += round_up(views[i].n, 16); }
     // RoPE tables: freq_i = 1 / theta^(2i/hd) and angle = t * freq_i, in fp32 (docs/model.md)
     int half = m->hd / 2;
     m->rope_cos = (float *)xmalloc(sizeof(float) * c->max_seq * half, "rope");
@@ -424,13 +424,12 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
 }
 
 static void gpt_free(GPT *m) {
-    free(m->act_memory);   // zero.h counts the activations; the trainer owns them
+    zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // zero.h counts the activations; the trainer owns them
     zero_free(&m->zero);
     model_layout_free(&m->layout);
     free(m->rope_cos); free(m->rope_sin); free(m->inputs); free(m->targets);
 }
 
-// one transformer layer, forward. x: layer input [BT, C]; w: the layer's parameters
 // layer l's slices of the saved activations
 typedef struct { float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *res3; } LayerActs;
 
@@ -446,7 +445,14 @@ static LayerActs layer_acts(GPT *m, int l) {
     return s;
 }
 
-static void layer_forward(GPT *m, int l, const float *x, LayerView w) {
+// the input of layer l (l == n_layer: of the head)
+static const float *layer_input(GPT *m, int l) {
+    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+}
+
+// one transformer layer, forward. w: the layer's parameters
+static void layer_forward(GPT *m, int l, LayerView w) {
+    const float *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
@@ -474,7 +480,8 @@ static void layer_forward(GPT *m, int l, const float *x, LayerView w) {
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
 // d(layer input); g: where this layer's parameter gradients accumulate
-static void layer_backward(GPT *m, int l, const float *x, LayerView w, LayerView g) {
+static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
+    const float *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
@@ -499,41 +506,20 @@ static void layer_backward(GPT *m, int l, const float *x, LayerView w, LayerView
     else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C);
 }
 
-static const float *layer_input(GPT *m, int l) {
-    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+// the embedding: x = wte[tokens] (+ wpe)
+static void embed_forward(GPT *m, EmbedView w) {
+    encoder_forward(m->a.encoded, m->inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model);
 }
 
-// Forward over m->inputs. With targets, computes the mean loss. With
-// `training`, the head's parameters stay gathered for gpt_backward.
-static float gpt_forward(GPT *m, const int *targets, int training) {
+// the head: final norm, logits through lm_head (gpt2: the tied wte), and with
+// targets the mean loss (training: the softmax stays for the backward)
+static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
-    Zero *z = &m->zero;
-    const ModelLayout *L = &m->layout;
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
-    int E = model_unit_embed(L), Fu = model_unit_final(L);
-    zero_begin_pass(z, training);
-
-    float *pe = zero_fetch_params(z, E);
-    encoder_forward(m->a.encoded, m->inputs, pe, c->arch == ARCH_GPT2 ? pe + L->units[E].t[1].offset : NULL, m->B, m->T, C);
-    zero_release_params(z, E);
-
-    for (int l = 0; l < c->n_layer; l++) {
-        int u = model_unit_layer(L, l);
-        float *p = zero_fetch_params(z, u);
-        layer_forward(m, l, layer_input(m, l), layer_view(L, p));
-        zero_release_params(z, u);
-    }
-
-    // head: final norm, then logits through the tied wte (gpt2) or lm_head (llama)
-    float *pf = zero_fetch_params(z, Fu);
-    float *pw = c->arch == ARCH_GPT2 ? zero_fetch_params(z, E) : NULL;
     const float *x = layer_input(m, c->n_layer);
-    const UnitSpec *fu = &L->units[Fu];
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, pf, N, C, c->norm_eps);
-    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, pf, pf + fu->t[1].offset, N, C, c->norm_eps);
-    const float *head = c->arch == ARCH_GPT2 ? pw : pf + fu->t[1].offset;
-    matmul_forward(m->a.logits, m->a.lnf, head, NULL, N, C, Vp);
-    m->head_final = pf; m->head_embed = pw;
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, w.lnf_w, N, C, c->norm_eps);
+    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps);
+    matmul_forward(m->a.logits, m->a.lnf, w.lm_head, NULL, N, C, Vp);
     float loss = 0;
     if (targets) {
         crossentropy_forward(m->a.losses, m->a.logits, targets, N, V, Vp, training);
@@ -541,77 +527,58 @@ static float gpt_forward(GPT *m, const int *targets, int training) {
         for (int i = 0; i < N; i++) s += m->a.losses[i];
         loss = (float)(s / N);
     }
-    if (!training) {
-        zero_release_params(z, Fu);
-        if (pw) zero_release_params(z, E);
-        zero_end_pass(z);
-    }
     m->loss = loss;
     return loss;
 }
 
-// Backward of the last training forward. dloss: d(step loss)/d(this micro-batch's
-// mean loss) = 1 / accumulation steps (the mean over ranks is the reduce's average).
-static void gpt_backward(GPT *m, const int *targets, float dloss) {
+static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, float dloss) {
     const ModelConfig *c = &m->cfg;
-    Zero *z = &m->zero;
-    const ModelLayout *L = &m->layout;
     Activations *a = &m->a;
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
-    int E = model_unit_embed(L), Fu = model_unit_final(L), tied = c->arch == ARCH_GPT2;
-    const UnitSpec *fu = &L->units[Fu];
-
-    // head
-    float *gE = tied ? zero_grads_begin(z, E) : NULL;   // the tied wte collects from the head and the embedding
-    float *gF = zero_grads_begin(z, Fu);
     crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
-    float *pf = m->head_final;
-    const float *head = tied ? m->head_embed : pf + fu->t[1].offset;
-    float *dhead = tied ? gE : gF + fu->t[1].offset;
-    matmul_backward(a->dbuf, dhead, NULL, a->logits, a->lnf, head, N, C, Vp);
+    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp);
     memset(a->dres, 0, sizeof(float) * N * C);
     const float *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, gF, a->dbuf, x, pf, a->lnf_rstd, N, C);
-    else layernorm_backward(a->dres, gF, gF + fu->t[1].offset, a->dbuf, x, pf, a->lnf_mean, a->lnf_rstd, N, C);
-    zero_release_params(z, Fu);
-    if (tied) zero_release_params(z, E);
-    zero_grads_end(z, Fu, gF);
-
-    // layers, last to first: gather, backward, reduce-scatter, release
-    for (int l = c->n_layer - 1; l >= 0; l--) {
-        int u = model_unit_layer(L, l);
-        float *p = zero_fetch_params(z, u);
-        float *g = zero_grads_begin(z, u);
-        layer_backward(m, l, layer_input(m, l), layer_view(L, p), layer_view(L, g));
-        zero_release_params(z, u);
-        zero_grads_end(z, u, g);
-    }
-
-    // embedding: needs only the token ids, not the parameters
-    if (!tied) gE = zero_grads_begin(z, E);
-    encoder_backward(gE, tied ? gE + L->units[E].t[1].offset : NULL, a->dres, m->inputs, m->B, m->T, C);
-    zero_grads_end(z, E, gE);
-    zero_end_pass(z);
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C);
+    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
 }
 
-// ----------------------------------------------------------------------------
-// what train_loop.h needs from a trainer besides gpt_build/forward/backward/free
+// the embedding's backward needs only the token ids, not the parameters
+static void embed_backward(GPT *m, EmbedView g) {
+    encoder_backward(g.wte, g.wpe, m->a.dres, m->inputs, m->B, m->T, m->cfg.d_model);
+}
 
-#define TRAINER_NAME "train_gpt_cpu"
-#define TRAINER_WIRE_BYTES 4      // fp32 gradients and parameters on the wire
-static const ZeroBytesPerParam TRAINER_BYTES_PER_PARAM = {4, 4, 8};
+#include "passes.h"
+
+// ----------------------------------------------------------------------------
+// what train_loop.h needs besides the passes, and main
 
 // logits of position t of the first sequence, on the host (for sampling)
 static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_t)t * m->cfg.padded_vocab; }
 
+#include "train_loop.h"
+
 // OpenMP and BLAS threads: the cores of this node shared among its ranks
-static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
+static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
     int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
     if (threads < 1) threads = 1;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
     snprintf(desc, n, "%d thread%s", threads, threads > 1 ? "s" : "");
-    return desc;
 }
 
-#include "train_loop.h"
+#ifndef TESTING
+int main(int argc, char **argv) {
+    Comm comm;
+    TrainConfig tc;
+    if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
+    char threads[64];
+    cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
+    GPT m;
+    gpt_build(&m, &tc, &comm);
+    train(&m, &tc, "train_gpt_cpu", threads);
+    gpt_free(&m);
+    comm_finalize(&comm);
+    return 0;
+}
+#endif

@@ -14,7 +14,7 @@ shared), and the same calls into zero.h in the same order, so every ZeRO stage
 runs here exactly as it runs on the CPU.
 
 Precision:
-  - parameters, parameter gradients and activations are bf16 (zparam_t/floatX);
+  - parameters, parameter gradients and activations are bf16 (floatX);
   - every kernel accumulates in fp32 (cuBLASLt with CUBLAS_COMPUTE_32F, fp32
     reductions in the hand-written kernels under cuda/); norm statistics,
     attention scores before the softmax, the per-position losses and the mean
@@ -27,10 +27,11 @@ Precision:
 Every kernel runs on one stream, comm->compute (created by comm_init); zero.h
 orders its collectives against that stream.
 
-Reading order: the activations, the model (one transformer layer forward and
-backward, then the whole model written against zero.h's fetch/release and
-grads_begin/grads_end), then what train_loop.h needs. The kernels are in
-cuda/ (docs/kernels.md).
+Reading order: the activations, the compute of each step of a pass (the
+embedding, one transformer layer, the head, forward and backward), the passes
+(passes.h walks model.h's schedule with zero.h's fetch/release and
+grads_open/grads_close around these steps), the training loop (train_loop.h),
+then main. The kernels are in cuda/ (docs/kernels.md).
 */
 #include <omp.h>
 #include "common.h"
@@ -53,9 +54,6 @@ cuda/ (docs/kernels.md).
 #include "cuda/attention.cuh"
 #include "cuda/classifier.cuh"
 
-// zero.h's parameter/gradient element type must be the kernels' bf16
-static_assert(sizeof(zparam_t) == sizeof(floatX), "zparam_t must be bf16 (floatX)");
-
 // ----------------------------------------------------------------------------
 // small kernels of the trainer itself
 
@@ -64,20 +62,6 @@ static_assert(sizeof(zparam_t) == sizeof(floatX), "zparam_t must be bf16 (floatX
 __global__ void scale_bf16_kernel(floatX *x, size_t n, float s) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = f2bf(bf2f(x[i]) * s);
-}
-
-// A layer's tensors inside a bf16 buffer that holds the layer unit (params or
-// grads): model.h's layer_view for zparam_t. Absent tensors (llama biases) are NULL.
-typedef struct { floatX *t[N_LAYER_TENSORS]; } LayerViewX;
-
-static LayerViewX layer_view_x(const ModelLayout *L, zparam_t *unit_base) {
-    LayerViewX v;
-    const UnitSpec *u = &L->units[1];
-    for (int i = 0; i < N_LAYER_TENSORS; i++) {
-        int k = L->layer_tensor_index[i];
-        v.t[i] = k >= 0 ? (floatX *)unit_base + u->t[k].offset : NULL;
-    }
-    return v;
 }
 
 // ----------------------------------------------------------------------------
@@ -112,7 +96,7 @@ typedef struct {
     float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
 } Activations;
 
-typedef struct {
+typedef struct GPT {
     ModelConfig cfg;
     ModelLayout layout;
     Zero zero;
@@ -120,9 +104,8 @@ typedef struct {
     int B, T;
     int QKV, FC, hd;
     cudaStream_t stream;                     // comm->compute
-    cudaEvent_t legacy_done;                 // orders the compute stream after legacy-stream copies
     Activations a;
-    void *act_memory;                        // device, one allocation (zero_alloc_bytes)
+    void *act_memory;                        // device, one allocation (zero_alloc: counted by zero.h)
     size_t act_bytes;
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
@@ -130,19 +113,11 @@ typedef struct {
     float *h_losses;                         // pinned host [BT]
     floatX *h_logits_bf16;                   // pinned host [Vp]
     float *h_logits;                         // host [Vp]
-    zparam_t *head_final, *head_embed;       // head parameters kept gathered from forward to backward
     float dloss_hint;                        // the dloss the training forward builds dlogits with (1/accum)
     float dlogits_scale;                     // d(loss)/d(position loss) the current dlogits carry; 0: none
     float loss;                              // mean loss of the last forward
 } GPT;
 
-#ifdef TESTING
-// test_gpt.cu: sees each unit's full gradient (device, bf16, padded unit) when its backward is done
-static void (*g_test_grads_hook)(GPT *m, int unit, const zparam_t *g) = NULL;
-#define TEST_GRADS_HOOK(m, u, g) do { if (g_test_grads_hook) g_test_grads_hook((m), (u), (g)); } while (0)
-#else
-#define TEST_GRADS_HOOK(m, u, g) ((void)0)
-#endif
 
 // the sizes the kernels rely on (16-byte vectors of 8 bf16), one line each
 static void gpt_check_sizes(const ModelConfig *c, int T) {
@@ -153,8 +128,6 @@ static void gpt_check_sizes(const ModelConfig *c, int T) {
     if (c->padded_vocab % 8) fatal("the GPU trainer needs the padded vocabulary divisible by 8 (got %d)", c->padded_vocab);
     if (T < 1 || T > c->max_seq) fatal("--seq %d must be in [1, --max-seq %d]", T, c->max_seq);
 }
-
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     memset(m, 0, sizeof(*m));
@@ -195,11 +168,11 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     };
     int nv = sizeof(views) / sizeof(views[0]);
     size_t total = 0;
-    for (int i = 0; i < nv; i++) total += align_up(views[i].bytes, 256);
+    for (int i = 0; i < nv; i++) total += round_up(views[i].bytes, 256);
     m->act_bytes = total;
-    m->act_memory = zero_alloc_bytes(&m->zero, MEM_ACTIVATIONS, total);
+    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, total, ZMEM_WORK);
     size_t off = 0;
-    for (int i = 0; i < nv; i++) { *views[i].p = (char *)m->act_memory + off; off += align_up(views[i].bytes, 256); }
+    for (int i = 0; i < nv; i++) { *views[i].p = (char *)m->act_memory + off; off += round_up(views[i].bytes, 256); }
 
     encoder_backward_scratch_alloc(&m->enc_scratch, (int)BT, Vp);
     m->inputs = (int *)xcalloc(sizeof(int) * BT, "inputs");
@@ -212,26 +185,18 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     cudaCheck(cudaMallocHost(&m->h_logits_bf16, sizeof(floatX) * Vp));
     m->h_logits = (float *)xmalloc(sizeof(float) * Vp, "logits (host)");
     m->dloss_hint = 1.0f / (tc->accum > 0 ? tc->accum : 1);
-    cudaCheck(cudaEventCreateWithFlags(&m->legacy_done, cudaEventDisableTiming));
     cudaCheck(cudaDeviceSynchronize());
 }
 
 static void gpt_free(GPT *m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
-    cudaCheck(cudaEventDestroy(m->legacy_done));
     encoder_backward_scratch_free(&m->enc_scratch);
     cudaCheck(cudaFree(m->d_inputs)); cudaCheck(cudaFree(m->d_targets));
     cudaCheck(cudaFreeHost(m->h_losses)); cudaCheck(cudaFreeHost(m->h_logits_bf16));
     free(m->h_logits); free(m->inputs); free(m->targets);
-    cudaCheck(cudaFree(m->act_memory));   // zero_alloc_bytes: counted by zero.h, owned here
+    zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // counted by zero.h, owned here
     zero_free(&m->zero);
     model_layout_free(&m->layout);
-}
-
-// the unit's parameters must sit where the vectorized kernels can read them
-static zparam_t *checked_unit(zparam_t *p, const char *what, int unit) {
-    if (!is_aligned16(p)) fatal("zero.h returned a %s buffer for unit %d that is not 16-byte aligned", what, unit);
-    return p;
 }
 
 // layer l's slices of the saved activations
@@ -252,8 +217,14 @@ static LayerActs layer_acts(GPT *m, int l) {
     return s;
 }
 
-// one transformer layer, forward. x: layer input [BT, C]; w: the layer's parameters
-static void layer_forward(GPT *m, int l, const floatX *x, LayerViewX w) {
+// the input of layer l (l == n_layer: of the head)
+static const floatX *layer_input(GPT *m, int l) {
+    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+}
+
+// one transformer layer, forward. w: the layer's parameters
+static void layer_forward(GPT *m, int l, LayerView w) {
+    const floatX *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
@@ -288,7 +259,8 @@ static void layer_forward(GPT *m, int l, const floatX *x, LayerViewX w) {
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
 // d(layer input); g: where this layer's parameter gradients accumulate (+=)
-static void layer_backward(GPT *m, int l, const floatX *x, LayerViewX w, LayerViewX g) {
+static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
+    const floatX *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
@@ -326,58 +298,33 @@ static void layer_backward(GPT *m, int l, const floatX *x, LayerViewX w, LayerVi
                             ln1_mean, ln1_rstd, N, C, s);
 }
 
-static const floatX *layer_input(GPT *m, int l) {
-    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+
+// the embedding: x = wte[tokens] (+ wpe). The pass starts here: the host's
+// inputs go to the device first (pageable: the call returns once they are
+// staged, so the caller may overwrite m->inputs right away).
+static void embed_forward(GPT *m, EmbedView w) {
+    int N = m->B * m->T;
+    cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, sizeof(int) * N, cudaMemcpyHostToDevice, m->stream));
+    encoder_forward(m->a.encoded, m->d_inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model, m->stream);
 }
 
-// Forward over m->inputs. With targets, computes the mean loss (fp32, on the
-// host). With `training`, the head's parameters stay gathered for gpt_backward
-// and the fused classifier leaves dlogits (for a dloss of 1/accum) in place of
-// the logits; without, the logits stay (gpt_logits_host).
-static float gpt_forward(GPT *m, const int *targets, int training) {
+// the head: final norm, logits through lm_head (gpt2: the tied wte), and with
+// targets the mean loss (fp32, on the host). Training: the fused classifier
+// leaves dlogits (for a dloss of 1/accum) in place of the logits; without, the
+// logits stay (gpt_logits_host).
+static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
-    Zero *z = &m->zero;
-    const ModelLayout *L = &m->layout;
     cudaStream_t s = m->stream;
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
-    int E = model_unit_embed(L), Fu = model_unit_final(L);
-    // Parameters loaded with plain cudaMemcpy (zero_load_params, a checkpoint) travel on the
-    // legacy default stream, which a non-blocking compute stream does not wait for: wait here
-    // (on the device; the host does not block).
-    cudaCheck(cudaEventRecord(m->legacy_done, cudaStreamLegacy));
-    cudaCheck(cudaStreamWaitEvent(s, m->legacy_done, 0));
-    // pageable host -> device: the call returns once the host data is staged, so the caller may
-    // overwrite m->inputs right away
-    cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, sizeof(int) * N, cudaMemcpyHostToDevice, s));
-    if (targets) cudaCheck(cudaMemcpyAsync(m->d_targets, targets, sizeof(int) * N, cudaMemcpyHostToDevice, s));
-    zero_begin_pass(z, training);
-
-    zparam_t *pe = checked_unit(zero_fetch_params(z, E), "parameter", E);
-    encoder_forward(m->a.encoded, m->d_inputs, pe, c->arch == ARCH_GPT2 ? pe + L->units[E].t[1].offset : NULL,
-                    m->B, m->T, C, s);
-    zero_release_params(z, E);
-
-    for (int l = 0; l < c->n_layer; l++) {
-        int u = model_unit_layer(L, l);
-        zparam_t *p = checked_unit(zero_fetch_params(z, u), "parameter", u);
-        layer_forward(m, l, layer_input(m, l), layer_view_x(L, p));
-        zero_release_params(z, u);
-    }
-
-    // head: final norm, then logits through the tied wte (gpt2) or lm_head (llama)
-    zparam_t *pf = checked_unit(zero_fetch_params(z, Fu), "parameter", Fu);
-    zparam_t *pw = c->arch == ARCH_GPT2 ? checked_unit(zero_fetch_params(z, E), "parameter", E) : NULL;
     const floatX *x = layer_input(m, c->n_layer);
-    const UnitSpec *fu = &L->units[Fu];
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, pf, N, C, c->norm_eps, s);
-    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, pf, pf + fu->t[1].offset, N, C, c->norm_eps, s);
-    const floatX *head = c->arch == ARCH_GPT2 ? pw : pf + fu->t[1].offset;
-    matmul_forward(m->a.logits, m->a.lnf, head, NULL, N, C, Vp, NULL, s);
-    m->head_final = pf; m->head_embed = pw;
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, w.lnf_w, N, C, c->norm_eps, s);
+    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps, s);
+    matmul_forward(m->a.logits, m->a.lnf, w.lm_head, NULL, N, C, Vp, NULL, s);
     m->dlogits_scale = 0;
     float loss = 0;
     if (targets) {
         // per-position losses; training: dlogits = (softmax - onehot) * dloss / N over the logits
+        cudaCheck(cudaMemcpyAsync(m->d_targets, targets, sizeof(int) * N, cudaMemcpyHostToDevice, s));
         float dscale = m->dloss_hint / N;
         fused_classifier(m->a.logits, m->a.losses, m->d_targets, dscale, N, V, Vp, training, s);
         if (training) m->dlogits_scale = dscale;
@@ -387,34 +334,19 @@ static float gpt_forward(GPT *m, const int *targets, int training) {
         for (int i = 0; i < N; i++) sum += m->h_losses[i];
         loss = (float)(sum / N);
     }
-    if (!training) {
-        zero_release_params(z, Fu);
-        if (pw) zero_release_params(z, E);
-        zero_end_pass(z);
-    }
     cudaCheckLaunch();
     m->loss = loss;
     return loss;
 }
 
-// Backward of the last training forward (whose targets made the dlogits). dloss:
-// d(step loss)/d(this micro-batch's mean loss) = 1 / accumulation steps (the mean
-// over ranks is the reduce's average).
-static void gpt_backward(GPT *m, const int *targets, float dloss) {
-    (void)targets;   // the training forward's fused classifier already used them
+// The head's backward, from the dlogits the training forward left (its fused
+// classifier already used the targets). dloss: see gpt_backward.
+static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, float dloss) {
     const ModelConfig *c = &m->cfg;
-    Zero *z = &m->zero;
-    const ModelLayout *L = &m->layout;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
     int N = m->B * m->T, C = c->d_model, Vp = c->padded_vocab;
-    int E = model_unit_embed(L), Fu = model_unit_final(L), tied = c->arch == ARCH_GPT2;
-    const UnitSpec *fu = &L->units[Fu];
     if (m->dlogits_scale == 0) fatal("gpt_backward: no training forward with targets before it");
-
-    // head
-    zparam_t *gE = tied ? checked_unit(zero_grads_begin(z, E), "gradient", E) : NULL;   // the tied wte collects from the head and the embedding
-    zparam_t *gF = checked_unit(zero_grads_begin(z, Fu), "gradient", Fu);
     float want = dloss / N;
     if (want != m->dlogits_scale) {   // not the 1/accum the forward assumed: rescale (one extra rounding)
         size_t n = (size_t)N * Vp;
@@ -424,47 +356,24 @@ static void gpt_backward(GPT *m, const int *targets, float dloss) {
         cudaCheckLaunch();
     }
     m->dlogits_scale = 0;
-    zparam_t *pf = m->head_final;
-    const floatX *head = tied ? m->head_embed : pf + fu->t[1].offset;
-    floatX *dhead = tied ? gE : gF + fu->t[1].offset;
-    matmul_backward(a->dbuf, dhead, NULL, NULL, a->logits, a->lnf, head, N, C, Vp, NULL, s);
+    matmul_backward(a->dbuf, g.lm_head, NULL, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp, NULL, s);
     cudaCheck(cudaMemsetAsync(a->dres, 0, sizeof(floatX) * (size_t)N * C, s));
     const floatX *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, gF, a->norm_scratch, a->dbuf, x, pf, a->lnf_rstd, N, C, s);
-    else layernorm_backward(a->dres, gF, gF + fu->t[1].offset, a->norm_scratch, a->dbuf, x, pf, a->lnf_mean, a->lnf_rstd, N, C, s);
-    zero_release_params(z, Fu);
-    if (tied) zero_release_params(z, E);
-    TEST_GRADS_HOOK(m, Fu, gF);
-    zero_grads_end(z, Fu, gF);
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->norm_scratch, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, s);
+    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->norm_scratch, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, s);
+}
 
-    // layers, last to first: gather, backward, reduce-scatter, release
-    for (int l = c->n_layer - 1; l >= 0; l--) {
-        int u = model_unit_layer(L, l);
-        zparam_t *p = checked_unit(zero_fetch_params(z, u), "parameter", u);
-        zparam_t *g = checked_unit(zero_grads_begin(z, u), "gradient", u);
-        layer_backward(m, l, layer_input(m, l), layer_view_x(L, p), layer_view_x(L, g));
-        zero_release_params(z, u);
-        TEST_GRADS_HOOK(m, u, g);
-        zero_grads_end(z, u, g);
-    }
-
-    // embedding: needs only the token ids, not the parameters
-    if (!tied) gE = checked_unit(zero_grads_begin(z, E), "gradient", E);
-    encoder_backward(gE, tied ? gE + L->units[E].t[1].offset : NULL, a->dres, m->d_inputs, m->B, m->T, C, Vp,
-                     &m->enc_scratch, s);
-    TEST_GRADS_HOOK(m, E, gE);
-    zero_grads_end(z, E, gE);
-    zero_end_pass(z);
+// the embedding's backward needs only the token ids, not the parameters
+static void embed_backward(GPT *m, EmbedView g) {
+    encoder_backward(g.wte, g.wpe, m->a.dres, m->d_inputs, m->B, m->T, m->cfg.d_model, m->cfg.padded_vocab,
+                     &m->enc_scratch, m->stream);
     cudaCheckLaunch();
 }
 
-// ----------------------------------------------------------------------------
-// what train_loop.h needs from a trainer besides gpt_build/forward/backward/free
+#include "passes.h"
 
-#define TRAINER_NAME "train_gpt"
-#define TRAINER_WIRE_BYTES 2      // bf16 gradients and parameters on the wire
-// bf16 params; bf16 grads (stages 0-1) or the fp32 gradient shard (stages 2-3); fp32 master + m + v
-static const ZeroBytesPerParam TRAINER_BYTES_PER_PARAM = {2, ZERO_STAGE >= 2 ? 4 : 2, 12};
+// ----------------------------------------------------------------------------
+// what train_loop.h needs besides the passes, and main
 
 // logits of position t of the first sequence, on the host (for sampling); valid
 // after a forward without training
@@ -478,18 +387,31 @@ static const float *gpt_logits_host(GPT *m, int t) {
     return m->h_logits;
 }
 
+#include "train_loop.h"
+
 // The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
 // OpenMP): the cores of this node shared among its ranks
-static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
+static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
     int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
     if (threads < 1) threads = 1;
     omp_set_num_threads(threads);
-    int dev = 0;
-    cudaCheck(cudaGetDevice(&dev));
     cudaDeviceProp p;
-    cudaCheck(cudaGetDeviceProperties(&p, dev));
+    cudaCheck(cudaGetDeviceProperties(&p, comm->device));
     snprintf(desc, n, "%.200s (sm_%d%d)", p.name, p.major, p.minor);
-    return desc;
 }
 
-#include "train_loop.h"
+#ifndef TESTING
+int main(int argc, char **argv) {
+    Comm comm;
+    TrainConfig tc;
+    if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
+    char device[256];
+    gpu_setup(&tc, &comm, device, sizeof(device));
+    GPT m;
+    gpt_build(&m, &tc, &comm);
+    train(&m, &tc, "train_gpt", device);
+    gpt_free(&m);
+    comm_finalize(&comm);
+    return 0;
+}
+#endif

@@ -27,23 +27,30 @@
 //   - the full buffer (stages 0-2) lays the padded units end to end; a rank's
 //     shard buffer lays its slices end to end
 //   - optimizer segments: (tensor ∩ slice) runs with their weight-decay flag
-//   - stage 3: the fetch order of units in a pass, which units are
-//     persistent (at most stage3_param_persistence_threshold elements: never
-//     partitioned in use, like DeepSpeed's persistent parameters), the cap on
-//     live gathered elements and the size of the gather arena
+//   - from model.h's schedule (the units each step of a pass uses): the order
+//     in which stage 3 gathers units, which units are persistent (at most
+//     stage3_param_persistence_threshold elements: never partitioned in use,
+//     like DeepSpeed's persistent parameters), the cap on live gathered
+//     elements, the gradient slots of stages 2-3
 //   P is the world size in stages 1-3 and 1 in stage 0 (nothing is partitioned).
 //
 // The trainer drives a step through these calls, in this order:
 //   zero_step_begin                           once per optimizer step
 //   per micro-step:
-//     zero_begin_pass                         the fetch order of this pass
-//     zero_fetch_params / zero_release_params around each unit's forward and backward
-//     zero_grads_begin / zero_grads_end       around each unit's backward
+//     zero_begin_pass                         a forward (and backward) pass starts
+//     for each step of the schedule:
+//       zero_fetch / zero_release             the step's parameters, around its compute
+//       zero_grads_open / zero_grads_close    backward: its gradients, around its compute
 //     zero_end_pass, zero_micro_step_end
 //   zero_step_end                             reduce, clip, AdamW, re-gather
 // Each call is a few `#if ZERO_STAGE` blocks that follow the paper's data
-// movement; the same code serves host buffers (train_gpt.c: fp32, MPI) and
-// device buffers (train_gpt.cu: bf16 with an fp32 master, NCCL or MPI).
+// movement, written against a handful of primitives (allocate, copy, accumulate
+// a reduced slice, sum of squares, AdamW on a segment, wait for the collectives)
+// and comm.h's collectives. The primitives have two implementations beside this
+// file: zero_host.h (the CPU trainer: plain memory, MPI) and zero_device.cuh
+// (the GPU trainer: device memory, streams and events, ZeRO-Offload's pinned
+// host buffers and tiled CPU-Adam). The reports (memory, communication, the
+// estimator) are in zero_report.h.
 #pragma once
 #include "comm.h"
 #include "model.h"
@@ -61,6 +68,28 @@
 
 #define ZERO_ALIGN 16   // elements: every slice starts on a 64-byte boundary (fp32)
 
+// The reduced gradient of a partition: the full gradient buffer's slice (stages
+// 0-1, floatX) or the fp32 gradient shard (stages 2-3).
+#if ZERO_STAGE <= 1
+typedef floatX zgrad_t;
+#else
+typedef float zgrad_t;
+#endif
+
+// kinds of memory, as the reports count them
+enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, N_MEM };
+static const char *MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations"};
+
+// where a buffer lives: the trainer's working memory (the GPU's, or the host's
+// for the CPU trainer), or host memory (pinned, for offload, on the GPU)
+enum { ZMEM_WORK = 0, ZMEM_HOST = 1 };
+
+#ifdef __CUDACC__
+#include "zero_device.cuh"
+#else
+#include "zero_host.h"
+#endif
+
 // ----------------------------------------------------------------------------
 // the plan
 
@@ -72,6 +101,8 @@ typedef struct {
     size_t shard_off;   // this rank's slice's offset in the shard buffers
     size_t resident_off;// stage 3, persistent units: offset in the resident buffer
     int persistent;     // stage 3: small enough to stay gathered
+    int grad_slot;      // stages 2-3: the gradient slot it owns, or -1: one of the two alternating slots
+    int last_grad_step; // the backward step after which its gradient is complete
 } ZeroUnit;
 
 typedef struct {
@@ -90,21 +121,94 @@ typedef struct {
     size_t full_elems;          // Σ padded
     size_t shard_elems;         // Σ shard
     size_t max_padded, max_shard;
-    size_t max_slot;            // stages 2-3: the largest unit that uses the alternating gradient slots
     ZeroSegment *seg;
     int n_seg;
     // stage 3
-    int tied;                   // the head re-uses the embedding unit (gpt2)
     size_t resident_elems;      // Σ padded of persistent units
     size_t live_cap;            // most gathered elements alive at once
     size_t arena_elems;         // live_cap + one unit of slack for the ring's wrap
-    int fetch_fwd[1030], n_fetch_fwd;       // fetch order of a forward-only pass
-    int fetch_train[2060], n_fetch_train;   // of a forward + backward pass
+    int *fetch_fwd, n_fetch_fwd;        // the gather order of a forward-only pass
+    int *fetch_train, n_fetch_train;    // of a forward + backward pass
+    // stages 2-3: slots for full gradients of units in backward: slots 0 and 1
+    // alternate (one can be reducing while the next unit computes); a unit whose
+    // gradient stays open across other units (a tied embedding) owns slot 2, 3, ...
+    int n_slots;
+    size_t *slot_off;           // each slot's offset in the slot buffer
+    size_t slot_elems;          // the slot buffer
 } ZeroPlan;
 
-static size_t zero_padded(size_t numel, int P) {
-    size_t q = (size_t)P * ZERO_ALIGN;
-    return (numel + q - 1) / q * q;
+static size_t zero_padded(size_t numel, int P) { return round_up(numel, (size_t)P * ZERO_ALIGN); }
+
+// The stage-3 gather order of a pass, from the schedule: every unit a step
+// reads, unless it is persistent or still held from the forward.
+static int zero_fetch_order(const ZeroPlan *p, const Schedule *S, int with_backward, int *order) {
+    int n = 0;
+    for (int pass = 0; pass <= with_backward; pass++) {
+        const PassStep *steps = pass ? S->bwd : S->fwd;
+        for (int i = 0; i < (pass ? S->n_bwd : S->n_fwd); i++)
+            for (int k = 0; k < steps[i].n_params && !steps[i].kept; k++)
+                if (!p->u[steps[i].params[k]].persistent) order[n++] = steps[i].params[k];
+    }
+    return n;
+}
+
+// Stage 3 sizing: walk a training pass as the ring will. Before a step runs,
+// its units are all live (with what the forward kept); a prefetch adds the
+// next unit of the order. `need` is what must fit, `peak` what prefetching uses.
+static void zero_size_gathers(ZeroPlan *p, const Schedule *S, const TrainConfig *cfg) {
+    size_t live = 0, need = 0, peak = 0, max_np = 0;
+    int next = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < (pass ? S->n_bwd : S->n_fwd); i++) {
+            const PassStep *s = pass ? &S->bwd[i] : &S->fwd[i];
+            for (int k = 0; k < s->n_params && !s->kept; k++) {
+                const ZeroUnit *U = &p->u[s->params[k]];
+                if (U->persistent) continue;
+                live += U->padded;
+                next++;
+                size_t ahead = cfg->prefetch && next < p->n_fetch_train ? p->u[p->fetch_train[next]].padded : 0;
+                if (live > need) need = live;
+                if (live + ahead > peak) peak = live + ahead;
+                if (U->padded > max_np) max_np = U->padded;
+            }
+            if (!s->keep)
+                for (int k = 0; k < s->n_params; k++)
+                    if (!p->u[s->params[k]].persistent) live -= p->u[s->params[k]].padded;
+        }
+    if ((long long)need > cfg->max_live_elems)
+        fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest step's units)",
+              cfg->max_live_elems, need);
+    p->live_cap = (long long)peak < cfg->max_live_elems ? peak : (size_t)cfg->max_live_elems;
+    // FIFO release: one unit of slack guarantees a unit fits whenever the live count allows it
+    p->arena_elems = p->live_cap + max_np;
+}
+
+// Stages 2-3: a unit's gradient is complete after the last backward step that
+// writes it. A unit written by two steps with others between (a tied embedding:
+// the head, then the embedding) keeps its own slot; the others alternate.
+static void zero_plan_grad_slots(ZeroPlan *p, const Schedule *S) {
+    int *first = (int *)xmalloc(sizeof(int) * p->n_units, "gradient plan");
+    for (int u = 0; u < p->n_units; u++) { first[u] = -1; p->u[u].last_grad_step = -1; p->u[u].grad_slot = -1; }
+    for (int i = 0; i < S->n_bwd; i++)
+        for (int k = 0; k < S->bwd[i].n_grads; k++) {
+            int u = S->bwd[i].grads[k];
+            if (first[u] < 0) first[u] = i;
+            p->u[u].last_grad_step = i;
+        }
+    size_t own = 0, alternating = 0;
+    p->n_slots = 2;
+    for (int u = 0; u < p->n_units; u++) {
+        if (p->u[u].last_grad_step > first[u]) p->n_slots++;
+        else if (p->u[u].padded > alternating) alternating = p->u[u].padded;
+    }
+    p->slot_off = (size_t *)xcalloc(sizeof(size_t) * p->n_slots, "gradient slots");
+    int slot = 2;
+    for (int u = 0; u < p->n_units; u++)
+        if (p->u[u].last_grad_step > first[u]) { p->u[u].grad_slot = slot; p->slot_off[slot++] = own; own += p->u[u].padded; }
+    p->slot_off[0] = own;
+    p->slot_off[1] = own + alternating;
+    p->slot_elems = own + 2 * alternating;
+    free(first);
 }
 
 static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int rank, const TrainConfig *cfg) {
@@ -114,9 +218,7 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int ra
     p->P = ZERO_STAGE >= 1 ? world : 1;
     p->part = ZERO_STAGE >= 1 ? rank : 0;
     p->n_units = L->n_units;
-    if (p->n_units > 1024) fatal("zero: at most 1022 layers");
     p->u = (ZeroUnit *)xcalloc(sizeof(ZeroUnit) * p->n_units, "zero plan");
-    p->tied = L->cfg.arch == ARCH_GPT2;
     size_t full = 0, shard = 0, resident = 0;
     for (int i = 0; i < p->n_units; i++) {
         ZeroUnit *u = &p->u[i];
@@ -147,277 +249,134 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int ra
         }
     }
 
-    // stage 3: the order units are fetched in (persistent ones never are).
-    // forward: embedding, layers, final (+ the embedding again for a tied head);
-    // backward: the final unit (and tied embedding) are still gathered from the
-    // forward's head, the layers come in reverse, and the embedding's backward
-    // needs no parameters (only token ids), so it is not fetched again.
-    int E = model_unit_embed(L), F = model_unit_final(L);
-#define PUSH(arr, n, unit) do { if (!p->u[unit].persistent) arr[n++] = unit; } while (0)
-    PUSH(p->fetch_fwd, p->n_fetch_fwd, E);
-    for (int l = 0; l < L->cfg.n_layer; l++) PUSH(p->fetch_fwd, p->n_fetch_fwd, model_unit_layer(L, l));
-    PUSH(p->fetch_fwd, p->n_fetch_fwd, F);
-    if (p->tied) PUSH(p->fetch_fwd, p->n_fetch_fwd, E);
-    memcpy(p->fetch_train, p->fetch_fwd, sizeof(int) * p->n_fetch_fwd);
-    p->n_fetch_train = p->n_fetch_fwd;
-    for (int l = L->cfg.n_layer - 1; l >= 0; l--) PUSH(p->fetch_train, p->n_fetch_train, model_unit_layer(L, l));
-#undef PUSH
-    // Stage 3 sizing from the fetch schedule: at the i-th fetch the unit itself
-    // must be live (and the final unit too when the tied head fetches the
-    // embedding); a prefetch adds the next unit of the order.
-    if (ZERO_STAGE == 3) {
-        size_t need = 0, peak = 0, max_np = 0;
-        for (int i = 0; i < p->n_fetch_train; i++) {
-            int u = p->fetch_train[i];
-            size_t req = p->u[u].padded;
-            if (i > 0 && u == E && p->tied && !p->u[F].persistent) req += p->u[F].padded;  // the head: final + embedding
-            size_t next = cfg->prefetch && i + 1 < p->n_fetch_train ? p->u[p->fetch_train[i + 1]].padded : 0;
-            if (req > need) need = req;
-            if (req + next > peak) peak = req + next;
-            if (p->u[u].padded > max_np) max_np = p->u[u].padded;
-        }
-        if ((long long)need > cfg->max_live_elems)
-            fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest unit, or the head's units)",
-                  cfg->max_live_elems, need);
-        p->live_cap = (long long)peak < cfg->max_live_elems ? peak : (size_t)cfg->max_live_elems;
-        // FIFO release: one unit of slack guarantees a unit fits whenever the live count allows it
-        p->arena_elems = p->live_cap + max_np;
-    }
-    // stages 2-3: gradient slots for one unit's full gradient (the tied embedding has its own)
-    for (int i = 0; i < p->n_units; i++)
-        if (!(i == E && p->tied) && p->u[i].padded > p->max_slot) p->max_slot = p->u[i].padded;
+    // what the schedule implies
+    const Schedule *S = &L->schedule;
+    int max_fetches = 0;
+    for (int i = 0; i < S->n_fwd; i++) max_fetches += S->fwd[i].n_params;
+    for (int i = 0; i < S->n_bwd; i++) max_fetches += S->bwd[i].n_params;
+    p->fetch_fwd = (int *)xmalloc(sizeof(int) * (max_fetches + 1), "fetch order");
+    p->fetch_train = (int *)xmalloc(sizeof(int) * (max_fetches + 1), "fetch order");
+    p->n_fetch_fwd = zero_fetch_order(p, S, 0, p->fetch_fwd);
+    p->n_fetch_train = zero_fetch_order(p, S, 1, p->fetch_train);
+    if (ZERO_STAGE == 3) zero_size_gathers(p, S, cfg);
+    zero_plan_grad_slots(p, S);
 }
 
-static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); }
+static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); free(p->fetch_fwd); free(p->fetch_train); free(p->slot_off); }
 
 // ----------------------------------------------------------------------------
 // where the model states live
 //
 //                        CPU trainer (fp32)            GPU trainer (bf16 + fp32 master)
-//   zparam_t             float                         __nv_bfloat16
 //   params               full or shard; the master     full or shard, bf16 working copy
 //   master               (params are the master)       fp32 partition (device, or pinned host: offload)
 //   grads (stages 0-1)   full, fp32                    full, bf16 (micro-steps add in bf16, as llm.c)
 //   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced bf16 slices
 //   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
-
-#ifdef __CUDACC__
-#define ZERO_DEVICE 1
-#include "cuda/common.cuh"
-#include "cuda/global_norm.cuh"
-typedef __nv_bfloat16 zparam_t;
-#define ZPARAM_DT DT_BF16
-#else
-#define ZERO_DEVICE 0
-typedef float zparam_t;
-#define ZPARAM_DT DT_F32
-#endif
-
-// the reduced gradient of a partition: the full buffer's slice (stages 0-1) or the fp32 shard (2-3)
-#if ZERO_STAGE <= 1
-typedef zparam_t zgrad_t;
-#else
-typedef float zgrad_t;
-#endif
-
-enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, N_MEM };
-static const char *MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations"};
+// ZERO_SEPARATE_MASTER (set by the primitives' header) says which column applies.
 
 typedef struct {
     ZeroPlan plan;
+    ZeroBackend be;             // the primitives' state (zero_host.h / zero_device.cuh)
     Comm *comm;
     const ModelLayout *layout;
     const TrainConfig *cfg;
-    size_t mem[N_MEM];          // bytes allocated on the device (the host, for the CPU trainer), by kind
-    size_t host_mem[N_MEM];     // GPU trainer with offload: pinned host bytes, by kind
-    int offload;                // optimizer state and update on the CPU (GPU trainer)
-    int offload_param;          // stage 3: the bf16 parameter shard in pinned host memory (GPU trainer)
+    size_t mem[N_MEM];          // bytes in the trainer's working memory, by kind
+    size_t host_mem[N_MEM];     // GPU trainer: pinned host bytes (offload), by kind
+    int offload;                // ZeRO-Offload: the optimizer partition and its update on the host
+    int offload_param;          // stage 3: the parameter shard in host memory
 
     // model states (one allocation each)
-    zparam_t *params;           // stages 0-2: full padded parameters; stage 3: this rank's shard
-    float *master;              // GPU: fp32 master of this rank's partition; CPU: NULL (params are the master)
-    zparam_t *resident;         // stage 3: full copies of the persistent units
-    zparam_t *grads;            // stages 0-1: full padded gradients (accumulated over micro-steps)
+    floatX *params;             // stages 0-2: full padded parameters; stage 3: this rank's shard
+    float *master;              // ZERO_SEPARATE_MASTER: the fp32 master of this rank's partition
+    floatX *resident;           // stage 3: full copies of the persistent units
+    floatX *grads;              // stages 0-1: full padded gradients (accumulated over micro-steps)
     float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
     float *opt_m, *opt_v;       // AdamW moments of this rank's partition (everything in stage 0)
 
     // working buffers
-    zparam_t *arena;            // stage 3: gathered units (a FIFO ring)
-    zparam_t *grad_slots;       // stages 2-3: full gradients of units in backward: [tied embedding][slot 0][slot 1]
-    zparam_t *rs_scratch;       // stages 2-3: where a unit's reduced slice lands before it is accumulated
+    floatX *arena;              // stage 3: gathered units (a FIFO ring)
+    floatX *grad_slots;         // stages 2-3: full gradients of units in backward (plan.slot_off)
+    floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
+
+    // what the trainer's views read: each unit's parameters while fetched, its gradient while open
+    floatX **unit_params, **unit_grads;
+    int *unit_slot;             // stages 2-3: the slot each open gradient uses
     int slot_next;
 
-    // stage 3 ring state
+    // the pass in progress
+    int training;               // forward + backward
+    const int *order; int n_order, cursor;   // stage 3: its gather order
     struct { int unit; size_t off, n; CommRequest req; } ring[8];
-    int ring_head, ring_count;  // FIFO of gathered units
+    int ring_head, ring_count;  // stage 3: FIFO of gathered units
     size_t live, peak_live;
-    const int *order; int n_order, cursor;   // the fetch order of the pass in progress
     int micro;                  // micro-step index within the step
-#if ZERO_DEVICE
-    cudaStream_t stream;        // the compute stream (comm->compute)
-    cudaEvent_t slot_free[3];   // a gradient slot's reduce-scatter has finished with it
-    float *norm_dev, *norm_scratch;
-    void *host_grad;            // offload: pinned staging of the gradient partition
-    uint16_t *host_bf16;        // offload: pinned bf16 parameters, copied to the device tile by tile
-#endif
+    // tests: sees each unit's full gradient before it is reduced
+    void (*grads_observer)(void *ctx, int unit, const floatX *g);
+    void *observer_ctx;
 } Zero;
 
-// ----------------------------------------------------------------------------
-// memory primitives: the only place where host and device differ in kind
-
-static void *zero_alloc_bytes(Zero *z, int kind, size_t bytes) {
-    z->mem[kind] += bytes;
-#if ZERO_DEVICE
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
-    if (e != cudaSuccess) fatal("out of GPU memory allocating %zu bytes for %s (%s)", bytes, MEM_NAMES[kind], cudaGetErrorString(e));
-    cudaCheck(cudaMemset(p, 0, bytes));
-    return p;
-#else
-    return xcalloc(bytes, MEM_NAMES[kind]);
-#endif
+static void *zero_alloc(Zero *z, int kind, size_t bytes, int where) {
+    (where == ZMEM_HOST ? z->host_mem : z->mem)[kind] += bytes;
+    return zb_alloc(&z->be, bytes, where, MEM_NAMES[kind]);
 }
-static float *zero_alloc(Zero *z, int kind, size_t elems) { return (float *)zero_alloc_bytes(z, kind, elems * sizeof(float)); }
-
-// host memory for the model states in the CPU trainer; pinned host memory for offload on the GPU
-static void *zero_alloc_host(Zero *z, int kind, size_t bytes) {
-#if ZERO_DEVICE
-    z->host_mem[kind] += bytes;
-    void *p = NULL;
-    cudaCheck(cudaMallocHost(&p, bytes ? bytes : 16));
-    memset(p, 0, bytes);
-    return p;
-#else
-    return zero_alloc_bytes(z, kind, bytes);
-#endif
-}
-
-static void zero_free_ptr(void *p, int host) {
-    if (!p) return;
-#if ZERO_DEVICE
-    if (host) cudaFreeHost(p); else cudaFree(p);
-#else
-    (void)host;
-    free(p);
-#endif
-}
-
-static void zero_memset(Zero *z, void *p, int byte, size_t bytes) {
-#if ZERO_DEVICE
-    cudaCheck(cudaMemsetAsync(p, byte, bytes, z->stream));
-#else
-    (void)z;
-    memset(p, byte, bytes);
-#endif
-}
-
-// copies between any two of the trainer's buffers (host or device)
-static void zero_copy(Zero *z, void *dst, const void *src, size_t bytes) {
-#if ZERO_DEVICE
-    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, z->stream));
-#else
-    (void)z;
-    memcpy(dst, src, bytes);
-#endif
-}
-
-#if ZERO_DEVICE
-// acc (fp32) = (first ? 0 : acc) + src (bf16): the fp32 accumulation of a reduced gradient slice
-__global__ static void zero_accumulate_kernel(float *acc, const __nv_bfloat16 *src, size_t n, int first) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        acc[i] = (first ? 0.0f : acc[i]) + __bfloat162float(src[i]);
-}
-static void zero_accumulate(Zero *z, float *acc, const zparam_t *src, size_t n, int first, cudaStream_t s) {
-    (void)z;
-    int grid = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-    zero_accumulate_kernel<<<grid > 0 ? grid : 1, 256, 0, s>>>(acc, src, n, first);
-    cudaCheck(cudaGetLastError());
-}
-static void zero_sumsq(Zero *z, const __nv_bfloat16 *g, size_t n, int acc) {
-    global_norm_squared(z->norm_dev, g, n, z->norm_scratch, acc, z->stream);
-}
-static void zero_sumsq(Zero *z, const float *g, size_t n, int acc) {
-    global_norm_squared_f32(z->norm_dev, g, n, z->norm_scratch, acc, z->stream);
-}
-// the compute stream waits for everything given to the communication stream
-static void zero_join_comm(Zero *z) {
-    if (z->comm->backend != COMM_BACKEND_NCCL) return;
-    cudaEvent_t e = comm_next_event(z->comm);
-    cudaCheck(cudaEventRecord(e, z->comm->stream));
-    cudaCheck(cudaStreamWaitEvent(z->stream, e, 0));
-}
-#else
-static void zero_accumulate(Zero *z, float *acc, const zparam_t *src, size_t n, int first) {
-    (void)z;
-    if (first) memcpy(acc, src, n * sizeof(float));
-    else for (size_t i = 0; i < n; i++) acc[i] += src[i];
-}
-#endif
 
 static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
     memset(z, 0, sizeof(*z));
     z->comm = comm; z->layout = L; z->cfg = cfg;
     zero_plan_build(&z->plan, L, comm->world, comm->rank, cfg);
     const ZeroPlan *p = &z->plan;
-    size_t ps = sizeof(zparam_t);
-#if ZERO_DEVICE
-    z->stream = comm->compute;
     z->offload = cfg->offload;
-    for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreateWithFlags(&z->slot_free[i], cudaEventDisableTiming));
-    cudaCheck(cudaMalloc(&z->norm_dev, sizeof(float)));
-    cudaCheck(cudaMalloc(&z->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
     z->offload_param = cfg->offload_param;
-#else
-    if (cfg->offload || cfg->offload_param) fatal("--offload: the CPU trainer's model states are already on the CPU (offload is for train_gpt)");
-#endif
+    zb_init(&z->be, comm, cfg, p->shard_elems, p->n_slots, z->host_mem);
+    size_t X = sizeof(floatX);
 #if ZERO_STAGE <= 2
-    z->params = (zparam_t *)zero_alloc_bytes(z, MEM_PARAMS, p->full_elems * ps);
+    z->params = (floatX *)zero_alloc(z, MEM_PARAMS, p->full_elems * X, ZMEM_WORK);
 #else
-    // ZeRO-Infinity's offload_param: the parameter shard in pinned host memory, each unit's slice
-    // copied to the GPU just before its gather (zero_start_gather)
-    z->params = (zparam_t *)(z->offload_param ? zero_alloc_host(z, MEM_PARAMS, p->shard_elems * ps)
-                                              : zero_alloc_bytes(z, MEM_PARAMS, p->shard_elems * ps));
-    if (p->resident_elems) z->resident = (zparam_t *)zero_alloc_bytes(z, MEM_GATHER, p->resident_elems * ps);
-    z->arena = (zparam_t *)zero_alloc_bytes(z, MEM_GATHER, p->arena_elems * ps);
+    // ZeRO-Infinity's offload_param: the parameter shard in host memory, each
+    // unit's slice copied to the GPU as part of its gather (zero_start_gather)
+    z->params = (floatX *)zero_alloc(z, MEM_PARAMS, p->shard_elems * X, z->offload_param ? ZMEM_HOST : ZMEM_WORK);
+    if (p->resident_elems) z->resident = (floatX *)zero_alloc(z, MEM_GATHER, p->resident_elems * X, ZMEM_WORK);
+    z->arena = (floatX *)zero_alloc(z, MEM_GATHER, p->arena_elems * X, ZMEM_WORK);
 #endif
 #if ZERO_STAGE <= 1
-    z->grads = (zparam_t *)zero_alloc_bytes(z, MEM_GRADS, p->full_elems * ps);
+    z->grads = (floatX *)zero_alloc(z, MEM_GRADS, p->full_elems * X, ZMEM_WORK);
 #else
-    z->grad_shard = (float *)zero_alloc_bytes(z, MEM_GRADS, p->shard_elems * sizeof(float));
-    size_t tied = p->tied ? p->u[0].padded : 0;
-    z->grad_slots = (zparam_t *)zero_alloc_bytes(z, MEM_GRAD_BUCKETS, (tied + 2 * p->max_slot) * ps);
-    z->rs_scratch = (zparam_t *)zero_alloc_bytes(z, MEM_GRAD_BUCKETS, p->max_shard * ps);
+    z->grad_shard = (float *)zero_alloc(z, MEM_GRADS, p->shard_elems * sizeof(float), ZMEM_WORK);
+    z->grad_slots = (floatX *)zero_alloc(z, MEM_GRAD_BUCKETS, p->slot_elems * X, ZMEM_WORK);
+    z->rs_scratch = (floatX *)zero_alloc(z, MEM_GRAD_BUCKETS, p->max_shard * X, ZMEM_WORK);
 #endif
-    // the optimizer partition: m and v (and the fp32 master on the GPU), on the
-    // device, or in pinned host memory with offload (ZeRO-Offload)
+    // the optimizer partition: m and v (and a separate fp32 master), in host
+    // memory with ZeRO-Offload
+    int opt_where = z->offload ? ZMEM_HOST : ZMEM_WORK;
     size_t ob = p->shard_elems * sizeof(float);
-#define OPT_ALLOC(bytes) (z->offload ? zero_alloc_host(z, MEM_OPTIM, bytes) : zero_alloc_bytes(z, MEM_OPTIM, bytes))
-#if ZERO_DEVICE
-    z->master = (float *)OPT_ALLOC(ob);
-    if (z->offload) {
-        z->host_grad = zero_alloc_host(z, MEM_GRAD_BUCKETS, ob);
-        z->host_bf16 = (uint16_t *)zero_alloc_host(z, MEM_GRAD_BUCKETS, p->shard_elems * 2);
-    }
-#endif
-    z->opt_m = (float *)OPT_ALLOC(ob);
-    z->opt_v = (float *)OPT_ALLOC(ob);
-#undef OPT_ALLOC
+    if (ZERO_SEPARATE_MASTER) z->master = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
+    z->opt_m = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
+    z->opt_v = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
+
+    z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
+    z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
+    z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
+    // parameters that never move: stages 0-2 hold every unit whole, stage 3 its persistent units
+    for (int i = 0; i < p->n_units; i++)
+        z->unit_params[i] = ZERO_STAGE <= 2 ? z->params + p->u[i].full_off
+                          : p->u[i].persistent ? z->resident + p->u[i].resident_off : NULL;
 }
 
 static void zero_free(Zero *z) {
-    int h = z->offload;
-    zero_free_ptr(z->params, z->offload_param); zero_free_ptr(z->resident, 0); zero_free_ptr(z->grads, 0); zero_free_ptr(z->grad_shard, 0);
-    zero_free_ptr(z->master, h); zero_free_ptr(z->opt_m, h); zero_free_ptr(z->opt_v, h);
-    zero_free_ptr(z->arena, 0); zero_free_ptr(z->grad_slots, 0); zero_free_ptr(z->rs_scratch, 0);
-#if ZERO_DEVICE
-    zero_free_ptr(z->host_grad, 1); zero_free_ptr(z->host_bf16, 1);
-    cudaFree(z->norm_dev); cudaFree(z->norm_scratch);
-#endif
+    int opt_where = z->offload ? ZMEM_HOST : ZMEM_WORK;
+    zb_free(&z->be, z->params, z->offload_param ? ZMEM_HOST : ZMEM_WORK);
+    zb_free(&z->be, z->master, opt_where); zb_free(&z->be, z->opt_m, opt_where); zb_free(&z->be, z->opt_v, opt_where);
+    floatX *work[] = {z->resident, z->grads, z->arena, z->grad_slots, z->rs_scratch};
+    for (int i = 0; i < 5; i++) zb_free(&z->be, work[i], ZMEM_WORK);
+    zb_free(&z->be, z->grad_shard, ZMEM_WORK);
+    zb_destroy(&z->be);
+    free(z->unit_params); free(z->unit_grads); free(z->unit_slot);
     zero_plan_free(&z->plan);
 }
 
 // this rank's slice of unit u in the working parameters, and in the reduced gradient
-static zparam_t *zero_param_slice(Zero *z, int u) {
+static floatX *zero_param_slice(Zero *z, int u) {
     const ZeroUnit *U = &z->plan.u[u];
 #if ZERO_STAGE <= 2
     return z->params + U->full_off + (size_t)z->plan.part * U->shard;
@@ -435,63 +394,39 @@ static zgrad_t *zero_grad_slice(Zero *z, int u) {
 }
 // the fp32 master of this rank's slice of unit u
 static float *zero_master_slice(Zero *z, int u) {
-#if ZERO_DEVICE
+#if ZERO_SEPARATE_MASTER
     return z->master + z->plan.u[u].shard_off;
 #else
     return zero_param_slice(z, u);
 #endif
 }
+// whether this rank holds every unit's whole fp32 master (CPU: stages 0-2;
+// GPU: one partition). Then its slice sits at part * shard of the padded unit.
+static int zero_master_whole(const Zero *z) { return ZERO_SEPARATE_MASTER ? z->plan.P == 1 : ZERO_STAGE <= 2; }
 
 // ----------------------------------------------------------------------------
 // loading and saving full parameters (flat, unpadded fp32: the model file)
 
-#if ZERO_DEVICE
-static void zero_to_bf16(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = float_to_bf16_bits(src[i]);
-}
-#endif
-
 // every rank takes what it holds from the full flat parameters (host fp32)
 static void zero_load_params(Zero *z, const float *flat) {
     const ZeroPlan *p = &z->plan;
-#if ZERO_DEVICE
-    cudaCheck(cudaStreamSynchronize(z->stream));   // nothing in flight reads or writes the parameters
-#endif
     float *slice = (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging");
-#if ZERO_DEVICE
-    uint16_t *half = (uint16_t *)xmalloc(p->max_padded * sizeof(uint16_t), "parameter staging");
-#endif
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
-        const float *src = flat + z->layout->units[i].flat_offset;
         // the padded unit, and this rank's slice of it
         memset(slice, 0, U->padded * sizeof(float));
-        memcpy(slice, src, U->numel * sizeof(float));
+        memcpy(slice, flat + z->layout->units[i].flat_offset, U->numel * sizeof(float));
         const float *mine = slice + (size_t)p->part * U->shard;
-        (void)mine;
-#if !ZERO_DEVICE
+        if (ZERO_SEPARATE_MASTER) zb_upload(&z->be, zero_master_slice(z, i), mine, U->shard * sizeof(float));
+        // the working parameters are the master rounded to floatX (nearest even)
 #if ZERO_STAGE <= 2
-        memcpy(z->params + U->full_off, slice, U->padded * sizeof(float));
+        zb_upload_floatX(&z->be, z->params + U->full_off, slice, U->padded);
 #else
-        memcpy(z->params + U->shard_off, mine, U->shard * sizeof(float));
-        if (U->persistent) memcpy(z->resident + U->resident_off, slice, U->padded * sizeof(float));
-#endif
-#else
-        cudaCheck(cudaMemcpy(zero_master_slice(z, i), mine, U->shard * sizeof(float), cudaMemcpyDefault));
-        zero_to_bf16(half, slice, U->padded);   // the working copy is the master rounded to nearest even
-#if ZERO_STAGE <= 2
-        cudaCheck(cudaMemcpy(z->params + U->full_off, half, U->padded * 2, cudaMemcpyHostToDevice));
-#else
-        cudaCheck(cudaMemcpy(z->params + U->shard_off, half + (size_t)p->part * U->shard, U->shard * 2, cudaMemcpyDefault));
-        if (U->persistent) cudaCheck(cudaMemcpy(z->resident + U->resident_off, half, U->padded * 2, cudaMemcpyHostToDevice));
-#endif
+        zb_upload_floatX(&z->be, z->params + U->shard_off, mine, U->shard);
+        if (U->persistent) zb_upload_floatX(&z->be, z->resident + U->resident_off, slice, U->padded);
 #endif
     }
     free(slice);
-#if ZERO_DEVICE
-    free(half);
-    cudaCheck(cudaDeviceSynchronize());   // the copies are complete before the compute stream reads them
-#endif
 }
 
 // Unit u's full fp32 master parameters into host memory dst (padded size).
@@ -500,51 +435,21 @@ static void zero_load_params(Zero *z, const float *flat) {
 // stage3_gather_16bit_weights_on_model_save, but of the fp32 master).
 static void zero_gather_unit(Zero *z, int u, float *dst) {
     const ZeroUnit *U = &z->plan.u[u];
-#if !ZERO_DEVICE
-#if ZERO_STAGE <= 2
-    memcpy(dst, z->params + U->full_off, U->padded * sizeof(float));
-#else
-    comm_all_gather(z->comm, z->params + U->shard_off, dst, U->shard, DT_F32);
-#endif
-#else
-    // the compute stream may still be running the AdamW that wrote the master
-    cudaCheck(cudaStreamSynchronize(z->stream));
-    if (z->plan.P == 1) {
-        cudaCheck(cudaMemcpy(dst, zero_master_slice(z, u), U->padded * sizeof(float), cudaMemcpyDefault));
-        return;
-    }
-    float *tmp;
-    cudaCheck(cudaMalloc(&tmp, U->padded * sizeof(float)));
-    cudaCheck(cudaMemcpyAsync(tmp + (size_t)z->plan.part * U->shard, zero_master_slice(z, u), U->shard * sizeof(float),
-                              cudaMemcpyDefault, z->stream));
-    comm_all_gather(z->comm, tmp + (size_t)z->plan.part * U->shard, tmp, U->shard, DT_F32);   // ordered after the copy
-    cudaCheck(cudaMemcpyAsync(dst, tmp, U->padded * sizeof(float), cudaMemcpyDeviceToHost, z->stream));
-    cudaCheck(cudaStreamSynchronize(z->stream));
-    cudaCheck(cudaFree(tmp));
-#endif
+    float *mine = zero_master_slice(z, u);
+    if (zero_master_whole(z)) zb_download(&z->be, dst, mine - (size_t)z->plan.part * U->shard, U->padded * sizeof(float));
+    else zb_all_gather_to_host(&z->be, mine, dst, U->shard);
 }
 
 // The optimizer partition (m, v) to and from host arrays of shard_elems floats (checkpoints).
 static void zero_optim_download(Zero *z, float *m, float *v) {
     size_t b = z->plan.shard_elems * sizeof(float);
-#if ZERO_DEVICE
-    cudaCheck(cudaStreamSynchronize(z->stream));
-    cudaCheck(cudaMemcpy(m, z->opt_m, b, cudaMemcpyDefault));
-    cudaCheck(cudaMemcpy(v, z->opt_v, b, cudaMemcpyDefault));
-#else
-    memcpy(m, z->opt_m, b); memcpy(v, z->opt_v, b);
-#endif
+    zb_download(&z->be, m, z->opt_m, b);
+    zb_download(&z->be, v, z->opt_v, b);
 }
 static void zero_optim_upload(Zero *z, const float *m, const float *v) {
     size_t b = z->plan.shard_elems * sizeof(float);
-#if ZERO_DEVICE
-    cudaCheck(cudaStreamSynchronize(z->stream));
-    cudaCheck(cudaMemcpy(z->opt_m, m, b, cudaMemcpyDefault));
-    cudaCheck(cudaMemcpy(z->opt_v, v, b, cudaMemcpyDefault));
-    cudaCheck(cudaDeviceSynchronize());
-#else
-    memcpy(z->opt_m, m, b); memcpy(z->opt_v, v, b);
-#endif
+    zb_upload(&z->be, z->opt_m, m, b);
+    zb_upload(&z->be, z->opt_v, v, b);
 }
 
 // ----------------------------------------------------------------------------
@@ -579,16 +484,12 @@ static int zero_start_gather(Zero *z, int u, int must) {
     }
     int slot = (z->ring_head + z->ring_count) % 8;
     z->ring[slot].unit = u; z->ring[slot].off = off; z->ring[slot].n = U->padded;
-    // the paper's "broadcast of the parameters of a partition": an all-gather of every rank's slice
-    const zparam_t *send = z->params + U->shard_off;
-#if ZERO_DEVICE
-    if (z->offload_param) {   // this rank's slice from host memory to its place in the arena, then in place
-        zparam_t *mine = z->arena + off + (size_t)z->plan.part * U->shard;
-        zero_copy(z, mine, send, U->shard * sizeof(zparam_t));
-        send = mine;
-    }
-#endif
-    z->ring[slot].req = comm_iall_gather(z->comm, send, z->arena + off, U->shard, ZPARAM_DT);
+    // the paper's "broadcast of the parameters of a partition": this rank's slice
+    // to its place in the arena (from host memory with offload_param), then an
+    // in-place all-gather of every rank's slice
+    floatX *full = z->arena + off, *mine = full + (size_t)z->plan.part * U->shard;
+    zb_copy(&z->be, mine, z->params + U->shard_off, U->shard * sizeof(floatX));
+    z->ring[slot].req = comm_iall_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     z->ring_count++;
     z->live += U->padded;
     if (z->live > z->peak_live) z->peak_live = z->live;
@@ -603,37 +504,26 @@ static int zero_ring_find(Zero *z, int u) {
     return -1;
 }
 
-// The pass about to run: forward only (evaluation, sampling) or forward and
-// backward (training). Every rank runs the same passes in the same order, so
-// every rank issues the same collectives: no rank can wait on a gather that
-// another rank never starts.
-static void zero_begin_pass(Zero *z, int with_backward) {
-    z->order = with_backward ? z->plan.fetch_train : z->plan.fetch_fwd;
-    z->n_order = with_backward ? z->plan.n_fetch_train : z->plan.n_fetch_fwd;
-    z->cursor = 0;
-}
-
 // Parameters of unit u, gathered in full (padded layout; tensors at their
 // model.h offsets). Stage 3: waits for the prefetched gather or gathers now,
 // then prefetches the next unit of the pass so that its all-gather overlaps
 // this unit's compute.
-static zparam_t *zero_fetch_params(Zero *z, int u) {
-#if ZERO_STAGE <= 2
-    return z->params + z->plan.u[u].full_off;
-#else
-    const ZeroUnit *U = &z->plan.u[u];
-    if (U->persistent) return z->resident + U->resident_off;
-    if (z->cursor >= z->n_order || z->order[z->cursor] != u)
-        fatal("zero stage 3: unit %d fetched out of the planned order (expected %d)", u,
-              z->cursor < z->n_order ? z->order[z->cursor] : -1);
-    z->cursor++;
-    int s = zero_ring_find(z, u);
-    if (s < 0) { zero_start_gather(z, u, 1); s = zero_ring_find(z, u); }
-    comm_wait(z->comm, &z->ring[s].req);
-    if (z->cfg->prefetch && z->cursor < z->n_order && zero_ring_find(z, z->order[z->cursor]) < 0)
-        zero_start_gather(z, z->order[z->cursor], 0);
-    return z->arena + z->ring[s].off;
+static floatX *zero_fetch_params(Zero *z, int u) {
+#if ZERO_STAGE == 3
+    if (!z->plan.u[u].persistent) {
+        if (z->cursor >= z->n_order || z->order[z->cursor] != u)
+            fatal("zero stage 3: unit %d fetched out of the planned order (expected %d)", u,
+                  z->cursor < z->n_order ? z->order[z->cursor] : -1);
+        z->cursor++;
+        int s = zero_ring_find(z, u);
+        if (s < 0) { zero_start_gather(z, u, 1); s = zero_ring_find(z, u); }
+        comm_wait(z->comm, &z->ring[s].req);
+        if (z->cfg->prefetch && z->cursor < z->n_order && zero_ring_find(z, z->order[z->cursor]) < 0)
+            zero_start_gather(z, z->order[z->cursor], 0);
+        z->unit_params[u] = z->arena + z->ring[s].off;
+    }
 #endif
+    return z->unit_params[u];
 }
 
 // Done with unit u's parameters until its next fetch: stage 3 frees them.
@@ -646,15 +536,35 @@ static void zero_release_params(Zero *z, int u) {
         fatal("zero stage 3: unit %d released out of order", u);
     int s = z->ring_head;
     comm_wait(z->comm, &z->ring[s].req);
-#if ZERO_POISON
-    zero_memset(z, z->arena + z->ring[s].off, 0xFF, z->ring[s].n * sizeof(zparam_t));   // all-ones bits: NaN
-#endif
+    if (ZERO_POISON) zb_fill(&z->be, z->arena + z->ring[s].off, 0xFF, z->ring[s].n * sizeof(floatX));   // all-ones bits: NaN
     z->live -= z->ring[s].n;
     z->ring_head = (z->ring_head + 1) % 8;
     z->ring_count--;
-#else
-    (void)z; (void)u;
+    z->unit_params[u] = NULL;
 #endif
+}
+
+// A forward-only pass (evaluation, sampling) or a forward and backward pass
+// (training) starts. Every rank runs the same passes in the same order, so
+// every rank issues the same collectives: no rank can wait on a gather that
+// another rank never starts.
+static void zero_begin_pass(Zero *z, int with_backward) {
+    z->training = with_backward;
+    z->order = with_backward ? z->plan.fetch_train : z->plan.fetch_fwd;
+    z->n_order = with_backward ? z->plan.n_fetch_train : z->plan.n_fetch_fwd;
+    z->cursor = 0;
+}
+
+// The parameters of one step of the schedule (the trainer's views read them
+// through the returned unit table).
+static floatX *const *zero_fetch(Zero *z, const PassStep *s) {
+    for (int k = 0; k < s->n_params && !s->kept; k++) zero_fetch_params(z, s->params[k]);
+    return z->unit_params;
+}
+// After the step's compute; a training forward keeps what the backward's first step reads.
+static void zero_release(Zero *z, const PassStep *s) {
+    if (z->training && s->keep) return;
+    for (int k = 0; k < s->n_params; k++) zero_release_params(z, s->params[k]);
 }
 
 // Stage 3, end of a pass: a prefetch that the pass did not use (none with the
@@ -662,8 +572,6 @@ static void zero_release_params(Zero *z, int u) {
 static void zero_end_pass(Zero *z) {
 #if ZERO_STAGE == 3
     while (z->ring_count) zero_release_params(z, z->ring[z->ring_head].unit);
-#else
-    (void)z;
 #endif
 }
 
@@ -672,56 +580,59 @@ static void zero_end_pass(Zero *z) {
 
 // The buffer that unit u's backward accumulates its full gradient into.
 //   stages 0-1: the unit's place in the full gradient buffer (accumulates over micro-steps)
-//   stages 2-3: a zeroed temporary slot, reduce-scattered by zero_grads_end
-static zparam_t *zero_grads_begin(Zero *z, int u) {
+//   stages 2-3: a zeroed slot, reduce-scattered by zero_grads_end
+static floatX *zero_grads_begin(Zero *z, int u) {
 #if ZERO_STAGE <= 1
-    return z->grads + z->plan.u[u].full_off;
+    z->unit_grads[u] = z->grads + z->plan.u[u].full_off;
 #else
-    const ZeroUnit *U = &z->plan.u[u];
-    zparam_t *g;
-    int slot;
-    if (u == 0 && z->plan.tied) { g = z->grad_slots; slot = 2; }   // the tied embedding collects from the head and the embedding
-    else {
-        slot = z->slot_next;
-        g = z->grad_slots + (z->plan.tied ? z->plan.u[0].padded : 0) + (size_t)slot * z->plan.max_slot;
-        z->slot_next ^= 1;   // two slots: one can be in flight while the next unit computes
-    }
-#if ZERO_DEVICE
-    cudaCheck(cudaStreamWaitEvent(z->stream, z->slot_free[slot], 0));   // its last reduce-scatter is done with it
+    int slot = z->plan.u[u].grad_slot;
+    if (slot < 0) { slot = z->slot_next; z->slot_next ^= 1; }
+    z->unit_slot[u] = slot;
+    z->unit_grads[u] = z->grad_slots + z->plan.slot_off[slot];
+    zb_slot_acquire(&z->be, slot);   // the slot's last reduce-scatter is done with it
+    zb_fill(&z->be, z->unit_grads[u], 0, z->plan.u[u].padded * sizeof(floatX));
 #endif
-    (void)slot;
-    zero_memset(z, g, 0, U->padded * sizeof(zparam_t));
-    return g;
-#endif
+    return z->unit_grads[u];
+}
+
+// This rank's gradient slice of unit u is final for this step (the optimizer
+// may read it): ZeRO-Offload starts copying it to the host.
+static void zero_grad_final(Zero *z, int u) {
+    zb_grad_slice_final(&z->be, z->plan.u[u].shard_off, zero_grad_slice(z, u), z->plan.u[u].shard);
 }
 
 // Unit u's backward is finished.
 //   stages 2-3: reduce-scatter its gradient now (the paper: "as the gradients of a
 //   partition become available, they are reduced to the rank that owns it"), and
-//   accumulate the averaged slice into this rank's fp32 gradient shard. On the
-//   GPU with NCCL both run on the communication stream, overlapping the
-//   backward of the next unit.
-static void zero_grads_end(Zero *z, int u, zparam_t *g) {
+//   accumulate the averaged slice into this rank's fp32 gradient shard.
+static void zero_grads_end(Zero *z, int u) {
+    if (z->grads_observer) z->grads_observer(z->observer_ctx, u, z->unit_grads[u]);
 #if ZERO_STAGE >= 2
     const ZeroUnit *U = &z->plan.u[u];
-    float *acc = z->grad_shard + U->shard_off;
-#if ZERO_DEVICE
-    CommRequest r = comm_ireduce_scatter(z->comm, g, z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
-    int nccl = z->comm->backend == COMM_BACKEND_NCCL;
-    zero_accumulate(z, acc, z->rs_scratch, U->shard, z->micro == 0, nccl ? z->comm->stream : z->stream);
-    if (z->offload && z->micro == z->cfg->accum - 1)   // ZeRO-Offload: this slice is final: to the host now
-        cudaCheck(cudaMemcpyAsync((float *)z->host_grad + U->shard_off, acc, U->shard * sizeof(float),
-                                  cudaMemcpyDeviceToHost, nccl ? z->comm->stream : z->stream));
-    int slot = (u == 0 && z->plan.tied) ? 2 : (z->slot_next ^ 1);
-    cudaCheck(cudaEventRecord(z->slot_free[slot], nccl ? z->comm->stream : z->stream));
-    r.active = 0;   // ordered on the communication stream; the step joins it
-#else
-    comm_reduce_scatter(z->comm, g, z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
-    zero_accumulate(z, acc, z->rs_scratch, U->shard, z->micro == 0);
+    CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
+    zb_accumulate_reduced(&z->be, &r, z->grad_shard + U->shard_off, z->rs_scratch, U->shard, z->micro == 0);
+    if (z->micro == z->cfg->accum - 1) zero_grad_final(z, u);
+    zb_slot_release(&z->be, z->unit_slot[u]);
 #endif
-#else
-    (void)z; (void)u; (void)g;
-#endif
+}
+
+// The gradients one backward step writes: opened at the first step that writes
+// a unit, closed (reduced) after the last.
+static floatX *const *zero_grads_open(Zero *z, const PassStep *s) {
+    for (int k = 0; k < s->n_grads; k++) {
+        int u = s->grads[k];
+        if (ZERO_STAGE <= 1 || z->plan.u[u].grad_slot < 0 || !z->unit_grads[u]) zero_grads_begin(z, u);
+    }
+    return z->unit_grads;
+}
+static void zero_grads_close(Zero *z, const PassStep *s) {
+    int step = (int)(s - z->layout->schedule.bwd);
+    for (int k = 0; k < s->n_grads; k++) {
+        int u = s->grads[k];
+        if (z->plan.u[u].last_grad_step != step) continue;
+        zero_grads_end(z, u);
+        if (ZERO_STAGE >= 2) z->unit_grads[u] = NULL;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -729,7 +640,7 @@ static void zero_grads_end(Zero *z, int u, zparam_t *g) {
 
 static void zero_step_begin(Zero *z) {
 #if ZERO_STAGE <= 1
-    zero_memset(z, z->grads, 0, z->plan.full_elems * sizeof(zparam_t));
+    zb_fill(&z->be, z->grads, 0, z->plan.full_elems * sizeof(floatX));
 #endif
     z->micro = 0;
 }
@@ -738,16 +649,36 @@ static void zero_micro_step_end(Zero *z) { z->micro++; }
 
 typedef struct { float lr, beta1, beta2, eps, weight_decay, grad_clip; int t; } ZeroOptim;
 
-#if ZERO_DEVICE
-// offload: CPU-Adam writes a tile of bf16 parameters, this copies it to the GPU
-// while the next tile computes
-typedef struct { Zero *z; const uint16_t *host; zparam_t *dev; } ZeroTileCopy;
-static void zero_copy_tile(size_t off, size_t n, void *ctx) {
-    ZeroTileCopy *t = (ZeroTileCopy *)ctx;
-    cudaCheck(cudaMemcpyAsync(t->dev + off, t->host + off, n * 2, cudaMemcpyDefault, t->z->stream));
+// where a segment starts inside its unit's slice on this rank
+static size_t zero_seg_in_slice(const ZeroPlan *p, const ZeroSegment *sg) {
+    return sg->unit_off - (size_t)p->part * p->u[sg->unit].shard;
 }
-#define ZERO_OFFLOAD_TILE (1 << 20)
+
+// The global gradient norm: each rank's partition contributes its squares.
+static float zero_global_norm(Zero *z) {
+    const ZeroPlan *p = &z->plan;
+    for (int s = 0; s < p->n_seg; s++)
+        zb_sumsq_add(&z->be, zero_grad_slice(z, p->seg[s].unit) + zero_seg_in_slice(p, &p->seg[s]), p->seg[s].n);
+    double sumsq = zb_sumsq_take(&z->be);
+#if ZERO_STAGE >= 1
+    comm_all_reduce_host(z->comm, &sumsq, 1, DT_F64, OP_SUM);
 #endif
+    return (float)sqrt(sumsq);
+}
+
+// AdamW on this rank's partition, segment by segment (weight decay per tensor);
+// grad_scale (the clip coefficient) multiplies every gradient first.
+static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
+    const ZeroPlan *p = &z->plan;
+    AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale};
+    for (int s = 0; s < p->n_seg; s++) {
+        const ZeroSegment *sg = &p->seg[s];
+        size_t in_slice = zero_seg_in_slice(p, sg), so = p->u[sg->unit].shard_off + in_slice;
+        ap.weight_decay = sg->decay ? o->weight_decay : 0.0f;
+        zb_adamw(&z->be, so, zero_master_slice(z, sg->unit) + in_slice, zero_grad_slice(z, sg->unit) + in_slice,
+                 z->opt_m + so, z->opt_v + so, zero_param_slice(z, sg->unit) + in_slice, sg->n, ap);
+    }
+}
 
 // At the accumulation boundary: reduce the gradients to their owners, clip by
 // the global norm, run AdamW on this rank's partition, and give every rank the
@@ -760,311 +691,32 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
 #elif ZERO_STAGE == 1
     // P_os: reduce-scatter the full, locally accumulated gradients unit by unit;
     // each rank keeps the averaged gradient of its own slice, in place
-    for (int i = 0; i < p->n_units; i++) {
-        const ZeroUnit *U = &p->u[i];
-        comm_reduce_scatter(z->comm, z->grads + U->full_off, zero_grad_slice(z, i), U->shard, ZPARAM_DT, OP_AVG);
-#if ZERO_DEVICE
-        if (z->offload)   // ZeRO-Offload: each reduced slice to the host as soon as it is reduced
-            zero_copy(z, (zgrad_t *)z->host_grad + U->shard_off, zero_grad_slice(z, i), U->shard * sizeof(zgrad_t));
+    for (int i = 0; i < p->n_units; i++)
+        comm_reduce_scatter(z->comm, z->grads + p->u[i].full_off, zero_grad_slice(z, i), p->u[i].shard, ZPARAM_DT, OP_AVG);
 #endif
-    }
+#if ZERO_STAGE <= 1
+    for (int i = 0; i < p->n_units; i++) zero_grad_final(z, i);
 #endif
-#if ZERO_DEVICE && ZERO_STAGE == 0
-    if (z->offload) zero_copy(z, z->host_grad, z->grads, p->full_elems * sizeof(zgrad_t));   // P = 1: the slice is everything
-#endif
-    // stages 2-3 reduced every unit during backward: the shard is complete
-#if ZERO_DEVICE
-    zero_join_comm(z);
-#endif
+    // (stages 2-3 reduced every unit during the backward)
+    zb_wait_collectives(&z->be);
 
-    // global gradient norm: each rank's partition contributes its squares
-    double sumsq = 0;
-    for (int s = 0; s < p->n_seg; s++) {
-        const ZeroSegment *sg = &p->seg[s];
-        const zgrad_t *g = zero_grad_slice(z, sg->unit) + (sg->unit_off - (size_t)p->part * p->u[sg->unit].shard);
-#if ZERO_DEVICE
-        zero_sumsq(z, g, sg->n, s > 0);
-#else
-        double acc = 0;
-        #pragma omp parallel for reduction(+:acc)
-        for (size_t i = 0; i < sg->n; i++) acc += (double)g[i] * g[i];
-        sumsq += acc;
-#endif
-    }
-#if ZERO_DEVICE
-    float sq = 0;
-    if (p->n_seg) cudaCheck(cudaMemcpyAsync(&sq, z->norm_dev, sizeof(float), cudaMemcpyDeviceToHost, z->stream));
-    cudaCheck(cudaStreamSynchronize(z->stream));
-    sumsq = sq;
-#endif
-#if ZERO_STAGE >= 1
-    comm_all_reduce_host(z->comm, &sumsq, 1, DT_F64, OP_SUM);
-#endif
-    float norm = (float)sqrt(sumsq);
-    float scale = 1.0f;
-    if (o->grad_clip > 0) { float c = o->grad_clip / (norm + 1e-6f); if (c < 1.0f) scale = c; }
-    AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, scale};
-
-#if ZERO_DEVICE
-    // ZeRO-Offload: the reduced gradient partition has been copying to pinned host
-    // memory unit by unit as it was reduced (stages 2-3: during the last backward);
-    // wait for the last copy, then CPU-Adam on the fp32 master, m and v there, and
-    // the bf16 result back to the GPU tile by tile while the next tile computes
-    if (z->offload) cudaCheck(cudaStreamSynchronize(z->stream));
-#endif
-    // AdamW on this rank's partition, segment by segment (weight decay per tensor)
-    for (int s = 0; s < p->n_seg; s++) {
-        const ZeroSegment *sg = &p->seg[s];
-        size_t in_slice = sg->unit_off - (size_t)p->part * p->u[sg->unit].shard;
-        size_t so = p->u[sg->unit].shard_off + in_slice;
-        ap.weight_decay = sg->decay ? o->weight_decay : 0.0f;
-#if ZERO_DEVICE
-        zparam_t *out = zero_param_slice(z, sg->unit) + in_slice;
-        if (z->offload) {
-            ZeroTileCopy tc = {z, z->host_bf16 + so, out};
-            adamw_cpu_step_tiled(z->master + so, (const zgrad_t *)z->host_grad + so, sizeof(zgrad_t) == 2,
-                                 z->opt_m + so, z->opt_v + so, z->host_bf16 + so, sg->n, ap,
-                                 ZERO_OFFLOAD_TILE, zero_copy_tile, &tc);
-        } else {
-            adamw_gpu_step(z->master + so, zero_grad_slice(z, sg->unit) + in_slice, z->opt_m + so, z->opt_v + so,
-                           out, sg->n, ap, z->stream);
-            cudaCheck(cudaGetLastError());
-        }
-#else
-        adamw_cpu_step(zero_master_slice(z, sg->unit) + in_slice, zero_grad_slice(z, sg->unit) + in_slice,
-                       z->opt_m + so, z->opt_v + so, NULL, sg->n, ap);
-#endif
-    }
+    float norm = zero_global_norm(z);
+    float clip = o->grad_clip > 0 && o->grad_clip / (norm + 1e-6f) < 1.0f ? o->grad_clip / (norm + 1e-6f) : 1.0f;
+    zero_adamw_partition(z, o, clip);
 
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
     // every rank updated its slice: all-gather the updated parameters, in place
-    for (int i = 0; i < p->n_units; i++) {
-        const ZeroUnit *U = &p->u[i];
-        comm_all_gather(z->comm, zero_param_slice(z, i), z->params + U->full_off, U->shard, ZPARAM_DT);
-    }
+    for (int i = 0; i < p->n_units; i++)
+        comm_all_gather(z->comm, zero_param_slice(z, i), z->params + p->u[i].full_off, p->u[i].shard, ZPARAM_DT);
 #elif ZERO_STAGE == 3
     // parameters stay partitioned; only the persistent units are re-gathered
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
         if (!U->persistent) continue;
-        zparam_t *full = z->resident + U->resident_off, *mine = full + (size_t)p->part * U->shard;
-        zero_copy(z, mine, zero_param_slice(z, i), U->shard * sizeof(zparam_t));   // (from host memory with offload_param)
+        floatX *full = z->resident + U->resident_off, *mine = full + (size_t)p->part * U->shard;
+        zb_copy(&z->be, mine, zero_param_slice(z, i), U->shard * sizeof(floatX));   // (from host memory with offload_param)
         comm_all_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     }
 #endif
     return norm;
-}
-
-// ----------------------------------------------------------------------------
-// the plan, as a table (rank 0 at start-up)
-
-static void zero_plan_print(const Zero *z) {
-    const ZeroPlan *p = &z->plan;
-    printf("ZeRO plan: %d units, %d partition%s, slices aligned to %d elements; each unit is one reduce bucket\n",
-           p->n_units, p->P, p->P > 1 ? "s" : "", ZERO_ALIGN);
-    printf("| %-8s | %12s | %12s | %12s | %s\n", "unit", "elements", "padded", "slice/rank", ZERO_STAGE == 3 ? "stage 3" : "");
-    for (int i = 0; i < p->n_units; i++) {
-        const ZeroUnit *U = &p->u[i];
-        printf("| %-8s | %12zu | %12zu | %12zu | %s\n", z->layout->units[i].name, U->numel, U->padded, U->shard,
-               ZERO_STAGE == 3 ? (U->persistent ? "persistent (kept whole)" : "gathered per use") : "");
-    }
-#if ZERO_STAGE == 3
-    printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
-           z->cfg->prefetch ? "one unit ahead" : "off");
-#endif
-}
-
-// ----------------------------------------------------------------------------
-// reports: measured memory and communication beside the paper's formulas
-
-// Bytes per parameter of each model state: (param, grad, optimizer) =
-// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v),
-// (2, 2, 12) for the bf16 GPU trainer (fp32 master, m and v).
-typedef struct { double param, grad, optim; } ZeroBytesPerParam;
-
-// The formula for one model state at this stage and world size, for psi parameters.
-// The paper's formula for one model state at a stage and world size, for psi parameters.
-static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroBytesPerParam b) {
-    double N = world;
-    switch (kind) {
-    case MEM_PARAMS: return stage >= 3 ? b.param * psi / N : b.param * psi;
-    case MEM_GRADS:  return stage >= 2 ? b.grad * psi / N : b.grad * psi;
-    case MEM_OPTIM:  return stage >= 1 ? b.optim * psi / N : b.optim * psi;
-    default: return 0;
-    }
-}
-static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerParam b) {
-    return zero_state_bytes(ZERO_STAGE, kind, psi, world, b);
-}
-
-// The memory estimator (--estimate-memory N): per-rank model-state bytes of every
-// stage at world size N for both trainers, from the plan's arithmetic alone
-// (the padding of each stage's partitions included): nothing is allocated, so
-// it answers for models that would not fit. Activations and working buffers
-// are not included.
-static cJSON *zero_estimate(const ModelLayout *L, int world, int print) {
-    static const char *TRAINERS[2] = {"train_gpt_cpu", "train_gpt"};
-    cJSON *rec = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "type", "estimate");
-    cJSON_AddNumberToObject(rec, "world", world);
-    cJSON_AddNumberToObject(rec, "params", (double)L->num_params);
-    if (print) printf("per-rank model states at %d rank%s for %zu parameters (activations and working buffers not included)\n"
-                      "| %-13s | %-5s | %14s | %14s | %14s | %14s |\n", world, world > 1 ? "s" : "", L->num_params,
-                      "trainer", "stage", "params", "grads", "optimizer", "total");
-    for (int tr = 0; tr < 2; tr++) {
-        cJSON *t = cJSON_AddObjectToObject(rec, TRAINERS[tr]);
-        for (int s = 0; s <= 3; s++) {
-            // fp32 CPU trainer: 4 + 4 + 8 bytes; bf16 GPU trainer: 2 + 2 (fp32 shards from stage 2) + 12
-            ZeroBytesPerParam b = tr == 0 ? (ZeroBytesPerParam){4, 4, 8} : (ZeroBytesPerParam){2, s >= 2 ? 4.0 : 2.0, 12};
-            int P = s >= 1 ? world : 1;
-            double padded = 0;
-            for (int i = 0; i < L->n_units; i++) padded += (double)zero_padded(L->units[i].numel, P);
-            double bytes[3], total = 0;
-            for (int k = 0; k < 3; k++) { bytes[k] = zero_state_bytes(s, k, padded, world, b); total += bytes[k]; }
-            char key[16];
-            snprintf(key, sizeof(key), "stage%d", s);
-            cJSON *e = cJSON_AddObjectToObject(t, key);
-            for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(e, MEM_NAMES[k], bytes[k]);
-            cJSON_AddNumberToObject(e, "total", total);
-            if (print) printf("| %-13s | %5d | %14.0f | %14.0f | %14.0f | %14.0f |  %.2f GiB\n", TRAINERS[tr], s,
-                              bytes[0], bytes[1], bytes[2], total, total / 1073741824.0);
-        }
-    }
-    return rec;
-}
-
-// Prints the per-rank memory table (rank 0) and returns it as a JSONL record.
-static cJSON *zero_memory_report(Zero *z, ZeroBytesPerParam b, int print) {
-    const ZeroPlan *p = &z->plan;
-    double psi = (double)p->num_params, psi_pad = (double)p->full_elems;
-    cJSON *rec = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "type", "memory");
-    cJSON_AddNumberToObject(rec, "stage", ZERO_STAGE);
-    cJSON_AddNumberToObject(rec, "world", p->world);
-    cJSON_AddNumberToObject(rec, "params", psi);
-    cJSON_AddNumberToObject(rec, "params_padded", psi_pad);
-    cJSON *meas = cJSON_AddObjectToObject(rec, "measured_bytes");
-    cJSON *form = cJSON_AddObjectToObject(rec, "formula_bytes");
-    cJSON *padb = cJSON_AddObjectToObject(rec, "padding_bytes");
-    if (print) {
-        printf("ZeRO stage %d, %d rank%s: per-rank bytes, measured from the allocations\n", ZERO_STAGE, p->world, p->world > 1 ? "s" : "");
-        printf("| %-16s | %14s | %14s | %10s | %s\n", "model state", "measured", "formula", "padding", "formula");
-    }
-    static const char *FORMULA_TEXT[4][3] = {
-        {"%gΨ", "%gΨ", "%gΨ"}, {"%gΨ", "%gΨ", "%gΨ/N"}, {"%gΨ", "%gΨ/N", "%gΨ/N"}, {"%gΨ/N", "%gΨ/N", "%gΨ/N"}};
-    double total_m = 0, total_f = 0;
-    for (int k = MEM_PARAMS; k <= MEM_OPTIM; k++) {
-        double measured = (double)(z->mem[k] + z->host_mem[k]);   // offload moves the optimizer to the host, not away
-        double formula = zero_formula_bytes(k, psi, p->world, b);
-        double padding = zero_formula_bytes(k, psi_pad, p->world, b) - formula;
-        total_m += measured; total_f += formula;
-        cJSON_AddNumberToObject(meas, MEM_NAMES[k], measured);
-        cJSON_AddNumberToObject(form, MEM_NAMES[k], formula);
-        cJSON_AddNumberToObject(padb, MEM_NAMES[k], padding);
-        if (print) {
-            char ftxt[32];
-            double per = k == MEM_PARAMS ? b.param : k == MEM_GRADS ? b.grad : b.optim;
-            snprintf(ftxt, sizeof(ftxt), FORMULA_TEXT[ZERO_STAGE][k], per);
-            printf("| %-16s | %14.0f | %14.0f | %10.0f | %s\n", MEM_NAMES[k], measured, formula, padding, ftxt);
-        }
-    }
-    double per_param = (b.param + b.grad + b.optim);
-    double paper = ZERO_STAGE == 0 ? per_param * psi : ZERO_STAGE == 1 ? (b.param + b.grad) * psi + b.optim * psi / p->world
-                 : ZERO_STAGE == 2 ? b.param * psi + (b.grad + b.optim) * psi / p->world : per_param * psi / p->world;
-    if (print) {
-        printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
-        for (int k = MEM_GATHER; k < N_MEM; k++)
-            if (z->mem[k]) printf("| %-16s | %14zu |    (working)   |            |\n", MEM_NAMES[k], z->mem[k]);
-    }
-    for (int k = MEM_GATHER; k < N_MEM; k++) cJSON_AddNumberToObject(meas, MEM_NAMES[k], (double)z->mem[k]);
-#if ZERO_DEVICE
-    // the device as a whole, and what offload keeps in pinned host memory
-    size_t free_b = 0, total_b = 0;
-    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    cJSON_AddNumberToObject(rec, "device_used_bytes", (double)(total_b - free_b));
-    cJSON_AddNumberToObject(rec, "device_total_bytes", (double)total_b);
-    cJSON *host = cJSON_AddObjectToObject(rec, "host_pinned_bytes");
-    size_t host_total = 0;
-    for (int k = 0; k < N_MEM; k++) { cJSON_AddNumberToObject(host, MEM_NAMES[k], (double)z->host_mem[k]); host_total += z->host_mem[k]; }
-    cJSON_AddBoolToObject(rec, "offload", z->offload);
-    if (print) {
-        printf("| %-16s | %14zu | cudaMemGetInfo: used of %.1f GiB (all allocations, CUDA context included)\n",
-               "device in use", total_b - free_b, total_b / 1073741824.0);
-        if (z->offload) printf("| %-16s | %14zu | optimizer offload: fp32 master, m, v and staging in pinned host memory\n",
-                               "host (pinned)", host_total);
-    }
-#endif
-    cJSON_AddNumberToObject(rec, "model_states_measured", total_m);
-    cJSON_AddNumberToObject(rec, "model_states_formula", total_f);
-#if ZERO_STAGE == 3
-    cJSON_AddNumberToObject(rec, "live_cap_elems", (double)p->live_cap);
-#endif
-    return rec;
-}
-
-// Communication of one training step in theory (bytes, with the counting of comm.h),
-// given K micro-steps of accumulation. scalar_allreduce_bytes: what the trainer
-// adds for its loss (and the norm all-reduce below).
-static void zero_comm_theory(const Zero *z, int K, double elem_bytes, double out[N_COLL]) {
-    const ZeroPlan *p = &z->plan;
-    double psi = (double)p->full_elems * elem_bytes;   // the padded model
-    for (int i = 0; i < N_COLL; i++) out[i] = 0;
-    out[COLL_ALL_REDUCE] = 2 * 4;                      // the step's mean loss (one fp32)
-#if ZERO_STAGE == 0
-    out[COLL_ALL_REDUCE] += 2 * psi;                   // gradients: 2Ψ
-#else
-    out[COLL_ALL_REDUCE] += 2 * 8;                     // the global norm's partial sums (one fp64)
-#endif
-#if ZERO_STAGE == 1
-    out[COLL_REDUCE_SCATTER] = psi;                    // once, at the boundary
-    out[COLL_ALL_GATHER] = psi;
-#elif ZERO_STAGE == 2
-    out[COLL_REDUCE_SCATTER] = K * psi;                // every micro-step
-    out[COLL_ALL_GATHER] = psi;
-#elif ZERO_STAGE == 3
-    out[COLL_REDUCE_SCATTER] = K * psi;
-    // every micro-step: each layer twice (forward, backward), the embedding once
-    // (twice with a tied head), the final unit once (its backward follows its
-    // forward); persistent units never, but once after the step
-    double per_micro = 0, persistent = 0;
-    int E = 0, F = p->n_units - 1;
-    for (int i = 0; i < p->n_units; i++) {
-        double b = (double)p->u[i].padded * elem_bytes;
-        if (p->u[i].persistent) { persistent += b; continue; }
-        per_micro += (i == E) ? (p->tied ? 2 : 1) * b : (i == F) ? b : 2 * b;
-    }
-    out[COLL_ALL_GATHER] = K * per_micro + persistent;
-#endif
-    (void)K;
-}
-
-static cJSON *zero_comm_report(const Zero *z, int K, double elem_bytes, int print) {
-    double theory[N_COLL];
-    zero_comm_theory(z, K, elem_bytes, theory);
-    const Comm *c = z->comm;
-    cJSON *rec = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "type", "comm");
-    cJSON_AddNumberToObject(rec, "stage", ZERO_STAGE);
-    cJSON_AddNumberToObject(rec, "world", c->world);
-    cJSON_AddNumberToObject(rec, "accum", K);
-    cJSON *m = cJSON_AddObjectToObject(rec, "bytes_per_step");
-    cJSON *t = cJSON_AddObjectToObject(rec, "theory_bytes_per_step");
-    double total = 0, psi_b = (double)z->plan.num_params * elem_bytes;
-    if (print) {
-        printf("communication per step, per rank (counted by the communicator)\n");
-        printf("| %-15s | %14s | %14s | %6s |\n", "collective", "counted", "theory", "calls");
-    }
-    for (int k = 0; k < N_COLL; k++) {
-        cJSON_AddNumberToObject(m, COLL_NAMES[k], (double)c->bytes[k]);
-        cJSON_AddNumberToObject(t, COLL_NAMES[k], theory[k]);
-        total += (double)c->bytes[k];
-        if (print) printf("| %-15s | %14lld | %14.0f | %6lld |\n", COLL_NAMES[k], c->bytes[k], theory[k], c->calls[k]);
-    }
-    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b;
-    cJSON_AddNumberToObject(rec, "total_bytes", total);
-    cJSON_AddNumberToObject(rec, "paper_bytes", paper);
-    cJSON_AddNumberToObject(rec, "psi_bytes", psi_b);
-    if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",
-                      "total", total, total / psi_b, ZERO_STAGE == 3 ? 3 : 2, psi_b, K);
-    return rec;
 }

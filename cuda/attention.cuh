@@ -152,7 +152,6 @@ static void attention_check(int B, int T, int H, int KV, int hd) {
     CUDA_REQUIRE(hd % 8 == 0);
     CUDA_REQUIRE(KV > 0 && H % KV == 0);
     CUDA_REQUIRE(g_cublas_handle != NULL);  // matmul_setup()
-    (void)B; (void)T;
 }
 
 // Forward.
@@ -185,7 +184,7 @@ static void attention_forward(floatX *out, floatX *qkvr, floatX *att, const floa
                    scratch_f32, CUDA_R_32F, T, (long long)rep * T * T, B * KV, stream);
     {
         const int R = B * H * T;
-        attention_softmax_forward_kernel<<<CEIL_DIV(R, block_size / WARP_SIZE), block_size, 0, stream>>>(att, scratch_f32, R, T);
+        attention_softmax_forward_kernel<<<(int)ceil_div(R, block_size / WARP_SIZE), block_size, 0, stream>>>(att, scratch_f32, R, T);
         cudaCheckLaunch();
     }
     // Y_g = P_g V_g: column-major Y^T[hd, rep*T] = V_g^T[hd, T] x P_g^T[T, rep*T]
@@ -239,7 +238,7 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
                    dv, CUDA_R_16BF, hd, (long long)T * hd, B * KV, stream);
     {
         const int R = B * H * T;
-        attention_softmax_backward_kernel<<<CEIL_DIV(R, block_size / WARP_SIZE), block_size, 0, stream>>>(
+        attention_softmax_backward_kernel<<<(int)ceil_div(R, block_size / WARP_SIZE), block_size, 0, stream>>>(
             scratch_bf16, scratch_f32, att, R, T);
         cudaCheckLaunch();
     }

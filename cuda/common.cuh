@@ -26,20 +26,15 @@
 #include <string.h>
 #include <math.h>
 
-typedef __nv_bfloat16 floatX;
+#include "common.h"   // floatX (bf16 here), the bf16 conversion, fatal
 
 #define WARP_SIZE 32
-#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
 
 // ----------------------------------------------------------------------------
 // error checking
 
 static inline void cuda_check_impl(cudaError_t err, const char *file, int line) {
-    if (err != cudaSuccess) {
-        fprintf(stderr, "error: CUDA: %s:%d: %s (%s)\n", file, line, cudaGetErrorString(err), cudaGetErrorName(err));
-        fflush(stderr);
-        exit(1);
-    }
+    if (err != cudaSuccess) fatal("CUDA: %s:%d: %s (%s)", file, line, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 #define cudaCheck(err) cuda_check_impl((err), __FILE__, __LINE__)
 // after a kernel launch: catches bad launch configurations (not asynchronous faults)
@@ -60,21 +55,13 @@ static inline const char *cublas_status_string(cublasStatus_t s) {
     }
 }
 static inline void cublas_check_impl(cublasStatus_t status, const char *file, int line) {
-    if (status != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "error: cuBLAS: %s:%d: %s (%d)\n", file, line, cublas_status_string(status), (int)status);
-        fflush(stderr);
-        exit(1);
-    }
+    if (status != CUBLAS_STATUS_SUCCESS) fatal("cuBLAS: %s:%d: %s (%d)", file, line, cublas_status_string(status), (int)status);
 }
 #define cublasCheck(status) cublas_check_impl((status), __FILE__, __LINE__)
 
 // a failed precondition of a launcher: one line naming the function and the problem
 static inline void cuda_require_impl(int ok, const char *func, const char *what) {
-    if (!ok) {
-        fprintf(stderr, "error: %s: requires %s\n", func, what);
-        fflush(stderr);
-        exit(1);
-    }
+    if (!ok) fatal("%s: requires %s", func, what);
 }
 #define CUDA_REQUIRE(cond) cuda_require_impl((cond) ? 1 : 0, __func__, #cond)
 
@@ -201,7 +188,7 @@ __device__ __forceinline__ floatX f2bf(float x) { return __float2bfloat16_rn(x);
 
 // grid size for a grid-stride loop over n_items work items of block_size threads
 static inline int grid_for(size_t n_items, int block_size) {
-    size_t g = (n_items + block_size - 1) / block_size;
+    size_t g = ceil_div(n_items, block_size);
     if (g < 1) g = 1;
     if (g > 2147483647ull) g = 2147483647ull;
     return (int)g;

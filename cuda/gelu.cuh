@@ -19,7 +19,7 @@ __device__ __forceinline__ float gelu_tanh_grad_f(float x) {
     return 0.5f * (1.0f + tanh_out) + 0.5f * x * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-__global__ void gelu_forward_kernel_vec(floatX *out, const floatX *inp, size_t n_vec) {
+__global__ void gelu_forward_kernel(floatX *out, const floatX *inp, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x) {
         x128 x = load128cs(inp + i * x128::size);
         x128 o;
@@ -28,12 +28,8 @@ __global__ void gelu_forward_kernel_vec(floatX *out, const floatX *inp, size_t n
         store128(out + i * x128::size, o);
     }
 }
-__global__ void gelu_forward_kernel_scalar(floatX *out, const floatX *inp, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = f2bf(gelu_tanh_f(bf2f(inp[i])));
-}
 
-__global__ void gelu_backward_kernel_vec(floatX *dinp, const floatX *inp, const floatX *dout, size_t n_vec) {
+__global__ void gelu_backward_kernel(floatX *dinp, const floatX *inp, const floatX *dout, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x) {
         x128 x = load128cs(inp + i * x128::size);
         x128 d = load128cs(dout + i * x128::size);
@@ -43,24 +39,15 @@ __global__ void gelu_backward_kernel_vec(floatX *dinp, const floatX *inp, const 
         store128(dinp + i * x128::size, o);
     }
 }
-__global__ void gelu_backward_kernel_scalar(floatX *dinp, const floatX *inp, const floatX *dout, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dinp[i] = f2bf(gelu_tanh_grad_f(bf2f(inp[i])) * bf2f(dout[i]));
-}
 
 // out = GELU(inp), N elements. out may alias inp.
 static void gelu_forward(floatX *out, const floatX *inp, size_t N, cudaStream_t stream) {
     if (N == 0) return;
     const int block_size = 256;
-    if (N % 8 == 0 && is_aligned16(out) && is_aligned16(inp)) {
-        int grid = grid_for(N / 8, block_size);
-        if (grid > 65536) grid = 65536;
-        gelu_forward_kernel_vec<<<grid, block_size, 0, stream>>>(out, inp, N / 8);
-    } else {
-        int grid = grid_for(N, block_size);
-        if (grid > 65536) grid = 65536;
-        gelu_forward_kernel_scalar<<<grid, block_size, 0, stream>>>(out, inp, N);
-    }
+    CUDA_REQUIRE(N % 8 == 0 && is_aligned16(out) && is_aligned16(inp));
+    int grid = grid_for(N / 8, block_size);
+    if (grid > 65536) grid = 65536;
+    gelu_forward_kernel<<<grid, block_size, 0, stream>>>(out, inp, N / 8);
     cudaCheckLaunch();
 }
 
@@ -69,14 +56,9 @@ static void gelu_forward(floatX *out, const floatX *inp, size_t N, cudaStream_t 
 static void gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, size_t N, cudaStream_t stream) {
     if (N == 0) return;
     const int block_size = 256;
-    if (N % 8 == 0 && is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout)) {
-        int grid = grid_for(N / 8, block_size);
-        if (grid > 65536) grid = 65536;
-        gelu_backward_kernel_vec<<<grid, block_size, 0, stream>>>(dinp, inp, dout, N / 8);
-    } else {
-        int grid = grid_for(N, block_size);
-        if (grid > 65536) grid = 65536;
-        gelu_backward_kernel_scalar<<<grid, block_size, 0, stream>>>(dinp, inp, dout, N);
-    }
+    CUDA_REQUIRE(N % 8 == 0 && is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout));
+    int grid = grid_for(N / 8, block_size);
+    if (grid > 65536) grid = 65536;
+    gelu_backward_kernel<<<grid, block_size, 0, stream>>>(dinp, inp, dout, N / 8);
     cudaCheckLaunch();
 }

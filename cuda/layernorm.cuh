@@ -110,7 +110,7 @@ static void norm_forward_launch(floatX *out, float *mean, float *rstd, floatX *r
     CUDA_REQUIRE(!FUSED || (is_aligned16(inp2) && is_aligned16(residual_out)));
     const int block_size = 256;
     const int warps = block_size / WARP_SIZE;
-    norm_forward_kernel<RMS, FUSED><<<CEIL_DIV(N, warps), block_size, 0, stream>>>(
+    norm_forward_kernel<RMS, FUSED><<<(int)ceil_div(N, warps), block_size, 0, stream>>>(
         out, mean, rstd, residual_out, inp1, inp2, weight, bias, N, C, eps);
     cudaCheckLaunch();
 }
@@ -280,13 +280,13 @@ static void norm_backward_launch(floatX *dinp, floatX *dweight, floatX *dbias, f
     int per_sm = 0;
     cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_backward_kernel<RMS>, block_size, smem));
     if (per_sm < 1) per_sm = 1;
-    int G = CEIL_DIV(N, warps);
+    int G = (int)ceil_div(N, warps);
     if (G > dev->num_sms * per_sm) G = dev->num_sms * per_sm;
     if (G > NORM_BWD_MAX_BLOCKS) G = NORM_BWD_MAX_BLOCKS;
     norm_backward_kernel<RMS><<<G, block_size, smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C);
     cudaCheckLaunch();
     dim3 rblock(32, 8);
-    norm_param_reduce_kernel<<<CEIL_DIV(C, 32), rblock, 0, stream>>>(dweight, dbias, scratch, G, C, nacc);
+    norm_param_reduce_kernel<<<(int)ceil_div(C, 32), rblock, 0, stream>>>(dweight, dbias, scratch, G, C, nacc);
     cudaCheckLaunch();
 }
 

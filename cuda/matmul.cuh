@@ -212,17 +212,17 @@ static void matmul_dbias(floatX *dbias, float *scratch, const floatX *dout, int 
     if (N <= 0) return;
     CUDA_REQUIRE(OC % 8 == 0);
     CUDA_REQUIRE(is_aligned16(dbias) && is_aligned16(dout));
-    const int gx = CEIL_DIV(OC, 256);
+    const int gx = (int)ceil_div(OC, 256);
     int gy = (2 * cuda_num_sms()) / gx;
     if (gy > MATMUL_DBIAS_MAX_SPLITS) gy = MATMUL_DBIAS_MAX_SPLITS;
-    if (gy > CEIL_DIV(N, 8)) gy = CEIL_DIV(N, 8);
+    if (gy > (int)ceil_div(N, 8)) gy = (int)ceil_div(N, 8);
     if (gy < 1) gy = 1;
     if (scratch == NULL) gy = 1;
     dim3 grid(gx, gy), block(32, 8);
     matmul_dbias_kernel<<<grid, block, 0, stream>>>(scratch, dbias, dout, N, OC, gy == 1);
     cudaCheckLaunch();
     if (gy > 1) {
-        matmul_dbias_reduce_kernel<<<CEIL_DIV(OC, 256), 256, 0, stream>>>(dbias, scratch, gy, OC);
+        matmul_dbias_reduce_kernel<<<(int)ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, gy, OC);
         cudaCheckLaunch();
     }
 }

@@ -8,7 +8,7 @@
 #pragma once
 #include "cuda/common.cuh"
 
-__global__ void residual_forward_kernel_vec(floatX *out, const floatX *inp1, const floatX *inp2, size_t n_vec) {
+__global__ void residual_forward_kernel(floatX *out, const floatX *inp1, const floatX *inp2, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x) {
         x128 a = load128cs(inp1 + i * x128::size);
         x128 b = load128cs(inp2 + i * x128::size);
@@ -19,12 +19,7 @@ __global__ void residual_forward_kernel_vec(floatX *out, const floatX *inp1, con
     }
 }
 
-__global__ void residual_forward_kernel_scalar(floatX *out, const floatX *inp1, const floatX *inp2, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = f2bf(bf2f(inp1[i]) + bf2f(inp2[i]));
-}
-
-__global__ void accumulate_inplace_kernel_vec(floatX *dst, const floatX *src, size_t n_vec) {
+__global__ void accumulate_inplace_kernel(floatX *dst, const floatX *src, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x) {
         x128 a = load128(dst + i * x128::size);
         x128 b = load128cs(src + i * x128::size);
@@ -35,25 +30,15 @@ __global__ void accumulate_inplace_kernel_vec(floatX *dst, const floatX *src, si
     }
 }
 
-__global__ void accumulate_inplace_kernel_scalar(floatX *dst, const floatX *src, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = f2bf(bf2f(dst[i]) + bf2f(src[i]));
-}
-
 // out[i] = inp1[i] + inp2[i], i < N. out may alias inp1 or inp2.
 static void residual_forward(floatX *out, const floatX *inp1, const floatX *inp2, size_t N, cudaStream_t stream) {
     if (N == 0) return;
     const int block_size = 256;
-    if (N % 8 == 0 && is_aligned16(out) && is_aligned16(inp1) && is_aligned16(inp2)) {
-        size_t n_vec = N / 8;
-        int grid = grid_for(n_vec, block_size);
-        if (grid > 65536) grid = 65536;
-        residual_forward_kernel_vec<<<grid, block_size, 0, stream>>>(out, inp1, inp2, n_vec);
-    } else {
-        int grid = grid_for(N, block_size);
-        if (grid > 65536) grid = 65536;
-        residual_forward_kernel_scalar<<<grid, block_size, 0, stream>>>(out, inp1, inp2, N);
-    }
+    CUDA_REQUIRE(N % 8 == 0 && is_aligned16(out) && is_aligned16(inp1) && is_aligned16(inp2));
+    size_t n_vec = N / 8;
+    int grid = grid_for(n_vec, block_size);
+    if (grid > 65536) grid = 65536;
+    residual_forward_kernel<<<grid, block_size, 0, stream>>>(out, inp1, inp2, n_vec);
     cudaCheckLaunch();
 }
 
@@ -61,15 +46,10 @@ static void residual_forward(floatX *out, const floatX *inp1, const floatX *inp2
 static void accumulate_inplace(floatX *dst, const floatX *src, size_t N, cudaStream_t stream) {
     if (N == 0) return;
     const int block_size = 256;
-    if (N % 8 == 0 && is_aligned16(dst) && is_aligned16(src)) {
-        size_t n_vec = N / 8;
-        int grid = grid_for(n_vec, block_size);
-        if (grid > 65536) grid = 65536;
-        accumulate_inplace_kernel_vec<<<grid, block_size, 0, stream>>>(dst, src, n_vec);
-    } else {
-        int grid = grid_for(N, block_size);
-        if (grid > 65536) grid = 65536;
-        accumulate_inplace_kernel_scalar<<<grid, block_size, 0, stream>>>(dst, src, N);
-    }
+    CUDA_REQUIRE(N % 8 == 0 && is_aligned16(dst) && is_aligned16(src));
+    size_t n_vec = N / 8;
+    int grid = grid_for(n_vec, block_size);
+    if (grid > 65536) grid = 65536;
+    accumulate_inplace_kernel<<<grid, block_size, 0, stream>>>(dst, src, n_vec);
     cudaCheckLaunch();
 }

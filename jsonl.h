@@ -1,0 +1,60 @@
+// jsonl.h: the --log file, one JSON object per line (rank 0 writes it).
+// One function per record type; the reports of zero_report.h build their own
+// records (memory, comm, estimate) and hand them to jsonl_record.
+//   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms"[, "peak_live_elems"]}
+//   {"type":"val", "step", "val_loss"}
+//   {"type":"memory", ...}, {"type":"comm", ...}, {"type":"estimate", ...}: zero_report.h
+#pragma once
+#include "common.h"
+#include <cjson/cJSON.h>
+
+typedef struct { FILE *f; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
+
+static JsonLog jsonl_open(const char *path, int writer, int append) {
+    JsonLog l = {NULL};
+    if (writer && path[0]) l.f = fopen_or_die(path, append ? "ab" : "wb");
+    return l;
+}
+static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
+
+// writes the record (if logging) and frees it
+static void jsonl_record(JsonLog *l, cJSON *rec) {
+    if (l->f) {
+        char *s = cJSON_PrintUnformatted(rec);
+        fprintf(l->f, "%s\n", s);
+        fflush(l->f);
+        free(s);
+    }
+    cJSON_Delete(rec);
+}
+
+// what one optimizer step did
+typedef struct {
+    int step;                   // 1-based, after the update
+    float loss, lr, grad_norm;
+    double ms, tokens_per_sec;
+    long long peak_live_elems;  // stage 3: most gathered parameter elements alive; -1: not stage 3
+} StepStats;
+
+static void jsonl_train(JsonLog *l, const StepStats *s) {
+    if (!l->f) return;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "type", "train");
+    cJSON_AddNumberToObject(r, "step", s->step);
+    cJSON_AddNumberToObject(r, "loss", s->loss);
+    cJSON_AddNumberToObject(r, "lr", s->lr);
+    cJSON_AddNumberToObject(r, "grad_norm", s->grad_norm);
+    cJSON_AddNumberToObject(r, "tokens_per_sec", s->tokens_per_sec);
+    cJSON_AddNumberToObject(r, "ms", s->ms);
+    if (s->peak_live_elems >= 0) cJSON_AddNumberToObject(r, "peak_live_elems", (double)s->peak_live_elems);
+    jsonl_record(l, r);
+}
+
+static void jsonl_val(JsonLog *l, int step, float val_loss) {
+    if (!l->f) return;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "type", "val");
+    cJSON_AddNumberToObject(r, "step", step);
+    cJSON_AddNumberToObject(r, "val_loss", val_loss);
+    jsonl_record(l, r);
+}

@@ -1,0 +1,220 @@
+// zero_report.h: what zero.h's plan and allocations mean in bytes, beside the
+// paper's formulas. The plan as a table (rank 0 at start-up), the measured
+// memory of every model state, the communication of a step in theory (the
+// communicator counts what really moved), and the estimator (--estimate-memory),
+// which answers for any world size from the plan's arithmetic alone.
+#pragma once
+#include "zero.h"
+
+// the plan, as a table (rank 0 at start-up)
+
+static void zero_plan_print(const Zero *z) {
+    const ZeroPlan *p = &z->plan;
+    printf("ZeRO plan: %d units, %d partition%s, slices aligned to %d elements; each unit is one reduce bucket\n",
+           p->n_units, p->P, p->P > 1 ? "s" : "", ZERO_ALIGN);
+    printf("| %-8s | %12s | %12s | %12s | %s\n", "unit", "elements", "padded", "slice/rank", ZERO_STAGE == 3 ? "stage 3" : "");
+    for (int i = 0; i < p->n_units; i++) {
+        const ZeroUnit *U = &p->u[i];
+        printf("| %-8s | %12zu | %12zu | %12zu | %s\n", z->layout->units[i].name, U->numel, U->padded, U->shard,
+               ZERO_STAGE == 3 ? (U->persistent ? "persistent (kept whole)" : "gathered per use") : "");
+    }
+#if ZERO_STAGE == 3
+    printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
+           z->cfg->prefetch ? "one unit ahead" : "off");
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// reports: measured memory and communication beside the paper's formulas
+
+// Bytes per parameter of each model state: (param, grad, optimizer) =
+// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v),
+// (2, 2 or 4, 12) for the bf16 GPU trainer (bf16 gradients, fp32 shards from
+// stage 2; fp32 master, m and v).
+typedef struct { double param, grad, optim; } ZeroBytesPerParam;
+
+// this build's, from its types
+static ZeroBytesPerParam zero_bytes_per_param(void) {
+    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (ZERO_SEPARATE_MASTER ? 4 : 0)};
+}
+
+// The paper's formula for one model state at a stage and world size, for psi parameters.
+static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroBytesPerParam b) {
+    double N = world;
+    switch (kind) {
+    case MEM_PARAMS: return stage >= 3 ? b.param * psi / N : b.param * psi;
+    case MEM_GRADS:  return stage >= 2 ? b.grad * psi / N : b.grad * psi;
+    case MEM_OPTIM:  return stage >= 1 ? b.optim * psi / N : b.optim * psi;
+    default: return 0;
+    }
+}
+static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerParam b) {
+    return zero_state_bytes(ZERO_STAGE, kind, psi, world, b);
+}
+
+// The memory estimator (--estimate-memory N): per-rank model-state bytes of every
+// stage at world size N for both trainers, from the plan's arithmetic alone
+// (the padding of each stage's partitions included): nothing is allocated, so
+// it answers for models that would not fit. Activations and working buffers
+// are not included.
+static cJSON *zero_estimate(const ModelLayout *L, int world, int print) {
+    static const char *TRAINERS[2] = {"train_gpt_cpu", "train_gpt"};
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "estimate");
+    cJSON_AddNumberToObject(rec, "world", world);
+    cJSON_AddNumberToObject(rec, "params", (double)L->num_params);
+    if (print) printf("per-rank model states at %d rank%s for %zu parameters (activations and working buffers not included)\n"
+                      "| %-13s | %-5s | %14s | %14s | %14s | %14s |\n", world, world > 1 ? "s" : "", L->num_params,
+                      "trainer", "stage", "params", "grads", "optimizer", "total");
+    for (int tr = 0; tr < 2; tr++) {
+        cJSON *t = cJSON_AddObjectToObject(rec, TRAINERS[tr]);
+        for (int s = 0; s <= 3; s++) {
+            // fp32 CPU trainer: 4 + 4 + 8 bytes; bf16 GPU trainer: 2 + 2 (fp32 shards from stage 2) + 12
+            ZeroBytesPerParam b = tr == 0 ? (ZeroBytesPerParam){4, 4, 8} : (ZeroBytesPerParam){2, s >= 2 ? 4.0 : 2.0, 12};
+            int P = s >= 1 ? world : 1;
+            double padded = 0;
+            for (int i = 0; i < L->n_units; i++) padded += (double)zero_padded(L->units[i].numel, P);
+            double bytes[3], total = 0;
+            for (int k = 0; k < 3; k++) { bytes[k] = zero_state_bytes(s, k, padded, world, b); total += bytes[k]; }
+            char key[16];
+            snprintf(key, sizeof(key), "stage%d", s);
+            cJSON *e = cJSON_AddObjectToObject(t, key);
+            for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(e, MEM_NAMES[k], bytes[k]);
+            cJSON_AddNumberToObject(e, "total", total);
+            if (print) printf("| %-13s | %5d | %14.0f | %14.0f | %14.0f | %14.0f |  %.2f GiB\n", TRAINERS[tr], s,
+                              bytes[0], bytes[1], bytes[2], total, total / 1073741824.0);
+        }
+    }
+    return rec;
+}
+
+// Prints the per-rank memory table (rank 0) and returns it as a JSONL record.
+static cJSON *zero_memory_report(Zero *z, int print) {
+    const ZeroPlan *p = &z->plan;
+    ZeroBytesPerParam b = zero_bytes_per_param();
+    double psi = (double)p->num_params, psi_pad = (double)p->full_elems;
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "memory");
+    cJSON_AddNumberToObject(rec, "stage", ZERO_STAGE);
+    cJSON_AddNumberToObject(rec, "world", p->world);
+    cJSON_AddNumberToObject(rec, "params", psi);
+    cJSON_AddNumberToObject(rec, "params_padded", psi_pad);
+    cJSON *meas = cJSON_AddObjectToObject(rec, "measured_bytes");
+    cJSON *form = cJSON_AddObjectToObject(rec, "formula_bytes");
+    cJSON *padb = cJSON_AddObjectToObject(rec, "padding_bytes");
+    if (print) {
+        printf("ZeRO stage %d, %d rank%s: per-rank bytes, measured from the allocations\n", ZERO_STAGE, p->world, p->world > 1 ? "s" : "");
+        printf("| %-16s | %14s | %14s | %10s | %s\n", "model state", "measured", "formula", "padding", "formula");
+    }
+    static const char *FORMULA_TEXT[4][3] = {
+        {"%gΨ", "%gΨ", "%gΨ"}, {"%gΨ", "%gΨ", "%gΨ/N"}, {"%gΨ", "%gΨ/N", "%gΨ/N"}, {"%gΨ/N", "%gΨ/N", "%gΨ/N"}};
+    double total_m = 0, total_f = 0;
+    for (int k = MEM_PARAMS; k <= MEM_OPTIM; k++) {
+        double measured = (double)(z->mem[k] + z->host_mem[k]);   // offload moves the optimizer to the host, not away
+        double formula = zero_formula_bytes(k, psi, p->world, b);
+        double padding = zero_formula_bytes(k, psi_pad, p->world, b) - formula;
+        total_m += measured; total_f += formula;
+        cJSON_AddNumberToObject(meas, MEM_NAMES[k], measured);
+        cJSON_AddNumberToObject(form, MEM_NAMES[k], formula);
+        cJSON_AddNumberToObject(padb, MEM_NAMES[k], padding);
+        if (print) {
+            char ftxt[32];
+            double per = k == MEM_PARAMS ? b.param : k == MEM_GRADS ? b.grad : b.optim;
+            snprintf(ftxt, sizeof(ftxt), FORMULA_TEXT[ZERO_STAGE][k], per);
+            printf("| %-16s | %14.0f | %14.0f | %10.0f | %s\n", MEM_NAMES[k], measured, formula, padding, ftxt);
+        }
+    }
+    double per_param = (b.param + b.grad + b.optim);
+    double paper = ZERO_STAGE == 0 ? per_param * psi : ZERO_STAGE == 1 ? (b.param + b.grad) * psi + b.optim * psi / p->world
+                 : ZERO_STAGE == 2 ? b.param * psi + (b.grad + b.optim) * psi / p->world : per_param * psi / p->world;
+    if (print) {
+        printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
+        for (int k = MEM_GATHER; k < N_MEM; k++)
+            if (z->mem[k]) printf("| %-16s | %14zu |    (working)   |            |\n", MEM_NAMES[k], z->mem[k]);
+    }
+    for (int k = MEM_GATHER; k < N_MEM; k++) cJSON_AddNumberToObject(meas, MEM_NAMES[k], (double)z->mem[k]);
+    // the accelerator as a whole, and what offload keeps in pinned host memory
+    size_t used_b = 0, total_b = 0;
+    if (zb_device_memory(&z->be, &used_b, &total_b)) {
+        cJSON_AddNumberToObject(rec, "device_used_bytes", (double)used_b);
+        cJSON_AddNumberToObject(rec, "device_total_bytes", (double)total_b);
+        cJSON *host = cJSON_AddObjectToObject(rec, "host_pinned_bytes");
+        size_t host_total = 0;
+        for (int k = 0; k < N_MEM; k++) { cJSON_AddNumberToObject(host, MEM_NAMES[k], (double)z->host_mem[k]); host_total += z->host_mem[k]; }
+        cJSON_AddBoolToObject(rec, "offload", z->offload);
+        if (print) {
+            printf("| %-16s | %14zu | cudaMemGetInfo: used of %.1f GiB (all allocations, CUDA context included)\n",
+                   "device in use", used_b, total_b / 1073741824.0);
+            if (host_total) printf("| %-16s | %14zu | offload: model states and staging in pinned host memory\n",
+                                   "host (pinned)", host_total);
+        }
+    }
+    cJSON_AddNumberToObject(rec, "model_states_measured", total_m);
+    cJSON_AddNumberToObject(rec, "model_states_formula", total_f);
+#if ZERO_STAGE == 3
+    cJSON_AddNumberToObject(rec, "live_cap_elems", (double)p->live_cap);
+#endif
+    return rec;
+}
+
+// Communication of one training step in theory (bytes, with the counting of
+// comm.h), given K micro-steps of accumulation: what zero.h's calls issue,
+// derived from the same plan (stage 3: the gather order of a training pass).
+static void zero_comm_theory(const Zero *z, int K, double out[N_COLL]) {
+    const ZeroPlan *p = &z->plan;
+    double eb = sizeof(floatX), psi = (double)p->full_elems * eb;   // the padded model
+    for (int i = 0; i < N_COLL; i++) out[i] = 0;
+    out[COLL_ALL_REDUCE] = 2 * 4;                      // the step's mean loss (one fp32)
+#if ZERO_STAGE == 0
+    out[COLL_ALL_REDUCE] += 2 * psi;                   // gradients: 2Ψ
+#else
+    out[COLL_ALL_REDUCE] += 2 * 8;                     // the global norm's partial sums (one fp64)
+#endif
+#if ZERO_STAGE == 1
+    out[COLL_REDUCE_SCATTER] = psi;                    // once, at the boundary
+    out[COLL_ALL_GATHER] = psi;
+#elif ZERO_STAGE == 2
+    out[COLL_REDUCE_SCATTER] = K * psi;                // every micro-step
+    out[COLL_ALL_GATHER] = psi;
+#elif ZERO_STAGE == 3
+    out[COLL_REDUCE_SCATTER] = K * psi;
+    // every micro-step, each unit of the gather order (layers twice, the
+    // embedding twice with a tied head, the final unit once); persistent units
+    // never, but once after the step
+    double per_micro = 0, persistent = 0;
+    for (int i = 0; i < p->n_fetch_train; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
+    for (int i = 0; i < p->n_units; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
+    out[COLL_ALL_GATHER] = K * per_micro + persistent;
+#endif
+}
+
+static cJSON *zero_comm_report(const Zero *z, int K, int print) {
+    double theory[N_COLL], elem_bytes = sizeof(floatX);
+    zero_comm_theory(z, K, theory);
+    const Comm *c = z->comm;
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "comm");
+    cJSON_AddNumberToObject(rec, "stage", ZERO_STAGE);
+    cJSON_AddNumberToObject(rec, "world", c->world);
+    cJSON_AddNumberToObject(rec, "accum", K);
+    cJSON *m = cJSON_AddObjectToObject(rec, "bytes_per_step");
+    cJSON *t = cJSON_AddObjectToObject(rec, "theory_bytes_per_step");
+    double total = 0, psi_b = (double)z->plan.num_params * elem_bytes;
+    if (print) {
+        printf("communication per step, per rank (counted by the communicator)\n");
+        printf("| %-15s | %14s | %14s | %6s |\n", "collective", "counted", "theory", "calls");
+    }
+    for (int k = 0; k < N_COLL; k++) {
+        cJSON_AddNumberToObject(m, COLL_NAMES[k], (double)c->bytes[k]);
+        cJSON_AddNumberToObject(t, COLL_NAMES[k], theory[k]);
+        total += (double)c->bytes[k];
+        if (print) printf("| %-15s | %14lld | %14.0f | %6lld |\n", COLL_NAMES[k], c->bytes[k], theory[k], c->calls[k]);
+    }
+    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b;
+    cJSON_AddNumberToObject(rec, "total_bytes", total);
+    cJSON_AddNumberToObject(rec, "paper_bytes", paper);
+    cJSON_AddNumberToObject(rec, "psi_bytes", psi_b);
+    if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",
+                      "total", total, total / psi_b, ZERO_STAGE == 3 ? 3 : 2, psi_b, K);
+    return rec;
+}
