@@ -89,6 +89,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     config_resolve_batch(&tc, comm.world);
+    if (comm.rank == 0 && !tc.quiet) config_print_resolved(&tc, stdout);
+    cJSON *config_rec = config_json_record(&tc);   // the log's first record, once the file is open
     comm_setup_backend(&comm, tc.comm);
     comm_check_same(&comm, config_hash(&tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
     char workers[128];
@@ -135,6 +137,7 @@ int main(int argc, char **argv) {
     ZeroBytesPerParam bpp = TRAINER_BYTES_PER_PARAM;
     FILE *log = NULL;
     if (root && tc.log_path[0]) log = fopen_or_die(tc.log_path, st.step > 0 ? "ab" : "wb");
+    log_record(log, config_rec);
     if (say) zero_plan_print(&m.zero);
     cJSON *memrec = zero_memory_report(&m.zero, bpp, say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm.rank);

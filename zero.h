@@ -367,8 +367,6 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     cudaCheck(cudaMalloc(&z->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&z->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
     z->offload_param = cfg->offload_param;
-#else
-    if (cfg->offload || cfg->offload_param) fatal("--offload: the CPU trainer's model states are already on the CPU (offload is for train_gpt)");
 #endif
 #if ZERO_STAGE <= 2
     z->params = (zparam_t *)zero_alloc_bytes(z, MEM_PARAMS, p->full_elems * ps);
@@ -804,6 +802,7 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
     float scale = 1.0f;
     if (o->grad_clip > 0) { float c = o->grad_clip / (norm + 1e-6f); if (c < 1.0f) scale = c; }
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, scale};
+    ap.l2_decay = !z->cfg->adam_w_mode;   // DeepSpeed's Adam with adam_w_mode false: L2 weight decay
 
 #if ZERO_DEVICE
     // ZeRO-Offload: the reduced gradient partition has been copying to pinned host
