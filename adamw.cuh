@@ -4,15 +4,19 @@
 // train_gpt.cu): CUDA parts sit under #ifdef __CUDACC__.
 //
 // Math (DeepSpeed CPU-Adam == torch.optim.AdamW, decoupled weight decay, bias
-// correction always on, t is the 1-based step). Per call, in double, each then
+// correction always on, t is the 1-based step; with l2_decay set, DeepSpeed's
+// "Adam" with adam_w_mode false == torch.optim.Adam: the weight decay is added to
+// the gradient instead, L2 regularisation). Per call, in double, each then
 // rounded once to float:
 //     c1   = 1 - beta1                    c2   = 1 - beta2
 //     ibc2 = 1 / sqrt(1 - beta2^t)        nstep = -(lr / (1 - beta1^t))
-//     nlrwd = -(lr * weight_decay)
+//     nlrwd = -(lr * weight_decay)        (0 with l2_decay)
+//     l2wd = weight_decay                 (0 without l2_decay)
 // Per element, in float, every line rounded once to nearest-even (this order IS
 // the reference; the scalar, AVX2, AVX-512 and GPU paths all follow it, so they
 // agree bit for bit; fmaf is one rounding):
 //     g  = grad * grad_scale
+//     g  = fmaf(p, l2wd, g)                  // L2: g += wd*p (DeepSpeed's CPU-Adam FMA), skipped when l2wd == 0
 //     m  = fmaf(g, c1, beta1 * m)
 //     v  = fmaf(g * g, c2, beta2 * v)
 //     d  = fmaf(sqrtf(v), ibc2, eps)         // sqrt(v)/sqrt(1-beta2^t) + eps
@@ -33,7 +37,7 @@
 // same on CPU and GPU, so a resumed run is bitwise identical to an unbroken one.
 //
 // API (all static; bf16 on the host = uint16_t bits):
-//   typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; float grad_scale; } AdamWParams;
+//   typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; float grad_scale; int l2_decay; } AdamWParams;
 //   void adamw_cpu_step(float *param, const float *grad, float *m, float *v,
 //                       uint16_t *param_bf16 /* NULL: skip */, size_t n, AdamWParams hp);
 //   void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v,
@@ -81,11 +85,12 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     int t;              // 1-based step number (bias correction)
     float grad_scale;   // multiplied into every gradient first (clip coef / 1/loss_scale); 1 = none
+    int l2_decay;       // 0: decoupled weight decay (AdamW); 1: weight decay added to the gradient (Adam, L2)
 } AdamWParams;
 
 // the per-call constants, derived once (in double, rounded to float once)
 typedef struct {
-    float beta1, beta2, c1, c2, ibc2, eps, nlrwd, nstep, grad_scale;
+    float beta1, beta2, c1, c2, ibc2, eps, nlrwd, l2wd, nstep, grad_scale;
 } AdamWConsts;
 
 static AdamWConsts adamw_consts(AdamWParams hp) {
@@ -99,7 +104,8 @@ static AdamWConsts adamw_consts(AdamWParams hp) {
     k.c2 = (float)(1.0 - (double)hp.beta2);
     k.ibc2 = (float)(1.0 / sqrt(bc2));
     k.eps = hp.eps;
-    k.nlrwd = (float)(-((double)hp.lr * (double)hp.weight_decay));
+    k.nlrwd = hp.l2_decay ? 0.0f : (float)(-((double)hp.lr * (double)hp.weight_decay));
+    k.l2wd = hp.l2_decay ? hp.weight_decay : 0.0f;
     k.nstep = (float)(-((double)hp.lr / bc1));
     k.grad_scale = hp.grad_scale;
     return k;
@@ -118,6 +124,7 @@ HOST_DEVICE static inline float adamw_bf16_round(float f) { return bf16_to_float
 HOST_DEVICE static inline void adamw_elem(const AdamWConsts *k, float grad, float *p, float *m, float *v) {
 #ifdef __CUDA_ARCH__
     float g = __fmul_rn(grad, k->grad_scale);
+    if (k->l2wd != 0.0f) g = __fmaf_rn(*p, k->l2wd, g);
     float mm = __fmaf_rn(g, k->c1, __fmul_rn(k->beta1, *m));
     float vv = __fmaf_rn(__fmul_rn(g, g), k->c2, __fmul_rn(k->beta2, *v));
     float d = __fmaf_rn(__fsqrt_rn(vv), k->ibc2, k->eps);
@@ -126,6 +133,7 @@ HOST_DEVICE static inline void adamw_elem(const AdamWConsts *k, float grad, floa
     pp = __fmaf_rn(__fdiv_rn(mm, d), k->nstep, pp);
 #else
     float g = grad * k->grad_scale;
+    if (k->l2wd != 0.0f) g = fmaf(*p, k->l2wd, g);
     float mm = fmaf(g, k->c1, k->beta1 * *m);
     float vv = fmaf(g * g, k->c2, k->beta2 * *v);
     float d = fmaf(sqrtf(vv), k->ibc2, k->eps);
@@ -161,8 +169,8 @@ static void adamw_range_avx2(const AdamWConsts *k, float *__restrict__ p, const 
     const __m256 c1 = _mm256_set1_ps(k->c1), c2 = _mm256_set1_ps(k->c2);
     const __m256 ibc2 = _mm256_set1_ps(k->ibc2), eps = _mm256_set1_ps(k->eps);
     const __m256 nlrwd = _mm256_set1_ps(k->nlrwd), nstep = _mm256_set1_ps(k->nstep);
-    const __m256 gs = _mm256_set1_ps(k->grad_scale);
-    const int decay = k->nlrwd != 0.0f;
+    const __m256 gs = _mm256_set1_ps(k->grad_scale), l2wd = _mm256_set1_ps(k->l2wd);
+    const int decay = k->nlrwd != 0.0f, l2 = k->l2wd != 0.0f;
     const __m256i r7fff = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), qbit = _mm256_set1_epi32(0x40);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -171,10 +179,11 @@ static void adamw_range_avx2(const AdamWConsts *k, float *__restrict__ p, const 
         else g = _mm256_castsi256_ps(_mm256_slli_epi32(
                  _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(gb + i))), 16));
         g = _mm256_mul_ps(g, gs);
+        __m256 pp = _mm256_loadu_ps(p + i);
+        if (l2) g = _mm256_fmadd_ps(pp, l2wd, g);
         __m256 mm = _mm256_fmadd_ps(g, c1, _mm256_mul_ps(b1, _mm256_loadu_ps(m + i)));
         __m256 vv = _mm256_fmadd_ps(_mm256_mul_ps(g, g), c2, _mm256_mul_ps(b2, _mm256_loadu_ps(v + i)));
         __m256 d = _mm256_fmadd_ps(_mm256_sqrt_ps(vv), ibc2, eps);
-        __m256 pp = _mm256_loadu_ps(p + i);
         if (decay) pp = _mm256_fmadd_ps(pp, nlrwd, pp);
         pp = _mm256_fmadd_ps(_mm256_div_ps(mm, d), nstep, pp);
         _mm256_storeu_ps(m + i, mm);
@@ -203,8 +212,8 @@ static void adamw_range_avx512(const AdamWConsts *k, float *__restrict__ p, cons
     const __m512 c1 = _mm512_set1_ps(k->c1), c2 = _mm512_set1_ps(k->c2);
     const __m512 ibc2 = _mm512_set1_ps(k->ibc2), eps = _mm512_set1_ps(k->eps);
     const __m512 nlrwd = _mm512_set1_ps(k->nlrwd), nstep = _mm512_set1_ps(k->nstep);
-    const __m512 gs = _mm512_set1_ps(k->grad_scale);
-    const int decay = k->nlrwd != 0.0f;
+    const __m512 gs = _mm512_set1_ps(k->grad_scale), l2wd = _mm512_set1_ps(k->l2wd);
+    const int decay = k->nlrwd != 0.0f, l2 = k->l2wd != 0.0f;
     const __m512i r7fff = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), qbit = _mm512_set1_epi32(0x40);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -213,10 +222,11 @@ static void adamw_range_avx512(const AdamWConsts *k, float *__restrict__ p, cons
         else g = _mm512_castsi512_ps(_mm512_slli_epi32(
                  _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(gb + i))), 16));
         g = _mm512_mul_ps(g, gs);
+        __m512 pp = _mm512_loadu_ps(p + i);
+        if (l2) g = _mm512_fmadd_ps(pp, l2wd, g);
         __m512 mm = _mm512_fmadd_ps(g, c1, _mm512_mul_ps(b1, _mm512_loadu_ps(m + i)));
         __m512 vv = _mm512_fmadd_ps(_mm512_mul_ps(g, g), c2, _mm512_mul_ps(b2, _mm512_loadu_ps(v + i)));
         __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(vv), ibc2, eps);
-        __m512 pp = _mm512_loadu_ps(p + i);
         if (decay) pp = _mm512_fmadd_ps(pp, nlrwd, pp);
         pp = _mm512_fmadd_ps(_mm512_div_ps(mm, d), nstep, pp);
         _mm512_storeu_ps(m + i, mm);

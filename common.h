@@ -20,20 +20,32 @@
 
 static int g_error_rank = -1;   // set by the communicator so errors say which rank
 
-static void fatal(const char *fmt, ...) {
-    // one write() per line, so that lines from several ranks never interleave
+// One diagnostic line on stderr, "[rank R] LEVEL: message" (LEVEL: error, warning,
+// note), written with one write() so that lines from several ranks never interleave.
+static void diag_v(const char *level, const char *fmt, va_list ap) {
     char line[2048];
     int n = 0;
     if (g_error_rank > 0) n = snprintf(line, sizeof(line), "[rank %d] ", g_error_rank);
-    n += snprintf(line + n, sizeof(line) - n, "error: ");
-    va_list ap;
-    va_start(ap, fmt);
+    n += snprintf(line + n, sizeof(line) - n, "%s: ", level);
     n += vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-    va_end(ap);
     if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
     line[n++] = '\n';
     fflush(stdout);
     if (write(2, line, n) < 0) { /* nothing more to do */ }
+}
+
+static void diag(const char *level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_v(level, fmt, ap);
+    va_end(ap);
+}
+
+static void fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_v("error", fmt, ap);
+    va_end(ap);
     exit(1);
 }
 

@@ -1,8 +1,9 @@
 // config.h: the model and training configuration, the named presets, the
 // learning-rate schedules and the command line, shared by train_gpt_cpu,
 // train_gpt (CUDA) and mirrored flag for flag by scripts/train_gpt.py.
+// The DeepSpeed JSON file (--config) is ds_config.h.
 //
-// Precedence: preset < --config FILE (DeepSpeed-style JSON) < explicit flags.
+// Precedence: preset < --config FILE (DeepSpeed JSON) < explicit flags.
 #pragma once
 #include "common.h"
 #include <cjson/cJSON.h>
@@ -12,6 +13,11 @@
 #endif
 #ifndef OFFLOAD
 #define OFFLOAD 0       // make train_gpt OFFLOAD=1: optimizer offload on by default (--offload 0 turns it off)
+#endif
+#ifdef __CUDACC__
+#define TRAINER_IS_GPU 1   // train_gpt (bf16 on the GPU)
+#else
+#define TRAINER_IS_GPU 0   // train_gpt_cpu (fp32)
 #endif
 
 // ----------------------------------------------------------------------------
@@ -69,24 +75,73 @@ static int model_apply_preset(ModelConfig *m, int arch, const char *name) {
 }
 
 // ----------------------------------------------------------------------------
+// ranges: every numeric setting has one, checked the same way whether the value
+// comes from a flag or from a config key, and each message names where it came from
+
+typedef struct { double lo, hi; char lo_open, hi_open, integer; } Range;
+
+#define FLT_BIG 3.4e38
+static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0, 1}, R_TOTAL = {1, 1 << 30, 0, 0, 1},
+                   R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
+                   R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
+                   R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
+                   R_FRAC = {0, 1, 0, 0, 0};
+
+static int range_ok(const Range *r, double v) {
+    if (!isfinite(v) || (r->integer && v != floor(v))) return 0;
+    if (v < r->lo || (r->lo_open && v == r->lo)) return 0;
+    if (v > r->hi || (r->hi_open && v == r->hi)) return 0;
+    return 1;
+}
+
+// "an integer in [1, 1048576]", "a number > 0", "a number in [0, 1)"
+static const char *range_text(const Range *r, char *buf, size_t n) {
+    const char *what = r->integer ? "an integer" : "a number";
+    if (r->hi >= 9e18 || r->hi >= FLT_BIG) snprintf(buf, n, "%s %s %g", what, r->lo_open ? ">" : ">=", r->lo);
+    else snprintf(buf, n, "%s in %c%.10g, %.10g%c", what, r->lo_open ? '(' : '[', r->lo, r->hi, r->hi_open ? ')' : ']');
+    return buf;
+}
+
+// ----------------------------------------------------------------------------
 // training
 
-enum { SCHED_COSINE = 0, SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR };
-static const char *SCHED_NAMES[] = {"cosine", "constant", "WarmupLR", "WarmupDecayLR"};
+enum { SCHED_COSINE = 0, SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR, N_SCHED };
+static const char *SCHED_NAMES[] = {"cosine", "constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"};
+
+// DeepSpeed's optimizer.type: not given, "Adam" (AdamW unless adam_w_mode is false), "AdamW" (always decoupled)
+enum { OPT_DEFAULT = 0, OPT_ADAM, OPT_ADAMW };
+
+// settings whose origin messages name: a flag ("--batch"), a config key path, or NULL (zeroc's default)
+enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PARAM, FROM_SCHED, FROM_WARMUP,
+       FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
+       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, N_FROM };
 
 typedef struct {
     ModelConfig model;
     char arch[16], preset[32];
-    // data
+    // data and batch: B, accum and total_batch are 0 until given (flag or config key);
+    // config_resolve_batch derives the rest as DeepSpeed does, with the world size
     char train_path[512], val_path[512];
     int B, T, accum;
-    int total_batch;      // global sequences per step; 0: derived as B * accum * world
+    int total_batch;      // global sequences per optimizer step
+    int world;            // the world size config_resolve_batch resolved with
     int steps;
-    // optimizer (AdamW, DeepSpeed/PyTorch semantics)
-    float lr, beta1, beta2, eps, weight_decay, grad_clip;  // grad_clip <= 0: off
-    // schedule
-    int sched, warmup, warmup_log;  // warmup_log: WarmupLR's "log" warmup type
-    float min_lr_frac;    // cosine floor as a fraction of lr; WarmupLR's warmup_min_lr = lr * min_lr_frac
+    // optimizer (DeepSpeed's Adam/AdamW, PyTorch semantics)
+    float lr, beta1, beta2, eps, weight_decay, grad_clip;  // grad_clip 0: off
+    int opt_type;         // OPT_*
+    int adam_w_mode;      // 1: decoupled weight decay (AdamW); 0: L2, the decay added to the gradient
+    // schedule (lr_at)
+    int sched, warmup, warmup_log;  // warmup_log: DeepSpeed's warmup_type "log" (else "linear")
+    float min_lr_frac;              // cosine: the floor as a fraction of lr
+    float warmup_min_lr;            // WarmupLR, WarmupDecayLR: the warm-up start and the decay's end
+    float warmup_min_ratio;         // WarmupCosineLR: the warm-up start as a fraction of lr
+    float cos_min_ratio;            // WarmupCosineLR: the cosine's end as a fraction of lr
+    int sched_total;                // total_num_steps: WarmupDecayLR/WarmupCosineLR's horizon (0: --steps)
+    // precision: DeepSpeed's fp16 block (validated; used once the step is wired: FP16_WIRED in
+    // ds_config.h) and bf16 block (-1: not given)
+    int fp16, bf16;
+    float loss_scale, min_loss_scale;   // loss_scale 0: dynamic
+    int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
     // run
     uint64_t seed;
     char init_path[512], save_dir[512], resume_dir[512], log_path[512], config_path[512];
@@ -103,6 +158,9 @@ typedef struct {
     int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
     char comm[8];                   // "nccl" or "mpi" (GPU trainer)
     char tokenizer_path[512];
+    // where settings came from (FROM_*), and the config keys that said "auto"
+    const char *from[N_FROM];
+    char config_auto[4096];
 } TrainConfig;
 
 static void train_config_defaults(TrainConfig *c) {
@@ -112,9 +170,14 @@ static void train_config_defaults(TrainConfig *c) {
     strcpy(c->train_path, "data/brown/train.bin");
     strcpy(c->val_path, "data/brown/val.bin");
     strcpy(c->tokenizer_path, "data/gpt2_tokenizer.bin");
-    c->B = 4; c->T = 64; c->accum = 1; c->steps = 50;
+    c->T = 64; c->steps = 50;   // B (4) and accum (1): config_resolve_batch
     c->lr = 6e-4f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->eps = 1e-8f; c->weight_decay = 0.1f; c->grad_clip = 1.0f;
-    c->sched = SCHED_COSINE; c->warmup = 0; c->min_lr_frac = 0.1f;
+    c->adam_w_mode = 1;
+    c->sched = SCHED_COSINE; c->warmup = 0; c->warmup_log = 1; c->min_lr_frac = 0.1f;
+    c->warmup_min_lr = 0.0f; c->warmup_min_ratio = 0.0f; c->cos_min_ratio = 1e-4f;   // DeepSpeed's defaults
+    c->bf16 = -1;
+    c->loss_scale = 0.0f; c->initial_scale_power = 16; c->loss_scale_window = 1000; c->hysteresis = 2;   // DeepSpeed's
+    c->consecutive_hysteresis = 0; c->min_loss_scale = 1.0f;                                            // documented defaults
     c->seed = 1337;
     c->save_every = 0; c->threads = 0;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
@@ -126,16 +189,39 @@ static void train_config_defaults(TrainConfig *c) {
     c->offload = OFFLOAD;
 }
 
-// Learning rate for 0-based step index `it` of `total` steps.
-//   cosine:        linear warmup (it+1)/W, then cosine from lr to lr*min_lr_frac (nanoGPT/llm.c)
-//   constant:      lr
-//   WarmupLR:      DeepSpeed: min + (max-min) * gamma, gamma = log(it+1)/log(W) or it/W, flat after W
-//   WarmupDecayLR: WarmupLR, then linear decay to 0 at `total`
+// ----------------------------------------------------------------------------
+// learning-rate schedules
+
+// DeepSpeed's warm-up fraction at scheduler iteration t < W (lr_schedules.py _get_gamma):
+// "log": log(t + 1) * (1 / log W), "linear": t / W, evaluated as DeepSpeed's Python does
+static double ds_warmup_gamma(const TrainConfig *c, long long t, int W) {
+    if (c->warmup_log) return (1.0 / log((double)W)) * log((double)t + 1);
+    return (double)t / (double)W;
+}
+
+// The learning rate of optimizer step `it` (0-based: the number of optimizer steps
+// applied before this one) of a run of `total` steps.
+//   cosine:   zeroc's (nanoGPT/llm.c): linear warmup lr*(it+1)/W, then cosine from lr
+//             down to lr*min_lr_frac at the last step
+//   constant: lr
+//   WarmupLR, WarmupDecayLR, WarmupCosineLR: DeepSpeed's (deepspeed/runtime/lr_schedules.py),
+//             computed in double as its Python does. DeepSpeed builds the scheduler with
+//             last_batch_iteration = -1 (which sets the optimizer's lr) and calls
+//             scheduler.step() after every applied optimizer step (engine._take_model_step;
+//             not after a step skipped for fp16 overflow), so step `it` runs at scheduler
+//             iteration t = it - 1. With W = max(2, warmup_num_steps), T = total_num_steps
+//             (else `total`) and g(t) = ds_warmup_gamma:
+//     WarmupLR:       t = -1: warmup_min_lr; t < W: min + (max - min) * g(t); then max
+//     WarmupDecayLR:  the same warm-up; then min + (max - min) * max(0, (T - t) / max(1, T - W)):
+//                     down to warmup_min_lr at T
+//     WarmupCosineLR: t = -1: 0; t < W: lr * (warmup_min_ratio + g(t) * (1 - warmup_min_ratio));
+//                     then lr * max(0, cos_min_ratio + (1 - cos_min_ratio) * (1 + cos(pi * (t - W + 1) / (T - W))) / 2)
+//             (max = lr: scheduler.params.warmup_max_lr or the optimizer's lr; min = warmup_min_lr)
 static float lr_at(const TrainConfig *c, int it, int total) {
-    double lr = c->lr, W = c->warmup;
-    switch (c->sched) {
-    case SCHED_CONSTANT: return (float)lr;
-    case SCHED_COSINE: {
+    double lr = c->lr;
+    if (c->sched == SCHED_CONSTANT) return (float)lr;
+    if (c->sched == SCHED_COSINE) {
+        double W = c->warmup;
         if (it < c->warmup) return (float)(lr * (it + 1) / W);
         double min_lr = lr * c->min_lr_frac;
         if (total <= c->warmup + 1) return (float)lr;
@@ -143,19 +229,35 @@ static float lr_at(const TrainConfig *c, int it, int total) {
         if (ratio > 1) ratio = 1;
         return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (lr - min_lr));
     }
-    default: {
-        double min_lr = lr * c->min_lr_frac;
-        if (it < c->warmup) {
-            double gamma = c->warmup_log ? log(it + 1.0) / log(W) : it / W;
-            return (float)(min_lr + (lr - min_lr) * gamma);
+    int W = c->warmup > 2 ? c->warmup : 2;
+    int T = c->sched_total > 0 ? c->sched_total : total;
+    long long t = (long long)it - 1;
+    if (c->sched == SCHED_WARMUP_COSINE_LR) {
+        if (t < 0) return 0.0f;
+        double ratio;
+        if (t < W) {
+            ratio = c->warmup_min_ratio + ds_warmup_gamma(c, t, W) * (1.0 - (double)c->warmup_min_ratio);
+        } else {
+            double cmr = c->cos_min_ratio;
+            ratio = (1 + cos(M_PI * (double)(t - W + 1) / (double)(T - W))) / 2;
+            ratio = cmr + (1.0 - cmr) * ratio;
+            if (ratio < 0) ratio = 0;
         }
-        if (c->sched == SCHED_WARMUP_LR) return (float)lr;
-        double frac = (double)(total - it) / (double)(total - c->warmup);
-        if (frac < 0) frac = 0;
-        return (float)(lr * frac);
+        return (float)(lr * ratio);
     }
+    double min_lr = c->warmup_min_lr, delta = lr - min_lr;
+    if (t < 0) return (float)min_lr;
+    double gamma = 1.0;
+    if (t < W) gamma = ds_warmup_gamma(c, t, W);
+    else if (c->sched == SCHED_WARMUP_DECAY_LR) {
+        double span = (double)(T - W) > 1.0 ? (double)(T - W) : 1.0;
+        gamma = (double)(T - t) / span;
+        if (gamma < 0) gamma = 0;
     }
+    return (float)(min_lr + delta * gamma);
 }
+
+#include "ds_config.h"
 
 // ----------------------------------------------------------------------------
 // command line
@@ -168,20 +270,26 @@ static void print_help(const char *prog) {
     for (int i = 0; i < N_PRESETS; i++) printf("                             %-10s %s\n", PRESETS[i].name, PRESETS[i].what);
     printf("  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
            "                           override one size of the preset\n"
-           "data\n"
+           "data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)\n"
            "  --train FILE --val FILE  token shards (default data/brown/{train,val}.bin)\n"
            "  --batch B                micro batch per rank (default 4)\n"
            "  --seq T                  sequence length (default 64)\n"
            "  --accum K                gradient accumulation steps (default 1)\n"
-           "  --total-batch N          global sequences per step; sets --accum = N / (B * world)\n"
+           "  --total-batch N          global sequences per optimizer step (= batch x accum x ranks)\n"
            "optimizer and schedule\n"
            "  --steps N --lr X --beta1 X --beta2 X --eps X --weight-decay X --clip X (0: off)\n"
-           "  --lr-schedule cosine|constant|WarmupLR|WarmupDecayLR  --warmup N\n"
-           "  --warmup-type linear|log --min-lr-frac X\n"
+           "  --adam-w-mode 0|1        1: AdamW (decoupled weight decay, default); 0: Adam with L2 weight decay\n"
+           "  --lr-schedule cosine|constant|WarmupLR|WarmupDecayLR|WarmupCosineLR  --warmup N\n"
+           "  --min-lr-frac X          cosine: the floor as a fraction of --lr (default 0.1)\n"
+           "  --warmup-type log|linear DeepSpeed's schedules: the warm-up's shape (default log)\n"
+           "  --warmup-min-lr X        WarmupLR, WarmupDecayLR: warm-up start and decay end (default 0)\n"
+           "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
-           "  --tokenizer FILE --config FILE (DeepSpeed-style JSON) --quiet\n"
+           "  --tokenizer FILE --quiet 0|1\n"
+           "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
+           "  --config-keys            print every DeepSpeed key and what it does here, exit\n"
            "ZeRO (compiled stage: %d)\n"
            "  --zero-stage K           must equal the compiled stage (make ZERO=K)\n"
            "  --persistence-threshold N  stage 3: units this small stay whole\n"
@@ -193,110 +301,109 @@ static void print_help(const char *prog) {
            "  --comm nccl|mpi          GPU collective backend\n", ZERO_STAGE);
 }
 
-static int parse_int_or_die(const char *flag, const char *s, long long lo, long long hi) {
-    char *end; errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        fatal("%s: expected an integer in [%lld, %lld], got '%s'", flag, lo, hi, s);
-    return (int)v;
+// A number for `flag` within its range, or a one-line error naming the flag.
+// Integers below 2^31 are read as decimal integers; counts and numbers with strtod (5e8).
+static double flag_number(const char *flag, const char *s, const Range *r) {
+    char *end;
+    errno = 0;
+    double v = r->integer && r->hi < 9e18 ? (double)strtoll(s, &end, 10) : strtod(s, &end);
+    if (!errno && *end == 0 && end != s && range_ok(r, v) && (r->integer || range_ok(r, (float)v))) return v;
+    char want[96];
+    fatal("%s: expected %s, got '%s'", flag, range_text(r, want, sizeof(want)), s);
+    return 0;
 }
-static long long parse_ll_or_die(const char *flag, const char *s) {
-    char *end; errno = 0;
-    double v = strtod(s, &end);  // accepts 5e8
-    if (errno || *end || end == s || v < 0 || v > 9e18) fatal("%s: expected a non-negative count, got '%s'", flag, s);
-    return (long long)v;
-}
-static float parse_float_or_die(const char *flag, const char *s) {
-    char *end; errno = 0;
-    float v = strtof(s, &end);
-    if (errno || *end || end == s || !isfinite(v)) fatal("%s: expected a number, got '%s'", flag, s);
-    return v;
+static int flag_int(const char *flag, const char *s, long long lo, long long hi) {
+    Range r = {(double)lo, (double)hi, 0, 0, 1};
+    return (int)flag_number(flag, s, &r);
 }
 static void copy_str_or_die(char *dst, size_t n, const char *flag, const char *s) {
     if (strlen(s) >= n) fatal("%s: value too long", flag);
     strcpy(dst, s);
 }
 static int sched_from_name(const char *flag, const char *s) {
-    for (int i = 0; i < 4; i++) if (strcmp(s, SCHED_NAMES[i]) == 0) return i;
-    fatal("%s: unknown schedule '%s' (cosine, constant, WarmupLR, WarmupDecayLR)", flag, s);
+    for (int i = 0; i < N_SCHED; i++) if (strcmp(s, SCHED_NAMES[i]) == 0) return i;
+    fatal("%s: unknown schedule '%s' (cosine, constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)", flag, s);
     return 0;
 }
 
-// A DeepSpeed-style config file: the keys we honour are listed in README.md.
-static void apply_json_config(TrainConfig *c, const char *path, int print_rank) {
-    FILE *f = fopen_or_die(path, "rb");
-    long long n = file_size_or_die(f, path);
-    if (n > (1 << 24)) fatal("%s: config file too large", path);
-    char *text = (char *)xmalloc(n + 1, "config text");
-    fread_or_die(text, 1, n, f, path, "config");
-    text[n] = 0;
-    fclose(f);
-    cJSON *root = cJSON_Parse(text);
-    if (!root || !cJSON_IsObject(root)) fatal("%s: not a JSON object (near '%.20s')", path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
-#define JNUM(obj, key) ({ cJSON *_j = cJSON_GetObjectItemCaseSensitive(obj, key); \
-        (_j && !cJSON_IsNumber(_j)) ? (fatal("%s: \"%s\" must be a number", path, key), (cJSON *)0) : _j; })
-    cJSON *j;
-    if ((j = JNUM(root, "train_micro_batch_size_per_gpu"))) c->B = j->valueint;
-    if ((j = JNUM(root, "gradient_accumulation_steps"))) c->accum = j->valueint;
-    if ((j = JNUM(root, "train_batch_size"))) c->total_batch = j->valueint;
-    if ((j = JNUM(root, "gradient_clipping"))) c->grad_clip = (float)j->valuedouble;
-    cJSON *zo = cJSON_GetObjectItemCaseSensitive(root, "zero_optimization");
-    if (zo) {
-        if ((j = JNUM(zo, "stage"))) c->zero_stage = j->valueint;
-        // zeroc's reduce bucket is one unit (a transformer layer): zero.h reduces each unit's
-        // gradient as its backward finishes, so DeepSpeed's bucket sizes have nothing to set
-        if (JNUM(zo, "reduce_bucket_size") && print_rank)
-            fprintf(stderr, "note: %s: reduce_bucket_size is not used (zeroc reduces one layer at a time)\n", path);
-        if ((j = JNUM(zo, "stage3_param_persistence_threshold"))) c->persistence_threshold = (long long)j->valuedouble;
-        if ((j = JNUM(zo, "stage3_max_live_parameters"))) c->max_live_elems = (long long)j->valuedouble;
-        cJSON *oc = cJSON_GetObjectItemCaseSensitive(zo, "overlap_comm");
-        if (oc) c->prefetch = cJSON_IsTrue(oc);
-        cJSON *off = cJSON_GetObjectItemCaseSensitive(zo, "offload_optimizer");
-        cJSON *dev = off ? cJSON_GetObjectItemCaseSensitive(off, "device") : NULL;
-        if (dev && cJSON_IsString(dev)) c->offload = strcmp(dev->valuestring, "cpu") == 0;
-        cJSON *offp = cJSON_GetObjectItemCaseSensitive(zo, "offload_param");
-        cJSON *devp = offp ? cJSON_GetObjectItemCaseSensitive(offp, "device") : NULL;
-        if (devp && cJSON_IsString(devp)) c->offload_param = strcmp(devp->valuestring, "cpu") == 0;
+// Which schedules use a schedule setting (FROM_* id); 0: not a schedule setting.
+static unsigned sched_users(int id) {
+    const unsigned ds = 1u << SCHED_WARMUP_LR | 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
+    switch (id) {
+    case FROM_WARMUP: return ds | 1u << SCHED_COSINE;
+    case FROM_WARMUP_TYPE: return ds;
+    case FROM_MIN_LR_FRAC: return 1u << SCHED_COSINE;
+    case FROM_WARMUP_MIN_LR: case FROM_WARMUP_MAX_LR: return 1u << SCHED_WARMUP_LR | 1u << SCHED_WARMUP_DECAY_LR;
+    case FROM_WARMUP_MIN_RATIO: case FROM_COS_MIN_RATIO: return 1u << SCHED_WARMUP_COSINE_LR;
+    case FROM_SCHED_TOTAL: return 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
+    default: return 0;
     }
-    cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
-    cJSON *op = opt ? cJSON_GetObjectItemCaseSensitive(opt, "params") : NULL;
-    if (op) {
-        if ((j = JNUM(op, "lr"))) c->lr = (float)j->valuedouble;
-        if ((j = JNUM(op, "eps"))) c->eps = (float)j->valuedouble;
-        if ((j = JNUM(op, "weight_decay"))) c->weight_decay = (float)j->valuedouble;
-        cJSON *betas = cJSON_GetObjectItemCaseSensitive(op, "betas");
-        if (betas) {
-            if (!cJSON_IsArray(betas) || cJSON_GetArraySize(betas) != 2) fatal("%s: \"betas\" must be an array of two numbers", path);
-            c->beta1 = (float)cJSON_GetArrayItem(betas, 0)->valuedouble;
-            c->beta2 = (float)cJSON_GetArrayItem(betas, 1)->valuedouble;
-        }
-    }
-    cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "scheduler");
-    if (sc) {
-        cJSON *type = cJSON_GetObjectItemCaseSensitive(sc, "type");
-        if (type && cJSON_IsString(type)) c->sched = sched_from_name(path, type->valuestring);
-        cJSON *sp = cJSON_GetObjectItemCaseSensitive(sc, "params");
-        if (sp) {
-            if ((j = JNUM(sp, "warmup_max_lr"))) c->lr = (float)j->valuedouble;
-            if ((j = JNUM(sp, "warmup_num_steps"))) c->warmup = j->valueint;
-            if ((j = JNUM(sp, "warmup_min_lr"))) c->min_lr_frac = c->lr > 0 ? (float)(j->valuedouble / c->lr) : 0;
-            if ((j = JNUM(sp, "total_num_steps"))) c->steps = j->valueint;
-            cJSON *wt = cJSON_GetObjectItemCaseSensitive(sp, "warmup_type");
-            if (wt && cJSON_IsString(wt)) c->warmup_log = strcmp(wt->valuestring, "log") == 0;
-        }
-    }
-#undef JNUM
-    cJSON_Delete(root);
-    free(text);
 }
 
-// Parse argv into c. Returns 0, or exits with a one-line error. --help prints and exits 0.
+// The checks that need the config file and the flags together; every problem goes
+// to the report, named by the flag or key each setting came from.
+static void config_check(TrainConfig *c, ConfigReport *r) {
+    // a schedule setting the chosen schedule does not take: DeepSpeed's constructors refuse it
+    for (int id = 0; id < N_FROM; id++) {
+        unsigned users = sched_users(id);
+        if (!users || !c->from[id] || (users >> c->sched & 1)) continue;
+        char names[96] = "";
+        for (int s = 0; s < N_SCHED; s++)
+            if (users >> s & 1) snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", names[0] ? ", " : "", SCHED_NAMES[s]);
+        report_at(r, MSG_ERROR, c->from[id], "not used by the %s schedule (used by %s)%s%s", SCHED_NAMES[c->sched], names,
+                  c->from[FROM_SCHED] ? ": the schedule comes from " : "", c->from[FROM_SCHED] ? c->from[FROM_SCHED] : "");
+    }
+    int W = c->warmup > 2 ? c->warmup : 2, T = c->sched_total > 0 ? c->sched_total : c->steps;
+    const char *tname = c->from[FROM_SCHED_TOTAL] ? c->from[FROM_SCHED_TOTAL] : "--steps";
+    if ((c->sched == SCHED_WARMUP_DECAY_LR || c->sched == SCHED_WARMUP_COSINE_LR) && T < W)
+        report_at(r, MSG_WARNING, tname, "total_num_steps %d is less than warmup_num_steps %d (DeepSpeed warns too)", T, W);
+    if (c->sched == SCHED_WARMUP_COSINE_LR && T == W)
+        report_at(r, MSG_ERROR, tname, "WarmupCosineLR with total_num_steps == warmup_num_steps (%d) divides by zero after the warm-up (as in DeepSpeed)", T);
+    // DeepSpeed's "AdamW" is decoupled whatever adam_w_mode says
+    if (c->opt_type == OPT_ADAMW && !c->adam_w_mode) {
+        report_at(r, MSG_NOTE, c->from[FROM_ADAM_W_MODE], "false has no effect with optimizer.type \"AdamW\" (always decoupled weight decay, "
+                  "as in DeepSpeed); for Adam with L2 weight decay write \"type\": \"Adam\"");
+        c->adam_w_mode = 1;
+    }
+    // precision
+    if (c->fp16 && c->bf16 == 1) report_at(r, MSG_ERROR, "fp16.enabled", "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's rule)");
+    else if (c->fp16 && !FP16_WIRED)
+        report_at(r, MSG_WARNING, "fp16.enabled", "fp16 training is not wired into the trainers yet: this run trains in %s; the fp16 settings "
+                  "were validated (loss scale %s, initial 2^%d, window %d, hysteresis %d, min %g) and are not used",
+                  TRAINER_IS_GPU ? "bf16" : "fp32", c->loss_scale > 0 ? "static" : "dynamic", c->initial_scale_power,
+                  c->loss_scale_window, c->hysteresis, c->min_loss_scale);
+    if (c->bf16 == 1 && !TRAINER_IS_GPU && !c->fp16)
+        report_at(r, MSG_NOTE, c->from[FROM_BF16], "true: the CPU trainer trains in fp32 (bf16 is train_gpt's precision)");
+    if (c->bf16 == 0 && TRAINER_IS_GPU && !c->fp16)
+        report_at(r, MSG_NOTE, c->from[FROM_BF16], "false: the GPU trainer always trains in bf16 (fp32 master weights and optimizer)");
+    // ZeRO
+    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
+        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
+                  c->zero_stage, ZERO_STAGE, c->zero_stage);
+#if !TRAINER_IS_GPU
+    // the CPU trainer's model states live in host memory already: offload has nothing to move
+    if (c->offload)
+        report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD] ? c->from[FROM_OFFLOAD] : "--offload",
+                  "\"cpu\": the CPU trainer's optimizer state is in host memory already (offload applies to train_gpt)");
+    if (c->offload_param)
+        report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
+                  "\"cpu\": the CPU trainer's parameters are in host memory already (offload applies to train_gpt)");
+    c->offload = c->offload_param = 0;
+#endif
+    if (c->offload_param && ZERO_STAGE != 3)
+        report_at(r, MSG_ERROR, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
+                  "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
+}
+
+// Parse argv into c. Returns, or exits with the errors (one line each). --help and
+// --config-keys print and exit 0.
 static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     train_config_defaults(c);
     // pass 1: arch, preset and config file come first so that flags override them
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (print_rank) print_help(argv[0]); exit(0); }
+        if (strcmp(a, "--config-keys") == 0) { if (print_rank) ds_print_keys(stdout); exit(0); }
         if (i + 1 >= argc) continue;
         if (strcmp(a, "--arch") == 0) copy_str_or_die(c->arch, sizeof(c->arch), a, argv[i + 1]);
         if (strcmp(a, "--preset") == 0) copy_str_or_die(c->preset, sizeof(c->preset), a, argv[i + 1]);
@@ -307,7 +414,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     else if (strcmp(c->arch, "llama") == 0) arch = ARCH_LLAMA;
     else fatal("--arch: unknown architecture '%s' (gpt2, llama)", c->arch);
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
-    if (c->config_path[0]) apply_json_config(c, c->config_path, print_rank);
+    ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
+    if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
     int ffn_set = 0;
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
@@ -316,53 +424,58 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         if (i + 1 >= argc) fatal("%s: missing value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--arch") || !strcmp(a, "--preset") || !strcmp(a, "--config")) continue;
-        else if (!strcmp(a, "--layers")) m->n_layer = parse_int_or_die(a, v, 1, 1024);
-        else if (!strcmp(a, "--heads")) m->n_head = parse_int_or_die(a, v, 1, 1024);
-        else if (!strcmp(a, "--kv-heads")) m->n_kv_head = parse_int_or_die(a, v, 1, 1024);
-        else if (!strcmp(a, "--dim")) m->d_model = parse_int_or_die(a, v, 1, 65536);
-        else if (!strcmp(a, "--ffn")) { m->d_ff = parse_int_or_die(a, v, 1, 1 << 20); ffn_set = 1; }
-        else if (!strcmp(a, "--vocab")) { m->vocab_size = parse_int_or_die(a, v, 2, 65536); m->padded_vocab = (int)round_up(m->vocab_size, 128); }
-        else if (!strcmp(a, "--max-seq")) m->max_seq = parse_int_or_die(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--layers")) m->n_layer = flag_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--heads")) m->n_head = flag_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--kv-heads")) m->n_kv_head = flag_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--dim")) m->d_model = flag_int(a, v, 1, 65536);
+        else if (!strcmp(a, "--ffn")) { m->d_ff = flag_int(a, v, 1, 1 << 20); ffn_set = 1; }
+        else if (!strcmp(a, "--vocab")) { m->vocab_size = flag_int(a, v, 2, 65536); m->padded_vocab = (int)round_up(m->vocab_size, 128); }
+        else if (!strcmp(a, "--max-seq")) m->max_seq = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--train")) copy_str_or_die(c->train_path, sizeof(c->train_path), a, v);
         else if (!strcmp(a, "--val")) copy_str_or_die(c->val_path, sizeof(c->val_path), a, v);
-        else if (!strcmp(a, "--batch")) c->B = parse_int_or_die(a, v, 1, 1 << 20);
-        else if (!strcmp(a, "--seq")) c->T = parse_int_or_die(a, v, 1, 1 << 20);
-        else if (!strcmp(a, "--accum")) c->accum = parse_int_or_die(a, v, 1, 1 << 20);
-        else if (!strcmp(a, "--total-batch")) c->total_batch = parse_int_or_die(a, v, 1, 1 << 30);
-        else if (!strcmp(a, "--steps")) c->steps = parse_int_or_die(a, v, 0, 1 << 30);
-        else if (!strcmp(a, "--lr")) c->lr = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--beta1")) c->beta1 = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--beta2")) c->beta2 = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--eps")) c->eps = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--weight-decay")) c->weight_decay = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--clip")) c->grad_clip = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--lr-schedule")) c->sched = sched_from_name(a, v);
-        else if (!strcmp(a, "--warmup")) c->warmup = parse_int_or_die(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--batch")) { c->B = (int)flag_number(a, v, &R_BATCH); c->from[FROM_B] = "--batch"; }
+        else if (!strcmp(a, "--seq")) c->T = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--accum")) { c->accum = (int)flag_number(a, v, &R_ACCUM); c->from[FROM_ACCUM] = "--accum"; }
+        else if (!strcmp(a, "--total-batch")) { c->total_batch = (int)flag_number(a, v, &R_TOTAL); c->from[FROM_TOTAL] = "--total-batch"; }
+        else if (!strcmp(a, "--steps")) c->steps = (int)flag_number(a, v, &R_STEPS);
+        else if (!strcmp(a, "--lr")) c->lr = (float)flag_number(a, v, &R_LR);
+        else if (!strcmp(a, "--beta1")) c->beta1 = (float)flag_number(a, v, &R_BETA);
+        else if (!strcmp(a, "--beta2")) c->beta2 = (float)flag_number(a, v, &R_BETA);
+        else if (!strcmp(a, "--eps")) c->eps = (float)flag_number(a, v, &R_EPS);
+        else if (!strcmp(a, "--weight-decay")) c->weight_decay = (float)flag_number(a, v, &R_WD);
+        else if (!strcmp(a, "--clip")) c->grad_clip = (float)flag_number(a, v, &R_CLIP);
+        else if (!strcmp(a, "--adam-w-mode")) { c->adam_w_mode = flag_int(a, v, 0, 1); c->from[FROM_ADAM_W_MODE] = "--adam-w-mode"; }
+        else if (!strcmp(a, "--lr-schedule")) { c->sched = sched_from_name(a, v); c->from[FROM_SCHED] = "--lr-schedule"; }
+        else if (!strcmp(a, "--warmup")) { c->warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_WARMUP] = "--warmup"; }
         else if (!strcmp(a, "--warmup-type")) {
-            if (strcmp(v, "log") && strcmp(v, "linear")) fatal("%s: expected linear or log, got '%s'", a, v);
+            if (strcmp(v, "log") && strcmp(v, "linear")) fatal("%s: expected log or linear, got '%s'", a, v);
             c->warmup_log = strcmp(v, "log") == 0;
+            c->from[FROM_WARMUP_TYPE] = "--warmup-type";
         }
-        else if (!strcmp(a, "--min-lr-frac")) c->min_lr_frac = parse_float_or_die(a, v);
-        else if (!strcmp(a, "--seed")) c->seed = (uint64_t)parse_ll_or_die(a, v);
+        else if (!strcmp(a, "--min-lr-frac")) { c->min_lr_frac = (float)flag_number(a, v, &R_FRAC); c->from[FROM_MIN_LR_FRAC] = "--min-lr-frac"; }
+        else if (!strcmp(a, "--warmup-min-lr")) { c->warmup_min_lr = (float)flag_number(a, v, &R_NONNEG); c->from[FROM_WARMUP_MIN_LR] = "--warmup-min-lr"; }
+        else if (!strcmp(a, "--warmup-min-ratio")) { c->warmup_min_ratio = (float)flag_number(a, v, &R_FRAC); c->from[FROM_WARMUP_MIN_RATIO] = "--warmup-min-ratio"; }
+        else if (!strcmp(a, "--cos-min-ratio")) { c->cos_min_ratio = (float)flag_number(a, v, &R_FRAC); c->from[FROM_COS_MIN_RATIO] = "--cos-min-ratio"; }
+        else if (!strcmp(a, "--seed")) c->seed = (uint64_t)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--init")) copy_str_or_die(c->init_path, sizeof(c->init_path), a, v);
         else if (!strcmp(a, "--save")) copy_str_or_die(c->save_dir, sizeof(c->save_dir), a, v);
-        else if (!strcmp(a, "--save-every")) c->save_every = parse_int_or_die(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--save-every")) c->save_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
         else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
-        else if (!strcmp(a, "--threads")) c->threads = parse_int_or_die(a, v, 0, 4096);
-        else if (!strcmp(a, "--val-every")) c->val_every = parse_int_or_die(a, v, 0, 1 << 30);
-        else if (!strcmp(a, "--val-batches")) c->val_batches = parse_int_or_die(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "--sample-every")) c->sample_every = parse_int_or_die(a, v, 0, 1 << 30);
-        else if (!strcmp(a, "--sample-len")) c->sample_len = parse_int_or_die(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);
+        else if (!strcmp(a, "--val-every")) c->val_every = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--sample-every")) c->sample_every = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--sample-len")) c->sample_len = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--tokenizer")) copy_str_or_die(c->tokenizer_path, sizeof(c->tokenizer_path), a, v);
-        else if (!strcmp(a, "--quiet")) c->quiet = parse_int_or_die(a, v, 0, 1);
-        else if (!strcmp(a, "--zero-stage")) c->zero_stage = parse_int_or_die(a, v, 0, 3);
-        else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = parse_ll_or_die(a, v);
-        else if (!strcmp(a, "--max-live")) c->max_live_elems = parse_ll_or_die(a, v);
-        else if (!strcmp(a, "--prefetch")) c->prefetch = parse_int_or_die(a, v, 0, 1);
-        else if (!strcmp(a, "--offload")) c->offload = parse_int_or_die(a, v, 0, 1);
-        else if (!strcmp(a, "--offload-param")) c->offload_param = parse_int_or_die(a, v, 0, 1);
-        else if (!strcmp(a, "--estimate-memory")) c->estimate_world = parse_int_or_die(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--quiet")) c->quiet = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--zero-stage")) { c->zero_stage = (int)flag_number(a, v, &R_STAGE); c->from[FROM_STAGE] = "--zero-stage"; }
+        else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = (long long)flag_number(a, v, &R_COUNT);
+        else if (!strcmp(a, "--max-live")) c->max_live_elems = (long long)flag_number(a, v, &R_COUNT);
+        else if (!strcmp(a, "--prefetch")) c->prefetch = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--offload")) { c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload"; }
+        else if (!strcmp(a, "--offload-param")) { c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param"; }
+        else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--comm")) {
             if (strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);
@@ -380,24 +493,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
     if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
     if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
-    if (c->lr < 0) fatal("--lr must be >= 0");
-    if (c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1) fatal("--beta1/--beta2 must be in [0, 1)");
-    if (c->sched >= SCHED_WARMUP_LR && c->warmup_log && c->warmup < 2) fatal("--warmup-type log needs --warmup >= 2");
-    if (c->sched == SCHED_WARMUP_DECAY_LR && c->steps <= c->warmup) fatal("WarmupDecayLR needs --steps > --warmup");
-    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
-        fatal("the config asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
-              c->zero_stage, ZERO_STAGE, c->zero_stage);
+    config_check(c, &rep);
+    report_finish(&rep, print_rank);
     c->zero_stage = ZERO_STAGE;
-    if (c->offload_param && ZERO_STAGE != 3) fatal("--offload-param (offload_param) needs ZeRO stage 3: parameters are partitioned only there");
-}
-
-// With the world size known: derive accumulation from --total-batch.
-static void config_resolve_batch(TrainConfig *c, int world) {
-    if (c->total_batch > 0) {
-        long long per = (long long)c->B * world;
-        if (c->total_batch % per)
-            fatal("--total-batch %d is not divisible by micro batch %d x world size %d", c->total_batch, c->B, world);
-        c->accum = (int)(c->total_batch / per);
-    }
-    c->total_batch = c->B * c->accum * world;
 }

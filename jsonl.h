@@ -3,6 +3,7 @@
 // records (memory, comm, estimate) and hand them to jsonl_record.
 //   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms"[, "peak_live_elems"]}
 //   {"type":"val", "step", "val_loss"}
+//   {"type":"config", ...}: ds_config.h's config_json_record (the resolved configuration, first)
 //   {"type":"memory", ...}, {"type":"comm", ...}, {"type":"estimate", ...}: zero_report.h
 #pragma once
 #include "common.h"

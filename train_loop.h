@@ -38,6 +38,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
         return 0;
     }
     config_resolve_batch(tc, comm->world);
+    if (comm->rank == 0 && !tc->quiet) config_print_resolved(tc, stdout);
     comm_setup_backend(comm, tc->comm);
     comm_check_same(comm, config_hash(tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
     return 1;
@@ -134,6 +135,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     TrainState st = load_start(m, tc, say);
     train.pos = st.data_pos;
     JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, st.step > 0);
+    jsonl_record(&log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
     if (say) zero_plan_print(&m->zero);
     cJSON *memrec = zero_memory_report(&m->zero, say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm->rank);

@@ -670,7 +670,7 @@ static float zero_global_norm(Zero *z) {
 // grad_scale (the clip coefficient) multiplies every gradient first.
 static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
     const ZeroPlan *p = &z->plan;
-    AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale};
+    AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale, !z->cfg->adam_w_mode};
     for (int s = 0; s < p->n_seg; s++) {
         const ZeroSegment *sg = &p->seg[s];
         size_t in_slice = zero_seg_in_slice(p, sg), so = p->u[sg->unit].shard_off + in_slice;

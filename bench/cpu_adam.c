@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
 #endif
             double *tf = (double *)xmalloc(reps * sizeof(double), "t"), *tb = (double *)xmalloc(reps * sizeof(double), "t");
             double *tt = (double *)xmalloc(reps * sizeof(double), "t"), *tn = (double *)xmalloc(reps * sizeof(double), "t");
-            AdamWParams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f};
+            AdamWParams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f, 0};
             for (int w = 0; w < 2; w++) {   // warm up
                 adamw_cpu_step(p, g, m, v, NULL, n, hp);
                 adamw_cpu_step_bf16grad(p, gb, m, v, out, n, hp);

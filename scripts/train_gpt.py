@@ -87,8 +87,9 @@ PRESETS = [
     ("gpt2-350m", 24, 16, 4, 1024, 1024, "GPT-2 medium"),
 ]
 
-SCHED_COSINE, SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR = 0, 1, 2, 3
-SCHED_NAMES = ["cosine", "constant", "WarmupLR", "WarmupDecayLR"]
+SCHED_COSINE, SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR = 0, 1, 2, 3, 4
+SCHED_NAMES = ["cosine", "constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"]
+DS_SCHEDS = (SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR)
 
 
 def round_up(x, m):
@@ -140,10 +141,15 @@ class TrainConfig:
         self.arch, self.preset = "gpt2", "tiny"
         self.train_path, self.val_path = "data/brown/train.bin", "data/brown/val.bin"
         self.tokenizer_path = "data/gpt2_tokenizer.bin"
-        self.B, self.T, self.accum, self.total_batch, self.steps = 4, 64, 1, 0, 50
+        # B, accum, total_batch: 0 until given; resolve_batch derives the rest as DeepSpeed does
+        self.B, self.T, self.accum, self.total_batch, self.steps = 0, 64, 0, 0, 50
         self.lr, self.beta1, self.beta2 = f32(6e-4), f32(0.9), f32(0.95)
         self.eps, self.weight_decay, self.grad_clip = f32(1e-8), f32(0.1), f32(1.0)
-        self.sched, self.warmup, self.warmup_log, self.min_lr_frac = SCHED_COSINE, 0, 0, f32(0.1)
+        self.adam_w_mode = 1
+        self.sched, self.warmup, self.warmup_log, self.min_lr_frac = SCHED_COSINE, 0, 1, f32(0.1)
+        self.warmup_min_lr, self.warmup_min_ratio, self.cos_min_ratio = f32(0.0), f32(0.0), f32(1e-4)
+        self.sched_total = 0
+        self.sched_from = {}   # schedule setting -> the flag or key that set it (the checks of config.h)
         self.seed = 1337
         self.init_path = self.save_dir = self.resume_dir = self.log_path = self.config_path = ""
         self.save_every, self.threads = 0, 0
@@ -158,12 +164,19 @@ class TrainConfig:
         self.debug_state = ""
 
 
+def ds_warmup_gamma(c, t, W):
+    """config.h ds_warmup_gamma(): DeepSpeed's warm-up fraction at scheduler iteration t < W."""
+    return (1.0 / math.log(W)) * math.log(t + 1.0) if c.warmup_log else t / W
+
+
 def lr_at(c, it, total):
-    """config.h lr_at(): learning rate of 0-based step `it` of `total`, computed in double, returned as float32."""
-    lr, W = float(c.lr), float(c.warmup)
+    """config.h lr_at(): learning rate of 0-based step `it` of `total`, computed in double, returned as float32.
+    DeepSpeed's schedules run step `it` at scheduler iteration it - 1 (see config.h)."""
+    lr = float(c.lr)
     if c.sched == SCHED_CONSTANT:
         return f32(lr)
     if c.sched == SCHED_COSINE:
+        W = float(c.warmup)
         if it < c.warmup:
             return f32(lr * (it + 1) / W)
         min_lr = lr * float(c.min_lr_frac)
@@ -173,16 +186,28 @@ def lr_at(c, it, total):
         if ratio > 1:
             ratio = 1.0
         return f32(min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr))
-    min_lr = lr * float(c.min_lr_frac)
-    if it < c.warmup:
-        gamma = math.log(it + 1.0) / math.log(W) if c.warmup_log else it / W
-        return f32(min_lr + (lr - min_lr) * gamma)
-    if c.sched == SCHED_WARMUP_LR:
-        return f32(lr)
-    frac = float(total - it) / float(total - c.warmup)
-    if frac < 0:
-        frac = 0.0
-    return f32(lr * frac)
+    W = max(2, c.warmup)
+    T = c.sched_total if c.sched_total > 0 else total
+    t = it - 1
+    if c.sched == SCHED_WARMUP_COSINE_LR:
+        if t < 0:
+            return 0.0
+        if t < W:
+            ratio = float(c.warmup_min_ratio) + ds_warmup_gamma(c, t, W) * (1.0 - float(c.warmup_min_ratio))
+        else:
+            cmr = float(c.cos_min_ratio)
+            ratio = (1 + math.cos(math.pi * float(t - W + 1) / float(T - W))) / 2
+            ratio = max(0.0, cmr + (1.0 - cmr) * ratio)
+        return f32(lr * ratio)
+    min_lr = float(c.warmup_min_lr)
+    if t < 0:
+        return f32(min_lr)
+    gamma = 1.0
+    if t < W:
+        gamma = ds_warmup_gamma(c, t, W)
+    elif c.sched == SCHED_WARMUP_DECAY_LR:
+        gamma = max(0.0, float(T - t) / max(1.0, float(T - W)))
+    return f32(min_lr + (lr - min_lr) * gamma)
 
 
 HELP = """usage: %s [flags]
@@ -194,21 +219,25 @@ model
 %s
   --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N
                            override one size of the preset
-data
+data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)
   --train FILE --val FILE  token shards (default data/brown/{train,val}.bin)
   --batch B                micro batch per rank (default 4)
   --seq T                  sequence length (default 64)
   --accum K                gradient accumulation steps (default 1)
-  --total-batch N          global sequences per step; sets --accum = N / (B * world)
+  --total-batch N          global sequences per optimizer step (= batch x accum x world)
 optimizer and schedule
   --steps N --lr X --beta1 X --beta2 X --eps X --weight-decay X --clip X (0: off)
-  --lr-schedule cosine|constant|WarmupLR|WarmupDecayLR  --warmup N
-  --warmup-type linear|log --min-lr-frac X
+  --adam-w-mode 0|1        1: AdamW (default); 0: Adam with L2 weight decay
+  --lr-schedule cosine|constant|WarmupLR|WarmupDecayLR|WarmupCosineLR  --warmup N
+  --min-lr-frac X          cosine: the floor as a fraction of --lr (default 0.1)
+  --warmup-type log|linear DeepSpeed's schedules: the warm-up's shape (default log)
+  --warmup-min-lr X        WarmupLR, WarmupDecayLR: warm-up start and decay end (default 0)
+  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)
 run
   --seed S --init FILE --save DIR (writes DIR/model.bin) --log FILE
   --threads N --val-every N --val-batches N
   --sample-every N --sample-len N (accepted; the reference does not sample)
-  --config FILE (DeepSpeed-style JSON) --quiet 0|1
+  --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
   accepted and ignored: --save-every --resume --tokenizer --zero-stage
   --persistence-threshold --max-live --prefetch --offload --comm
 reference only
@@ -219,44 +248,69 @@ reference only
 
 _INT_CHARS = set("0123456789")
 
+# config.h ranges: (lo, hi, lo_open, hi_open, integer); every flag and config value is checked against its own
+FLT_BIG = 3.4e38
+R_BATCH, R_ACCUM, R_TOTAL = (1, 1 << 20, 0, 0, 1), (1, 1 << 20, 0, 0, 1), (1, 1 << 30, 0, 0, 1)
+R_STEPS, R_COUNT = (0, 1 << 30, 0, 0, 1), (0, 9e18, 0, 0, 1)
+R_LR = R_NONNEG = R_WD = R_CLIP = (0, FLT_BIG, 0, 0, 0)
+R_BETA, R_EPS, R_FRAC = (0, 1, 0, 1, 0), (0, FLT_BIG, 1, 0, 0), (0, 1, 0, 0, 0)
+
+
+def range_ok(r, v):
+    lo, hi, lo_open, hi_open, integer = r
+    if not math.isfinite(v) or (integer and v != math.floor(v)):
+        return False
+    return not (v < lo or (lo_open and v == lo) or v > hi or (hi_open and v == hi))
+
+
+def range_text(r):
+    lo, hi, lo_open, hi_open, integer = r
+    what = "an integer" if integer else "a number"
+    if hi >= 9e18 or hi >= FLT_BIG:
+        return "%s %s %g" % (what, ">" if lo_open else ">=", lo)
+    return "%s in %s%.10g, %.10g%s" % (what, "(" if lo_open else "[", lo, hi, ")" if hi_open else "]")
+
+
+def flag_number(flag, s, r):
+    """config.h flag_number(): integers below 2^31 as decimal integers, counts and numbers as floats."""
+    v = None
+    if r[4] and r[1] < 9e18:
+        t = s.lstrip(" \t\n")
+        body = t[1:] if t[:1] in "+-" else t
+        if body and all(ch in _INT_CHARS for ch in body):
+            v = float(int(t))
+    else:
+        try:
+            v = float(s)
+        except ValueError:
+            v = None
+    if v is None or not range_ok(r, v) or (not r[4] and not range_ok(r, float(np.float32(v)))):
+        fatal("%s: expected %s, got '%s'" % (flag, range_text(r), s))
+    return v
+
 
 def parse_int_or_die(flag, s, lo, hi):
-    t = s.lstrip(" \t\n")
-    body = t[1:] if t[:1] in "+-" else t
-    if not body or any(ch not in _INT_CHARS for ch in body) or not (lo <= int(t) <= hi):
-        fatal("%s: expected an integer in [%d, %d], got '%s'" % (flag, lo, hi, s))
-    return int(t)
-
-
-def parse_ll_or_die(flag, s):
-    try:
-        v = float(s)
-    except ValueError:
-        v = None
-    if v is None or not math.isfinite(v) or v < 0 or v > 9e18:
-        fatal("%s: expected a non-negative count, got '%s'" % (flag, s))
-    return int(v)
-
-
-def parse_float_or_die(flag, s):
-    try:
-        v = float(s)
-        v32 = np.float32(v) if math.isfinite(v) else None
-    except (ValueError, OverflowError):
-        v32 = None
-    if v32 is None or not np.isfinite(v32):
-        fatal("%s: expected a number, got '%s'" % (flag, s))
-    return float(v32)
+    return int(flag_number(flag, s, (lo, hi, 0, 0, 1)))
 
 
 def sched_from_name(flag, s):
     if s in SCHED_NAMES:
         return SCHED_NAMES.index(s)
-    fatal("%s: unknown schedule '%s' (cosine, constant, WarmupLR, WarmupDecayLR)" % (flag, s))
+    fatal("%s: unknown schedule '%s' (cosine, constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)" % (flag, s))
+
+
+# which schedules use a schedule setting (config.h sched_users)
+SCHED_USERS = {
+    "warmup": set(DS_SCHEDS) | {SCHED_COSINE}, "warmup_type": set(DS_SCHEDS), "min_lr_frac": {SCHED_COSINE},
+    "warmup_min_lr": {SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR}, "warmup_max_lr": {SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR},
+    "warmup_min_ratio": {SCHED_WARMUP_COSINE_LR}, "cos_min_ratio": {SCHED_WARMUP_COSINE_LR},
+    "sched_total": {SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR},
+}
 
 
 def apply_json_config(c, path):
-    """config.h apply_json_config(): the DeepSpeed-style keys the C trainer honours."""
+    """The keys of a DeepSpeed config that train_gpt_cpu honours (ds_config.h; "auto" and null: as absent).
+    The reference does not validate the rest of the file: train_gpt_cpu does (--config-keys lists every key)."""
     try:
         with open(path, "rb") as f:
             text = f.read()
@@ -271,50 +325,89 @@ def apply_json_config(c, path):
     if not isinstance(root, dict):
         fatal("%s: not a JSON object" % path)
 
-    def jnum(obj, key):
-        if not isinstance(obj, dict) or key not in obj:
+    def get(obj, key, r=None):
+        """the value of obj[key], None when absent, "auto" or null; numbers range-checked"""
+        if not isinstance(obj, dict) or obj.get(key, "auto") in ("auto", None):
             return None
         v = obj[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            fatal('%s: "%s" must be a number' % (path, key))
+        if r is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not range_ok(r, v)):
+            fatal("%s: %s: expected %s, got %s" % (path, key, range_text(r), json.dumps(v)))
         return v
 
-    def jint(v):
-        return int(v)
-
-    if (v := jnum(root, "train_micro_batch_size_per_gpu")) is not None: c.B = jint(v)
-    if (v := jnum(root, "gradient_accumulation_steps")) is not None: c.accum = jint(v)
-    if (v := jnum(root, "train_batch_size")) is not None: c.total_batch = jint(v)
-    if (v := jnum(root, "gradient_clipping")) is not None: c.grad_clip = f32(v)
+    if (v := get(root, "train_micro_batch_size_per_gpu", R_BATCH)) is not None: c.B = int(v)
+    if (v := get(root, "gradient_accumulation_steps", R_ACCUM)) is not None: c.accum = int(v)
+    if (v := get(root, "train_batch_size", R_TOTAL)) is not None: c.total_batch = int(v)
+    if (v := get(root, "gradient_clipping", R_CLIP)) is not None: c.grad_clip = f32(v)
     zo = root.get("zero_optimization")
     if isinstance(zo, dict):
-        if (v := jnum(zo, "stage")) is not None: c.zero_stage = jint(v)
-        if (v := jnum(zo, "stage3_param_persistence_threshold")) is not None: c.persistence_threshold = int(v)
-        if (v := jnum(zo, "stage3_max_live_parameters")) is not None: c.max_live_elems = int(v)
-        if "overlap_comm" in zo: c.prefetch = 1 if zo["overlap_comm"] is True else 0
-        off = zo.get("offload_optimizer")
-        if isinstance(off, dict) and isinstance(off.get("device"), str): c.offload = int(off["device"] == "cpu")
+        if (v := get(zo, "stage", (0, 3, 0, 0, 1))) is not None: c.zero_stage = int(v)
+        if (v := get(zo, "stage3_param_persistence_threshold", R_COUNT)) is not None: c.persistence_threshold = int(v)
+        if (v := get(zo, "stage3_max_live_parameters", R_COUNT)) is not None: c.max_live_elems = int(v)
+        if (v := get(zo, "overlap_comm")) is not None: c.prefetch = 1 if v is True else 0
+        for key, attr in (("offload_optimizer", "offload"), ("offload_param", "offload_param")):
+            dev = get(zo.get(key), "device")
+            if isinstance(dev, str): setattr(c, attr, int(dev == "cpu"))
     opt = root.get("optimizer")
     op = opt.get("params") if isinstance(opt, dict) else None
+    adamw_type = isinstance(opt, dict) and isinstance(opt.get("type"), str) and opt["type"].lower() == "adamw"
     if isinstance(op, dict):
-        if (v := jnum(op, "lr")) is not None: c.lr = f32(v)
-        if (v := jnum(op, "eps")) is not None: c.eps = f32(v)
-        if (v := jnum(op, "weight_decay")) is not None: c.weight_decay = f32(v)
-        if "betas" in op:
-            b = op["betas"]
-            if not isinstance(b, list) or len(b) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b):
-                fatal('%s: "betas" must be an array of two numbers' % path)
+        if (v := get(op, "lr", R_LR)) is not None: c.lr = f32(v)
+        if (v := get(op, "eps", R_EPS)) is not None: c.eps = f32(v)
+        if (v := get(op, "weight_decay", R_WD)) is not None: c.weight_decay = f32(v)
+        if (b := get(op, "betas")) is not None:
+            if not isinstance(b, list) or len(b) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and range_ok(R_BETA, x) for x in b):
+                fatal("%s: betas: expected two numbers [a, b], each %s" % (path, range_text(R_BETA)))
             c.beta1, c.beta2 = f32(b[0]), f32(b[1])
+        if (v := get(op, "adam_w_mode")) is not None: c.adam_w_mode = int(v is True or adamw_type)
     sc = root.get("scheduler")
     if isinstance(sc, dict):
-        if isinstance(sc.get("type"), str): c.sched = sched_from_name(path, sc["type"])
+        if isinstance(get(sc, "type"), str):
+            c.sched = sched_from_name(path, sc["type"])
+            c.sched_from["sched"] = "scheduler.type"
         sp = sc.get("params")
         if isinstance(sp, dict):
-            if (v := jnum(sp, "warmup_max_lr")) is not None: c.lr = f32(v)
-            if (v := jnum(sp, "warmup_num_steps")) is not None: c.warmup = jint(v)
-            if (v := jnum(sp, "warmup_min_lr")) is not None: c.min_lr_frac = f32(v / c.lr) if c.lr > 0 else 0.0
-            if (v := jnum(sp, "total_num_steps")) is not None: c.steps = jint(v)
-            if isinstance(sp.get("warmup_type"), str): c.warmup_log = int(sp["warmup_type"] == "log")
+            for key, attr, r in (("warmup_min_lr", "warmup_min_lr", R_NONNEG), ("warmup_min_ratio", "warmup_min_ratio", R_FRAC),
+                                 ("cos_min_ratio", "cos_min_ratio", R_FRAC)):
+                if (v := get(sp, key, r)) is not None:
+                    setattr(c, attr, f32(v))
+                    c.sched_from[attr] = "scheduler.params." + key
+            if (v := get(sp, "warmup_max_lr", R_LR)) is not None:
+                c.lr = f32(v)
+                c.sched_from["warmup_max_lr"] = "scheduler.params.warmup_max_lr"
+            if (v := get(sp, "warmup_num_steps", R_STEPS)) is not None:
+                c.warmup = int(v)
+                c.sched_from["warmup"] = "scheduler.params.warmup_num_steps"
+            if (v := get(sp, "total_num_steps", R_STEPS)) is not None:
+                c.sched_total = c.steps = int(v)
+                c.sched_from["sched_total"] = "scheduler.params.total_num_steps"
+            if isinstance(v := get(sp, "warmup_type"), str):
+                c.warmup_log = int(v == "log")
+                c.sched_from["warmup_type"] = "scheduler.params.warmup_type"
+
+
+def resolve_batch(c):
+    """ds_config.h config_resolve_batch(c, world): DeepSpeed's derivation of the missing batch setting."""
+    tb, mb, ga, w = c.total_batch, c.B, c.accum, c.world
+    if not tb and not mb:
+        mb = 4
+    if tb and mb and ga:
+        pass
+    elif tb and mb:
+        ga = tb // mb // w
+    elif tb and ga:
+        mb = tb // w // ga
+    elif mb and ga:
+        tb = mb * ga * w
+    elif tb:
+        ga, mb = 1, tb // w
+    else:
+        tb, ga = mb * w, 1
+    if mb <= 0: fatal("Micro batch size per gpu: %d has to be greater than 0 (world size %d)" % (mb, w))
+    if ga <= 0: fatal("Gradient accumulation steps: %d has to be greater than 0 (world size %d)" % (ga, w))
+    if tb != mb * ga * w:
+        fatal("Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * "
+              "world_size %d != %d * %d * %d" % (tb, mb, ga, w))
+    c.total_batch, c.B, c.accum = tb, mb, ga
 
 
 def parse_args(argv):
@@ -363,25 +456,34 @@ def parse_args(argv):
         elif a == "--max-seq": m.max_seq = parse_int_or_die(a, v, 1, 1 << 20)
         elif a == "--train": c.train_path = v
         elif a == "--val": c.val_path = v
-        elif a == "--batch": c.B = parse_int_or_die(a, v, 1, 1 << 20)
+        elif a == "--batch": c.B = int(flag_number(a, v, R_BATCH))
         elif a == "--seq": c.T = parse_int_or_die(a, v, 1, 1 << 20)
-        elif a == "--accum": c.accum = parse_int_or_die(a, v, 1, 1 << 20)
-        elif a == "--total-batch": c.total_batch = parse_int_or_die(a, v, 1, 1 << 30)
-        elif a == "--steps": c.steps = parse_int_or_die(a, v, 0, 1 << 30)
-        elif a == "--lr": c.lr = parse_float_or_die(a, v)
-        elif a == "--beta1": c.beta1 = parse_float_or_die(a, v)
-        elif a == "--beta2": c.beta2 = parse_float_or_die(a, v)
-        elif a == "--eps": c.eps = parse_float_or_die(a, v)
-        elif a == "--weight-decay": c.weight_decay = parse_float_or_die(a, v)
-        elif a == "--clip": c.grad_clip = parse_float_or_die(a, v)
-        elif a == "--lr-schedule": c.sched = sched_from_name(a, v)
-        elif a == "--warmup": c.warmup = parse_int_or_die(a, v, 0, 1 << 30)
+        elif a == "--accum": c.accum = int(flag_number(a, v, R_ACCUM))
+        elif a == "--total-batch": c.total_batch = int(flag_number(a, v, R_TOTAL))
+        elif a == "--steps": c.steps = int(flag_number(a, v, R_STEPS))
+        elif a == "--lr": c.lr = f32(flag_number(a, v, R_LR))
+        elif a == "--beta1": c.beta1 = f32(flag_number(a, v, R_BETA))
+        elif a == "--beta2": c.beta2 = f32(flag_number(a, v, R_BETA))
+        elif a == "--eps": c.eps = f32(flag_number(a, v, R_EPS))
+        elif a == "--weight-decay": c.weight_decay = f32(flag_number(a, v, R_WD))
+        elif a == "--clip": c.grad_clip = f32(flag_number(a, v, R_CLIP))
+        elif a == "--adam-w-mode": c.adam_w_mode = parse_int_or_die(a, v, 0, 1)
+        elif a == "--lr-schedule":
+            c.sched = sched_from_name(a, v)
+            c.sched_from["sched"] = a
+        elif a == "--warmup":
+            c.warmup = int(flag_number(a, v, R_STEPS))
+            c.sched_from["warmup"] = a
         elif a == "--warmup-type":
             if v not in ("log", "linear"):
-                fatal("%s: expected linear or log, got '%s'" % (a, v))
+                fatal("%s: expected log or linear, got '%s'" % (a, v))
             c.warmup_log = int(v == "log")
-        elif a == "--min-lr-frac": c.min_lr_frac = parse_float_or_die(a, v)
-        elif a == "--seed": c.seed = parse_ll_or_die(a, v)
+            c.sched_from["warmup_type"] = a
+        elif a in ("--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio"):
+            attr = a[2:].replace("-", "_")
+            setattr(c, attr, f32(flag_number(a, v, R_NONNEG if a == "--warmup-min-lr" else R_FRAC)))
+            c.sched_from[attr] = a
+        elif a == "--seed": c.seed = int(flag_number(a, v, R_COUNT))
         elif a == "--init": c.init_path = v
         elif a == "--save": c.save_dir = v
         elif a == "--save-every": c.save_every = parse_int_or_die(a, v, 0, 1 << 30)
@@ -395,12 +497,13 @@ def parse_args(argv):
         elif a == "--tokenizer": c.tokenizer_path = v
         elif a == "--quiet": c.quiet = parse_int_or_die(a, v, 0, 1)
         elif a == "--zero-stage": c.zero_stage = parse_int_or_die(a, v, 0, 3)
-        elif a == "--persistence-threshold": c.persistence_threshold = parse_ll_or_die(a, v)
-        elif a == "--max-live": c.max_live_elems = parse_ll_or_die(a, v)
+        elif a == "--persistence-threshold": c.persistence_threshold = int(flag_number(a, v, R_COUNT))
+        elif a == "--max-live": c.max_live_elems = int(flag_number(a, v, R_COUNT))
         elif a == "--prefetch": c.prefetch = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload": c.offload = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload-param": c.offload_param = parse_int_or_die(a, v, 0, 1)
         elif a == "--estimate-memory": fatal("--estimate-memory: a flag of the C trainers (./train_gpt_cpu --estimate-memory N)")
+        elif a == "--config-keys": fatal("--config-keys: a flag of the C trainers (./train_gpt_cpu --config-keys)")
         elif a == "--comm":
             if v not in ("nccl", "mpi"):
                 fatal("%s: expected nccl or mpi, got '%s'" % (a, v))
@@ -425,17 +528,16 @@ def parse_args(argv):
     if arch == ARCH_LLAMA and (m.d_model // m.n_head) % 2:
         fatal("llama: head dimension %d must be even for RoPE" % (m.d_model // m.n_head))
     if c.T > m.max_seq: fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)" % (c.T, m.max_seq))
-    if c.lr < 0: fatal("--lr must be >= 0")
-    if c.beta1 < 0 or c.beta1 >= 1 or c.beta2 < 0 or c.beta2 >= 1: fatal("--beta1/--beta2 must be in [0, 1)")
-    if c.sched >= SCHED_WARMUP_LR and c.warmup_log and c.warmup < 2: fatal("--warmup-type log needs --warmup >= 2")
-    if c.sched == SCHED_WARMUP_DECAY_LR and c.steps <= c.warmup: fatal("WarmupDecayLR needs --steps > --warmup")
-    # config_resolve_batch(c, world)
-    if c.total_batch > 0:
-        per = c.B * c.world
-        if c.total_batch % per:
-            fatal("--total-batch %d is not divisible by micro batch %d x world size %d" % (c.total_batch, c.B, c.world))
-        c.accum = c.total_batch // per
-    c.total_batch = c.B * c.accum * c.world
+    # config.h config_check(): a schedule setting the chosen schedule does not take
+    for name, where in c.sched_from.items():
+        users = SCHED_USERS.get(name)
+        if users and c.sched not in users:
+            fatal("%s: not used by the %s schedule (used by %s)" % (where, SCHED_NAMES[c.sched],
+                                                                     ", ".join(SCHED_NAMES[s] for s in sorted(users))))
+    W, T = max(2, c.warmup), c.sched_total if c.sched_total > 0 else c.steps
+    if c.sched == SCHED_WARMUP_COSINE_LR and T == W:
+        fatal("WarmupCosineLR with total_num_steps == warmup_num_steps (%d) divides by zero after the warm-up (as in DeepSpeed)" % T)
+    resolve_batch(c)
     return c
 
 
@@ -866,7 +968,9 @@ def make_optimizer(model, c, lr):
     decay = [p for p, t in zip(model.params, model.tensors) if t.decay]
     no_decay = [p for p, t in zip(model.params, model.tensors) if not t.decay]
     groups = [{"params": decay, "weight_decay": c.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(c.beta1, c.beta2), eps=c.eps)
+    # adam_w_mode 0: DeepSpeed's Adam with L2 weight decay (added to the gradient) == torch.optim.Adam
+    adam = torch.optim.AdamW if c.adam_w_mode else torch.optim.Adam
+    return adam(groups, lr=lr, betas=(c.beta1, c.beta2), eps=c.eps)
 
 
 def clip_and_norm(model, clip):

@@ -3,7 +3,8 @@
 //       single-threaded scalar reference: odd sizes, fp32/bf16 grads, bf16 output on/off,
 //       special values sprinkled in; max ulp difference reported (limit 1, expected 0)
 //   (b) 10 steps against torch.optim.AdamW (tests/adamw_torch_ref.py, /usr/bin/python3 or
-//       $PYTHON), with and without weight decay, within 1e-6 relative
+//       $PYTHON), with and without weight decay, and against torch.optim.Adam with L2 weight
+//       decay (l2_decay: DeepSpeed's "Adam" with adam_w_mode false), within 1e-6 relative
 //   (c) the tiled variant: identical results, on_tile covers every element exactly once, in
 //       order, on the calling thread, after the tile's outputs are final
 //   (d) bf16 round-to-nearest-even on hand-picked ties, overflow, NaN and Inf handling
@@ -64,9 +65,10 @@ static void make_params(Rng *r, float *p, size_t n, int specials) {
     }
 }
 
-static AdamWParams hparams(float lr, float wd, int t, float gs) {
+static AdamWParams hparams(float lr, float wd, int t, float gs, int l2) {
     AdamWParams hp;
     hp.lr = lr; hp.beta1 = 0.9f; hp.beta2 = 0.95f; hp.eps = 1e-8f; hp.weight_decay = wd; hp.t = t; hp.grad_scale = gs;
+    hp.l2_decay = l2;
     return hp;
 }
 
@@ -89,8 +91,9 @@ static void test_paths(void) {
             size_t n = sizes[si];
             for (int gbf = 0; gbf < 2; gbf++)
             for (int outon = 0; outon < 2; outon++)
-            for (int variant = 0; variant < 2; variant++) {
-                // variant 0: wd 0.1, grad_scale 1; variant 1: wd 0, grad_scale 0.37, 3 threads
+            for (int variant = 0; variant < 3; variant++) {
+                // variant 0: wd 0.1, grad_scale 1; variant 1: wd 0, grad_scale 0.37, 3 threads;
+                // variant 2: L2 weight decay 0.1 (Adam), grad_scale 0.8
                 Rng r = {1234 + n * 7 + gbf * 3 + outon + variant * 11};
                 float *p0 = falloc(n), *g = falloc(n), *pr = falloc(n), *mr = falloc(n), *vr = falloc(n);
                 float *pt = falloc(n), *mt = falloc(n), *vt = falloc(n);
@@ -106,7 +109,8 @@ static void test_paths(void) {
                 for (int t = 1; t <= 3; t++) {
                     make_grads(&r, g, n, 1);
                     for (size_t i = 0; i < n; i++) gb[i] = float_to_bf16_rne(g[i]);
-                    AdamWParams hp = hparams(1e-3f * t, variant ? 0.0f : 0.1f, t, variant ? 0.37f : 1.0f);
+                    AdamWParams hp = hparams(1e-3f * t, variant == 1 ? 0.0f : 0.1f, t, variant == 1 ? 0.37f : (variant ? 0.8f : 1.0f),
+                                             variant == 2);
                     AdamWConsts k = adamw_consts(hp);
                     adamw_range_scalar(&k, pr, gbf ? NULL : g, gbf ? gb : NULL, mr, vr, outon ? orf : NULL, n);
                     adamw_cpu_set_path(path);
@@ -136,46 +140,44 @@ static void test_paths(void) {
     }
     adamw_cpu_set_path(ADAMW_PATH_AUTO);
 
-    // the scalar reference itself against the formula evaluated in double (one step, finite data)
-    size_t n = 100003;
-    Rng r = {99};
-    float *p = falloc(n), *g = falloc(n), *m = falloc(n), *v = falloc(n);
-    double maxrel = 0;
-    make_params(&r, p, n, 0); make_grads(&r, g, n, 0);
-    for (size_t i = 0; i < n; i++) { m[i] = rng_normal(&r) * 0.01f; v[i] = fabsf(rng_normal(&r)) * 1e-4f; }
-    AdamWParams hp = hparams(3e-3f, 0.1f, 5, 0.8f);
-    double *pd = (double *)xmalloc(n * sizeof(double), "pd");
-    for (size_t i = 0; i < n; i++) {
-        double gg = (double)g[i] * hp.grad_scale;
-        double mm = hp.beta1 * (double)m[i] + (1.0 - hp.beta1) * gg;
-        double vv = hp.beta2 * (double)v[i] + (1.0 - hp.beta2) * gg * gg;
-        double pp = (double)p[i] - (double)hp.lr * hp.weight_decay * p[i];
-        pd[i] = pp - hp.lr / (1 - pow(hp.beta1, hp.t)) * mm / (sqrt(vv) / sqrt(1 - pow(hp.beta2, hp.t)) + hp.eps);
+    // the scalar reference itself against the formula evaluated in double (one step, finite data),
+    // decoupled (AdamW) and L2 (Adam) weight decay
+    for (int l2 = 0; l2 < 2; l2++) {
+        size_t n = 100003;
+        Rng r = {99};
+        float *p = falloc(n), *g = falloc(n), *m = falloc(n), *v = falloc(n);
+        double maxrel = 0;
+        make_params(&r, p, n, 0); make_grads(&r, g, n, 0);
+        for (size_t i = 0; i < n; i++) { m[i] = rng_normal(&r) * 0.01f; v[i] = fabsf(rng_normal(&r)) * 1e-4f; }
+        AdamWParams hp = hparams(3e-3f, 0.1f, 5, 0.8f, l2);
+        double *pd = (double *)xmalloc(n * sizeof(double), "pd");
+        double *md = (double *)xmalloc(n * sizeof(double), "md"), *vd = (double *)xmalloc(n * sizeof(double), "vd");
+        for (size_t i = 0; i < n; i++) {
+            double gg = (double)g[i] * hp.grad_scale + (l2 ? (double)hp.weight_decay * p[i] : 0.0);
+            md[i] = hp.beta1 * (double)m[i] + (1.0 - hp.beta1) * gg;
+            vd[i] = hp.beta2 * (double)v[i] + (1.0 - hp.beta2) * gg * gg;
+            double pp = (double)p[i] - (l2 ? 0.0 : (double)hp.lr * hp.weight_decay * p[i]);
+            pd[i] = pp - hp.lr / (1 - pow(hp.beta1, hp.t)) * md[i] / (sqrt(vd[i]) / sqrt(1 - pow(hp.beta2, hp.t)) + hp.eps);
+        }
+        float *p0 = falloc(n);
+        memcpy(p0, p, n * 4);
+        AdamWConsts k = adamw_consts(hp);
+        adamw_range_scalar(&k, p, g, NULL, m, v, NULL, n);
+        // normwise errors (m cancels, so elementwise relative error says nothing): the update p - p0 against
+        // the exact update, m and v against exact
+        double du = 0, mu = 0, dm = 0, mm = 0, dv = 0, mv = 0;
+        for (size_t i = 0; i < n; i++) {
+            du = fmax(du, fabs(((double)p[i] - p0[i]) - (pd[i] - p0[i]))); mu = fmax(mu, fabs(pd[i] - p0[i]));
+            dm = fmax(dm, fabs(m[i] - md[i])); mm = fmax(mm, fabs(md[i]));
+            dv = fmax(dv, fabs(v[i] - vd[i])); mv = fmax(mv, fabs(vd[i]));
+        }
+        maxrel = fmax(dm / mm, dv / mv);
+        printf("    scalar reference (%s weight decay) vs the formula in double, one step: normwise rel err of the update %.2e, m %.2e, v %.2e\n",
+               l2 ? "L2" : "decoupled", du / mu, dm / mm, dv / mv);
+        CHECK(du / mu < 1e-5 && maxrel < 1e-6, "scalar reference (l2 %d) differs from the double-precision formula", l2);
+        free(md); free(vd); free(p0);
+        free(p); free(g); free(m); free(v); free(pd);
     }
-    double *md = (double *)xmalloc(n * sizeof(double), "md"), *vd = (double *)xmalloc(n * sizeof(double), "vd");
-    float *p0 = falloc(n);
-    memcpy(p0, p, n * 4);
-    for (size_t i = 0; i < n; i++) {
-        double gg = (double)g[i] * hp.grad_scale;
-        md[i] = hp.beta1 * (double)m[i] + (1.0 - hp.beta1) * gg;
-        vd[i] = hp.beta2 * (double)v[i] + (1.0 - hp.beta2) * gg * gg;
-    }
-    AdamWConsts k = adamw_consts(hp);
-    adamw_range_scalar(&k, p, g, NULL, m, v, NULL, n);
-    // normwise errors (m cancels, so elementwise relative error says nothing): the update p - p0 against
-    // the exact update, m and v against exact
-    double du = 0, mu = 0, dm = 0, mm = 0, dv = 0, mv = 0;
-    for (size_t i = 0; i < n; i++) {
-        du = fmax(du, fabs(((double)p[i] - p0[i]) - (pd[i] - p0[i]))); mu = fmax(mu, fabs(pd[i] - p0[i]));
-        dm = fmax(dm, fabs(m[i] - md[i])); mm = fmax(mm, fabs(md[i]));
-        dv = fmax(dv, fabs(v[i] - vd[i])); mv = fmax(mv, fabs(vd[i]));
-    }
-    maxrel = fmax(dm / mm, dv / mv);
-    printf("    scalar reference vs the formula in double, one step: normwise rel err of the update %.2e, m %.2e, v %.2e\n",
-           du / mu, dm / mm, dv / mv);
-    CHECK(du / mu < 1e-5 && maxrel < 1e-6, "scalar reference differs from the double-precision formula");
-    free(md); free(vd); free(p0);
-    free(p); free(g); free(m); free(v); free(pd);
 }
 
 // ---------------------------------------------------------------------------
@@ -198,7 +200,8 @@ static int read_f32(const char *dir, const char *name, float *x, size_t n) {
 }
 
 // returns 0 ran, 77 torch missing
-static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_grads, int vary_scale) {
+// l2: torch.optim.Adam (weight decay added to the gradient) against l2_decay
+static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_grads, int vary_scale, int l2) {
     char dir[] = "/tmp/adamw_test.XXXXXX";
     if (!mkdtemp(dir)) fatal("mkdtemp failed");
     const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
@@ -221,8 +224,8 @@ static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_gr
     write_f32(dir, "lrs.f32", lrs, steps);
     write_f32(dir, "scales.f32", scales, steps);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' tests/adamw_torch_ref.py %s %zu %d %.9g %.9g %.9g %.9g", py, dir, n, steps,
-             (double)b1, (double)b2, (double)eps, (double)wd);
+    snprintf(cmd, sizeof cmd, "'%s' tests/adamw_torch_ref.py %s %zu %d %.9g %.9g %.9g %.9g%s", py, dir, n, steps,
+             (double)b1, (double)b2, (double)eps, (double)wd, l2 ? " adam" : "");
     int rc = system(cmd);
     int status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
     float *pt = falloc(n), *mt = falloc(n), *vt = falloc(n);
@@ -239,9 +242,10 @@ static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_gr
             double bc1 = 1 - pow((double)b1, s + 1), bc2 = 1 - pow((double)b2, s + 1);
             for (size_t i = 0; i < n; i++) {
                 double g = (double)grads[(size_t)s * n + i] * (double)scales[s];
+                if (l2) g += (double)wd * pd[i];
                 md[i] = (double)b1 * md[i] + (1 - (double)b1) * g;
                 vd[i] = (double)b2 * vd[i] + (1 - (double)b2) * g * g;
-                pd[i] -= (double)lrs[s] * (double)wd * pd[i];
+                if (!l2) pd[i] -= (double)lrs[s] * (double)wd * pd[i];
                 pd[i] -= (double)lrs[s] / bc1 * md[i] / (sqrt(vd[i]) / sqrt(bc2) + (double)eps);
             }
         }
@@ -254,15 +258,15 @@ static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_gr
             dp = fmax(dp, fabs(pt[i] - pd[i])); dm = fmax(dm, fabs(mt[i] - md[i])); dv = fmax(dv, fabs(vt[i] - vd[i]));
         }
         tp = dp / mp; tm = dm / mm; tv = dv / mv;
-        printf("    n=%zu wd=%g %s grads%s (normwise rel err, max|a-b|/max|b|)\n      torch  vs fp64 exact:                                    p %.2e m %.2e v %.2e\n",
-               n, (double)wd, bf16_grads ? "bf16" : "fp32", vary_scale ? ", grad_scale" : "", tp, tm, tv);
+        printf("    %s n=%zu wd=%g %s grads%s (normwise rel err, max|a-b|/max|b|)\n      torch  vs fp64 exact:                                    p %.2e m %.2e v %.2e\n",
+               l2 ? "Adam (L2)" : "AdamW", n, (double)wd, bf16_grads ? "bf16" : "fp32", vary_scale ? ", grad_scale" : "", tp, tm, tv);
         for (int path = ADAMW_PATH_SCALAR; path <= ADAMW_PATH_AVX512; path++) {
             if (!adamw_cpu_path_supported(path)) continue;
             adamw_cpu_set_path(path);
             float *p = falloc(n), *m = falloc(n), *v = falloc(n);
             memcpy(p, p0, n * 4); memset(m, 0, n * 4); memset(v, 0, n * 4);
             for (int s = 0; s < steps; s++) {
-                AdamWParams hp = {lrs[s], b1, b2, eps, wd, s + 1, scales[s]};
+                AdamWParams hp = {lrs[s], b1, b2, eps, wd, s + 1, scales[s], l2};
                 if (bf16_grads) adamw_cpu_step_bf16grad(p, gb + (size_t)s * n, m, v, NULL, n, hp);
                 else adamw_cpu_step(p, grads + (size_t)s * n, m, v, NULL, n, hp);
             }
@@ -294,13 +298,15 @@ static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_gr
 static void test_torch(void) {
     const char *py = getenv("PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
-    printf("(b) 10 AdamW steps against torch.optim.AdamW (%s; lr ramps each step; betas 0.9/0.95, eps 1e-8)\n", py);
-    if (torch_case(py, 1000003, 10, 0.1f, 0, 0) == 77) {
+    printf("(b) 10 steps against torch.optim.AdamW and torch.optim.Adam (L2) (%s; lr ramps each step; betas 0.9/0.95, eps 1e-8)\n", py);
+    if (torch_case(py, 1000003, 10, 0.1f, 0, 0, 0) == 77) {
         printf("    SKIPPED: torch is not importable by %s (set PYTHON=...)\n", py);
         return;
     }
-    torch_case(py, 1000003, 10, 0.0f, 0, 1);
-    torch_case(py, 17, 10, 0.1f, 1, 1);
+    torch_case(py, 1000003, 10, 0.0f, 0, 1, 0);
+    torch_case(py, 17, 10, 0.1f, 1, 1, 0);
+    torch_case(py, 1000003, 10, 0.1f, 0, 1, 1);
+    torch_case(py, 17, 10, 0.1f, 1, 1, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -348,7 +354,7 @@ static void test_tiled(void) {
         for (int t = 1; t <= 2; t++) {
             make_grads(&r, g, n, 0);
             for (size_t i = 0; i < n; i++) gb[i] = float_to_bf16_rne(g[i]);
-            AdamWParams hp = hparams(1e-3f, 0.1f, t, 1.0f);
+            AdamWParams hp = hparams(1e-3f, 0.1f, t, 1.0f, 0);
             const void *gr = gbf ? (const void *)gb : (const void *)g;
             adamw_cpu_step_tiled(pa, gr, gbf, ma, va, oa, n, hp, 0, NULL, NULL);
             TileCtx c;
@@ -427,7 +433,7 @@ static void test_bf16(void) {
         float *p = falloc(n), *g = falloc(n), *m = falloc(n), *v = falloc(n);
         uint16_t *o = halloc(n);
         for (size_t i = 0; i < n; i++) { p[i] = u2f(cases[i % nc].in); g[i] = 0; m[i] = 0; v[i] = 0; }
-        adamw_cpu_step(p, g, m, v, o, n, hparams(0.0f, 0.0f, 1, 1.0f));
+        adamw_cpu_step(p, g, m, v, o, n, hparams(0.0f, 0.0f, 1, 1.0f, 0));
         int wrong = 0;
         for (size_t i = 0; i < n; i++) {
             uint32_t in = cases[i % nc].in;
@@ -443,7 +449,7 @@ static void test_bf16(void) {
         for (size_t i = 0; i < n; i += 5) g[i] = u2f(0x7fc00000u);
         for (size_t i = 1; i < n; i += 5) g[i] = u2f(0x7f800000u);
         for (size_t i = 2; i < n; i += 5) g[i] = u2f(0xff800000u);
-        adamw_cpu_step(p, g, m, v, o, n, hparams(1e-3f, 0.1f, 1, 1.0f));
+        adamw_cpu_step(p, g, m, v, o, n, hparams(1e-3f, 0.1f, 1, 1.0f, 0));
         int bad_nan = 0, bad_inf = 0, bad_ok = 0;
         for (size_t i = 0; i < n; i++) {
             int ob_nan = (o[i] & 0x7fff) > 0x7f80;

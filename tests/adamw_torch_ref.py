@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""torch.optim.AdamW reference for tests/adamw_test.c.
+"""torch.optim.AdamW (or, with "adam", torch.optim.Adam: L2 weight decay) reference for tests/adamw_test.c.
 
-usage: adamw_torch_ref.py DIR N STEPS BETA1 BETA2 EPS WD [foreach]
+usage: adamw_torch_ref.py DIR N STEPS BETA1 BETA2 EPS WD [foreach] [adam]
 reads  DIR/p0.f32 (N floats), DIR/grads.f32 (STEPS*N), DIR/lrs.f32 (STEPS learning rates),
        DIR/scales.f32 (STEPS grad scales, multiplied into the grads in float32 first)
 writes DIR/p.f32, DIR/m.f32, DIR/v.f32 (param, exp_avg, exp_avg_sq after STEPS steps)
@@ -21,7 +21,8 @@ except ImportError as e:
 def main():
     d, n, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     b1, b2, eps, wd = (float(np.float32(x)) for x in sys.argv[4:8])
-    foreach = len(sys.argv) > 8 and sys.argv[8] == "foreach"
+    foreach = "foreach" in sys.argv[8:]
+    adam = torch.optim.Adam if "adam" in sys.argv[8:] else torch.optim.AdamW
     p0 = np.fromfile(f"{d}/p0.f32", dtype=np.float32)
     grads = np.fromfile(f"{d}/grads.f32", dtype=np.float32).reshape(steps, n)
     lrs = np.fromfile(f"{d}/lrs.f32", dtype=np.float32)
@@ -29,8 +30,7 @@ def main():
     assert p0.size == n and lrs.size == steps and scales.size == steps
     torch.set_num_threads(1)
     param = torch.nn.Parameter(torch.from_numpy(p0.copy()))
-    opt = torch.optim.AdamW([param], lr=float(lrs[0]), betas=(b1, b2), eps=eps,
-                            weight_decay=wd, foreach=foreach)
+    opt = adam([param], lr=float(lrs[0]), betas=(b1, b2), eps=eps, weight_decay=wd, foreach=foreach)
     for s in range(steps):
         for g in opt.param_groups:
             g["lr"] = float(lrs[s])

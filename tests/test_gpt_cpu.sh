@@ -19,7 +19,8 @@ done
 
 echo "== learning-rate schedules: C and the PyTorch reference log the same lr at every step"
 M="--arch gpt2 --preset tiny --dim 48 --heads 4 --ffn 100 --vocab 250 --max-seq 32 --seq 16 --batch 2 --train $TMP/train.bin --steps 12 --quiet 1"
-for sched in "cosine --warmup 3" "constant" "WarmupLR --warmup 5 --warmup-type log" "WarmupLR --warmup 4" "WarmupDecayLR --warmup 4 --min-lr-frac 0.2"; do
+for sched in "cosine --warmup 3" "constant" "WarmupLR --warmup 5 --warmup-type log" "WarmupLR --warmup 4 --warmup-type linear" \
+             "WarmupDecayLR --warmup 4 --warmup-min-lr 1e-4" "WarmupCosineLR --warmup 3 --warmup-min-ratio 0.1 --cos-min-ratio 0.05"; do
     ./build/z0/train_gpt_cpu $M --lr-schedule $sched --log "$TMP/lr_c.jsonl" > /dev/null || exit 1
     $PY scripts/train_gpt.py $M --lr-schedule $sched --log "$TMP/lr_py.jsonl" > /dev/null 2>&1 || exit 1
     $PY - "$TMP/lr_c.jsonl" "$TMP/lr_py.jsonl" <<'PYEOF'

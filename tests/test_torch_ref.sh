@@ -4,7 +4,7 @@
 #   (b) both architectures: the forward equals an independent loop-by-loop numpy implementation of
 #       docs/model.md, and autograd equals finite differences (gradcheck, float64)
 #   (c) the data order of dataloader.h, --world N == N ranks, world/accum equivalence
-#   (d) lr_at() of config.h at hand-computed points, all four schedules
+#   (d) lr_at() of config.h at hand-computed points, all five schedules
 #   (e) bad inputs give one-line errors naming the file or flag
 #   plus: --save/--init round trip and the --debug-state file layout.
 # Exit 0 pass, 77 skip (no torch), 1 fail.
@@ -275,29 +275,39 @@ check(np.array_equal(whole.next()[0].reshape(-1), toks[:32]), "data reset goes b
 # (d) lr_at
 
 
-def cfg(sched, warmup=0, log=False, lr=1e-3, frac=0.1):
+def cfg(sched, warmup=0, log=False, lr=1e-3, frac=0.1, min_lr=1e-4, wmr=0.0, cmr=0.0):
     c = R.TrainConfig()
     c.sched = R.SCHED_NAMES.index(sched); c.warmup = warmup; c.warmup_log = int(log)
-    c.lr = R.f32(lr); c.min_lr_frac = R.f32(frac)
+    c.lr = R.f32(lr); c.min_lr_frac = R.f32(frac); c.warmup_min_lr = R.f32(min_lr)
+    c.warmup_min_ratio = R.f32(wmr); c.cos_min_ratio = R.f32(cmr)
     return c
 
 
-L32 = R.f32(1e-3)
-F32 = R.f32(0.1)
+# DeepSpeed's schedules run optimizer step `it` (0-based) at scheduler iteration t = it - 1
+# (t = -1: the lr the scheduler's constructor sets); W = max(2, warmup)
+L2 = math.log(2) / math.log(10)
 cases = [
     (cfg("constant"), 0, 100, 1e-3), (cfg("constant"), 99, 100, 1e-3),
     (cfg("cosine", 10), 0, 111, 1e-4), (cfg("cosine", 10), 4, 111, 5e-4), (cfg("cosine", 10), 9, 111, 1e-3),
     (cfg("cosine", 10), 10, 111, 1e-3), (cfg("cosine", 10), 60, 111, 5.5e-4), (cfg("cosine", 10), 110, 111, 1e-4),
     (cfg("cosine", 10), 500, 111, 1e-4), (cfg("cosine"), 0, 5, 1e-3), (cfg("cosine"), 2, 5, 5.5e-4),
     (cfg("cosine"), 0, 1, 1e-3),
-    (cfg("WarmupLR", 10), 0, 100, 1e-4), (cfg("WarmupLR", 10), 5, 100, 5.5e-4), (cfg("WarmupLR", 10), 10, 100, 1e-3),
-    (cfg("WarmupLR", 10), 99, 100, 1e-3),
-    (cfg("WarmupLR", 10, log=True), 0, 100, 1e-4), (cfg("WarmupLR", 10, log=True), 1, 100, 1e-4 + 9e-4 * math.log(2) / math.log(10)),
-    (cfg("WarmupLR", 10, log=True), 9, 100, 1e-3), (cfg("WarmupLR", 10, log=True), 50, 100, 1e-3),
-    (cfg("WarmupDecayLR", 10), 5, 110, 5.5e-4), (cfg("WarmupDecayLR", 10), 10, 110, 1e-3),
-    (cfg("WarmupDecayLR", 10), 60, 110, 5e-4), (cfg("WarmupDecayLR", 10), 109, 110, 1e-5),
-    (cfg("WarmupDecayLR", 10), 110, 110, 0.0), (cfg("WarmupDecayLR", 10), 200, 110, 0.0),
-    (cfg("WarmupLR", 4, frac=0.0), 1, 100, 2.5e-4),
+    (cfg("WarmupLR", 10), 0, 100, 1e-4), (cfg("WarmupLR", 10), 1, 100, 1e-4), (cfg("WarmupLR", 10), 6, 100, 5.5e-4),
+    (cfg("WarmupLR", 10), 10, 100, 9.1e-4), (cfg("WarmupLR", 10), 11, 100, 1e-3), (cfg("WarmupLR", 10), 99, 100, 1e-3),
+    (cfg("WarmupLR", 10, log=True), 0, 100, 1e-4), (cfg("WarmupLR", 10, log=True), 1, 100, 1e-4),
+    (cfg("WarmupLR", 10, log=True), 2, 100, 1e-4 + 9e-4 * L2), (cfg("WarmupLR", 10, log=True), 10, 100, 1e-3),
+    (cfg("WarmupLR", 10, log=True), 50, 100, 1e-3),
+    (cfg("WarmupLR", 4, min_lr=0.0), 2, 100, 2.5e-4),
+    (cfg("WarmupLR", 0, min_lr=0.0), 1, 100, 0.0), (cfg("WarmupLR", 0, min_lr=0.0), 2, 100, 5e-4),
+    (cfg("WarmupLR", 0, min_lr=0.0), 3, 100, 1e-3),
+    (cfg("WarmupDecayLR", 10), 6, 110, 5.5e-4), (cfg("WarmupDecayLR", 10), 11, 110, 1e-3),
+    (cfg("WarmupDecayLR", 10), 61, 110, 5.5e-4), (cfg("WarmupDecayLR", 10), 110, 110, 1.09e-4),
+    (cfg("WarmupDecayLR", 10), 111, 110, 1e-4), (cfg("WarmupDecayLR", 10), 200, 110, 1e-4),
+    (cfg("WarmupCosineLR", 10, wmr=0.1), 0, 110, 0.0), (cfg("WarmupCosineLR", 10, wmr=0.1), 1, 110, 1e-4),
+    (cfg("WarmupCosineLR", 10, wmr=0.1), 6, 110, 5.5e-4), (cfg("WarmupCosineLR", 10, wmr=0.1), 10, 110, 9.1e-4),
+    (cfg("WarmupCosineLR", 10, wmr=0.1), 11, 110, 1e-3 * (1 + math.cos(math.pi / 100)) / 2),
+    (cfg("WarmupCosineLR", 10, wmr=0.1), 60, 110, 5e-4), (cfg("WarmupCosineLR", 10, wmr=0.1), 110, 110, 0.0),
+    (cfg("WarmupCosineLR", 10, cmr=0.1), 60, 110, 5.5e-4), (cfg("WarmupCosineLR", 10, cmr=0.1), 110, 110, 1e-4),
 ]
 ok = True
 for c_, it, total, want in cases:
@@ -306,7 +316,7 @@ for c_, it, total, want in cases:
     if not good:
         print("   lr_at(%s, warmup %d, log %d, it %d, total %d) = %.9g, want %.9g" % (R.SCHED_NAMES[c_.sched], c_.warmup, c_.warmup_log, it, total, got, want))
     ok &= good
-check(ok, "lr_at: %d hand-computed points over the four schedules" % len(cases))
+check(ok, "lr_at: %d hand-computed points over the five schedules" % len(cases))
 
 # ---------------------------------------------------------------------------
 # CLI runs on synthetic data
@@ -454,7 +464,9 @@ errs = [
     (D + ["--kv-heads", "2"], "--kv-heads"),
     (D + ["--seq", "100"], "--seq"),
     (D + ["--dim", "66"], "--dim"),
-    (D + ["--lr-schedule", "WarmupDecayLR", "--warmup", "100", "--steps", "50"], "WarmupDecayLR"),
+    (D + ["--lr-schedule", "WarmupCosineLR", "--warmup", "50", "--steps", "50"], "WarmupCosineLR"),
+    (D + ["--lr-schedule", "cosine", "--warmup-min-lr", "1e-5"], "--warmup-min-lr"),
+    (D + ["--eps", "-1e-8"], "--eps"),
     (D + ["--steps"], "--steps"),
     (D + ["stray"], "stray"),
 ]

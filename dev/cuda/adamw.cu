@@ -50,15 +50,16 @@ static void compare(const float *a, const float *b, size_t n, Err *e) {
     }
 }
 
-static AdamWParams hparams(int t, float wd, float gs) {
+// l2: weight decay added to the gradient (Adam, DeepSpeed adam_w_mode false) instead of decoupled
+static AdamWParams hparams(int t, float wd, float gs, int l2) {
     AdamWParams hp;
     hp.lr = 1e-3f * (float)t; hp.beta1 = 0.9f; hp.beta2 = 0.95f; hp.eps = 1e-8f;
-    hp.weight_decay = wd; hp.t = t; hp.grad_scale = gs;
+    hp.weight_decay = wd; hp.t = t; hp.grad_scale = gs; hp.l2_decay = l2;
     return hp;
 }
 
 // one correctness case; off = element offset of every device pointer (misaligns when not % 4)
-static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float wd, float gs) {
+static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float wd, float gs, int l2) {
     float *p = (float *)malloc(n * 4), *g = (float *)malloc(n * 4), *m = (float *)calloc(n, 4), *v = (float *)calloc(n, 4);
     uint16_t *gb = (uint16_t *)malloc(n * 2), *out = (uint16_t *)calloc(n, 2);
     float *dp_h = (float *)malloc(n * 4), *dm_h = (float *)malloc(n * 4), *dv_h = (float *)malloc(n * 4);
@@ -78,7 +79,7 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
             if (rnd() % 1000 == 0) g[i] = u2f(specials[rnd() % 7]);
             gb[i] = float_to_bf16_rne(g[i]);
         }
-        AdamWParams hp = hparams(t, wd, gs);
+        AdamWParams hp = hparams(t, wd, gs, l2);
         if (bf16_grads) adamw_cpu_step_bf16grad(p, gb, m, v, with_out ? out : NULL, n, hp);
         else adamw_cpu_step(p, g, m, v, with_out ? out : NULL, n, hp);
         if (bf16_grads) {
@@ -104,8 +105,8 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
         if (!(a == b || (an && bn))) out_mis++;
     }
     int ok = ep.ulp <= 1 && em.ulp <= 1 && ev.ulp <= 1 && out_mis == 0;
-    printf("  n=%-8zu grad=%s out=%s %s: p max abs %.2e rel %.2e (%lld ulp, %zu differ), m %lld ulp, v %lld ulp, bf16 out %zu differ  %s\n",
-           n, bf16_grads ? "bf16" : "fp32", with_out ? "bf16" : "none ", off % 4 ? "misaligned(scalar)" : "aligned(vec4)     ",
+    printf("  n=%-8zu%s grad=%s out=%s %s: p max abs %.2e rel %.2e (%lld ulp, %zu differ), m %lld ulp, v %lld ulp, bf16 out %zu differ  %s\n",
+           n, l2 ? " L2" : "   ", bf16_grads ? "bf16" : "fp32", with_out ? "bf16" : "none ", off % 4 ? "misaligned(scalar)" : "aligned(vec4)     ",
            ep.abs_err, ep.rel_err, (long long)ep.ulp, ep.mismatches, (long long)em.ulp, (long long)ev.ulp, out_mis,
            ok ? "OK" : "FAIL");
     cudaFree(dp); cudaFree(dg); cudaFree(dm); cudaFree(dv); cudaFree(dgb); cudaFree(dout);
@@ -130,9 +131,11 @@ int main(int argc, char **argv) {
     for (int si = 0; si < 4; si++)
         for (int gbf = 0; gbf < 2; gbf++)
             for (int out = 0; out < 2; out++)
-                ok &= check_case(sizes[si], gbf, out, 0, (si & 1) ? 0.0f : 0.1f, (si & 1) ? 0.37f : 1.0f);
-    ok &= check_case(1000003, 0, 1, 1, 0.1f, 1.0f);
-    ok &= check_case(1000003, 1, 1, 3, 0.1f, 1.0f);
+                ok &= check_case(sizes[si], gbf, out, 0, (si & 1) ? 0.0f : 0.1f, (si & 1) ? 0.37f : 1.0f, 0);
+    ok &= check_case(1000003, 0, 1, 1, 0.1f, 1.0f, 0);
+    ok &= check_case(1000003, 1, 1, 3, 0.1f, 1.0f, 0);
+    for (int si = 0; si < 3; si++)   // L2 weight decay (Adam): vec4 and scalar kernels, fp32 and bf16 grads
+        ok &= check_case(sizes[si], si & 1, 1, si == 2 ? 1 : 0, 0.1f, 0.8f, 1);
 
     // benchmark
     size_t n = argc > 1 ? (size_t)atof(argv[1]) : (size_t)124475904;
@@ -150,7 +153,7 @@ int main(int argc, char **argv) {
         const int iters = 20;
         for (int it = 0; it <= iters; it++) {
             if (it == 1) cudaCheck(cudaEventRecord(e0));
-            AdamWParams hp = hparams(it + 1, 0.1f, 1.0f);
+            AdamWParams hp = hparams(it + 1, 0.1f, 1.0f, 0);
             if (gbf) adamw_gpu_step(dp, (const __nv_bfloat16 *)dgb, dm, dv, out ? dout : NULL, n, hp, 0);
             else adamw_gpu_step(dp, (const float *)dg, dm, dv, out ? dout : NULL, n, hp, 0);
         }
