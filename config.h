@@ -224,8 +224,8 @@ static int sched_from_name(const char *flag, const char *s) {
     return 0;
 }
 
-// A DeepSpeed-style config file: the keys we honour are listed in README.md.
-static void apply_json_config(TrainConfig *c, const char *path, int print_rank) {
+// a JSON config file (DeepSpeed's, Hugging Face's config.json): its top-level object
+static cJSON *json_parse_file_or_die(const char *path) {
     FILE *f = fopen_or_die(path, "rb");
     long long n = file_size_or_die(f, path);
     if (n > (1 << 24)) fatal("%s: config file too large", path);
@@ -235,6 +235,13 @@ static void apply_json_config(TrainConfig *c, const char *path, int print_rank) 
     fclose(f);
     cJSON *root = cJSON_Parse(text);
     if (!root || !cJSON_IsObject(root)) fatal("%s: not a JSON object (near '%.20s')", path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    free(text);
+    return root;
+}
+
+// A DeepSpeed-style config file: the keys we honour are listed in README.md.
+static void apply_json_config(TrainConfig *c, const char *path, int print_rank) {
+    cJSON *root = json_parse_file_or_die(path);
 #define JNUM(obj, key) ({ cJSON *_j = cJSON_GetObjectItemCaseSensitive(obj, key); \
         (_j && !cJSON_IsNumber(_j)) ? (fatal("%s: \"%s\" must be a number", path, key), (cJSON *)0) : _j; })
     cJSON *j;
@@ -289,8 +296,10 @@ static void apply_json_config(TrainConfig *c, const char *path, int print_rank) 
     }
 #undef JNUM
     cJSON_Delete(root);
-    free(text);
 }
+
+// --init X.safetensors: the model comes from X's config.json (hf_config.h, included at the end)
+static void hf_config_for_init(TrainConfig *c, int argc, char **argv);
 
 // Parse argv into c. Returns 0, or exits with a one-line error. --help prints and exits 0.
 static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
@@ -377,6 +386,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
         m->n_kv_head = m->n_head;
     }
+    hf_config_for_init(c, argc, argv);
+    arch = m->arch;
     // validation: each error names the flag
     if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
     if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
@@ -403,3 +414,5 @@ static void config_resolve_batch(TrainConfig *c, int world) {
     }
     c->total_batch = c->B * c->accum * world;
 }
+
+#include "hf_config.h"
