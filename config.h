@@ -381,13 +381,13 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else fatal("unknown flag '%s' (see --help)", a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
+    hf_config_for_init(c, argc, argv);
+    arch = m->arch;
     if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head) {
         // gpt2 has no grouped-query attention; a preset's llama kv heads do not apply
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
         m->n_kv_head = m->n_head;
     }
-    hf_config_for_init(c, argc, argv);
-    arch = m->arch;
     // validation: each error names the flag
     if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
     if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);

@@ -418,13 +418,13 @@ def parse_args(argv):
             fatal("unknown flag '%s' (see --help)" % a)
     if not ffn_set:
         m.d_ff = default_ffn(arch, m.d_model)
+    apply_hf_config(c, argv)
+    m = c.model
+    arch = m.arch
     if arch == ARCH_GPT2 and m.n_kv_head != m.n_head:
         if "--kv-heads" in argv[1:-1]:
             fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads")
         m.n_kv_head = m.n_head
-    apply_hf_config(c, argv)
-    m = c.model
-    arch = m.arch
     if m.d_model % m.n_head: fatal("--dim %d is not divisible by --heads %d" % (m.d_model, m.n_head))
     if m.n_head % m.n_kv_head: fatal("--heads %d is not divisible by --kv-heads %d" % (m.n_head, m.n_kv_head))
     if arch == ARCH_LLAMA and (m.d_model // m.n_head) % 2:
@@ -586,6 +586,14 @@ def model_header(c, num_params):
     return h
 
 
+def open_or_die(path):
+    """(binary file, its size), or a one-line error naming the file."""
+    try:
+        return open(path, "rb"), os.path.getsize(path)
+    except OSError as e:
+        fatal("%s: cannot open (%s)" % (path, e.strerror))
+
+
 def write_atomic(path, chunks):
     tmp = path + ".tmp"
     try:
@@ -604,11 +612,7 @@ def save_model(path, c, flat):
 
 def load_model(path, c, num_params):
     """Reads a model file, checking it against the configuration. Returns the flat float32 vector."""
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        fatal("%s: cannot open (%s)" % (path, e.strerror))
+    f, size = open_or_die(path)
     with f:
         if size < 4 * HEADER_INTS:
             fatal("%s: truncated file: %d bytes is shorter than the 1024-byte header" % (path, size))
@@ -669,11 +673,7 @@ def write_shard(path, tokens):
 
 
 def read_shard(path):
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        fatal("%s: cannot open (%s)" % (path, e.strerror))
+    f, size = open_or_die(path)
     with f:
         if size < 4 * HEADER_INTS:
             fatal("%s: truncated file: %d bytes is shorter than the 1024-byte header" % (path, size))
@@ -885,11 +885,7 @@ def is_safetensors(path):
 
 def read_safetensors(path):
     """safetensors.h st_open(): the same checks. Returns ({name: (dtype, shape, begin, end)}, data bytes)."""
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        fatal("%s: cannot open (%s)" % (path, e.strerror))
+    f, size = open_or_die(path)
     with f:
         if size < 8:
             fatal("%s: truncated file: %d bytes, no 8-byte header length" % (path, size))

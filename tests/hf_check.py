@@ -7,11 +7,12 @@
                                       dtype, 8-byte aligned data, __metadata__ format pt, the config.json keys
     bf16 DIR32 DIR16                  every BF16 value is its F32 value rounded to nearest even
     widened DIR16 DIR32               DIR32's F32 values are exactly DIR16's BF16 values, widened
-    logits DIR STATE LO HI [--break rope|conv1d]
+    logits STATE DIR:LO:HI[:BREAK]:WHAT ...
                                       the HF-layout model of scripts/train_gpt.py on DIR vs the logits in the debug
                                       state STATE (zeroc's, to fp32 rounding): rel error must lie in [LO, HI];
-                                      --break stores q/k without the RoPE permutation (llama) or attn.c_proj in
-                                      Linear layout (gpt2): the negative controls
+                                      BREAK rope stores q/k without the RoPE permutation (llama), conv1d one Conv1D
+                                      weight in Linear layout (gpt2): the negative controls. Prints one check line
+                                      per spec ("  ok   WHAT" / "  FAIL WHAT"); the exit status counts the failures
     openai DIR OUT                    DIR (an fp32 gpt2 export) named as OpenAI's GPT-2 checkpoint on the Hub is:
                                       no transformer. prefix, attn.bias / attn.masked_bias buffers, sorted names,
                                       OpenAI's config.json keys
@@ -152,8 +153,23 @@ def cmd_widened(d16, d32):
     return not bad and set(a) == set(b)
 
 
-def cmd_logits(d, state, lo, hi, brk=None):
-    lo, hi = float(lo), float(hi)
+def cmd_logits(state, *specs):
+    with open(state, "rb") as f:
+        h = np.frombuffer(f.read(1024), "<i4")
+        B, T, Vp = int(h[2]), int(h[3]), int(h[4])
+        inputs = np.frombuffer(f.read(4 * B * T), "<i4").reshape(B, T)
+        f.read(4 * B * T)
+        ref = np.frombuffer(f.read(4 * B * T * Vp), "<f4").reshape(B, T, Vp)
+    fails = 0
+    for spec in specs:
+        d, lo, hi, brk, what = spec.split(":", 4)
+        ok = logits_check(d, inputs, ref, float(lo), float(hi), brk or None)
+        print("  %s %s" % ("ok  " if ok else "FAIL", what), flush=True)
+        fails += not ok
+    return fails
+
+
+def logits_check(d, inputs, ref, lo, hi, brk):
     path = os.path.join(d, "model.safetensors")
     m, _ = R.read_hf_config(os.path.join(d, "config.json"))
     arrays = R.load_hf(path, m)
@@ -164,12 +180,7 @@ def cmd_logits(d, state, lo, hi, brk=None):
     elif brk == "conv1d":  # one Conv1D weight stored as a Linear's (square, so the shape still fits)
         k = "transformer.h.0.attn.c_proj.weight"
         arrays[k] = np.ascontiguousarray(arrays[k].T)
-    with open(state, "rb") as f:
-        h = np.frombuffer(f.read(1024), "<i4")
-        B, T, Vp = int(h[2]), int(h[3]), int(h[4])
-        inputs = np.frombuffer(f.read(4 * B * T), "<i4").reshape(B, T)
-        f.read(4 * B * T)
-        ref = np.frombuffer(f.read(4 * B * T * Vp), "<f4").reshape(B, T, Vp)[..., :m.vocab_size]
+    ref = ref[..., :m.vocab_size]
     R.load_torch()
     import torch
     model = R.HFModel(m, arrays)
@@ -240,14 +251,10 @@ def cmd_edit(d, out, op, *args):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    brk = None
-    if "--break" in args:
-        i = args.index("--break")
-        brk = args[i + 1]
-        args = args[:i] + args[i + 2:]
-    fn = {"names": cmd_names, "bf16": cmd_bf16, "widened": cmd_widened, "openai": cmd_openai, "edit": cmd_edit,
-          "logits": lambda *a: cmd_logits(*a, brk=brk)}[cmd]
     try:
+        if cmd == "logits":
+            sys.exit(min(cmd_logits(*args), 100))
+        fn = {"names": cmd_names, "bf16": cmd_bf16, "widened": cmd_widened, "openai": cmd_openai, "edit": cmd_edit}[cmd]
         sys.exit(0 if fn(*args) else 1)
     except R.Fatal as e:
         print("       error: %s" % e)

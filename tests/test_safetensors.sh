@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Weights in and out with Hugging Face's names (export_model.c, hf.h, safetensors.h, hf_config.h):
 #   - zeroc -> safetensors -> zeroc is bitwise (fp32), both architectures, from a stage-0 checkpoint and
-#     from a ZeRO-3 checkpoint saved by 2 ranks, read back at stage 0 and at ZeRO-3 on 2 ranks
+#     from a ZeRO-3 checkpoint saved by 2 ranks, read back at stage 0 (both) and at ZeRO-3 on 2 ranks
 #   - the file is what transformers expects (names and shapes listed from its model definitions, dtype,
 #     alignment, metadata, config.json)
 #   - the PyTorch reference on the exported tensors by their Hugging Face names, computing as transformers
@@ -38,10 +38,10 @@ for arch in gpt2 llama; do
         $T0 $R --init "$TMP/hf${src}_$arch/model.safetensors" --steps 0 --save "$TMP/rt${src}_0_$arch" > /dev/null &&
             cmp "$orig" "$TMP/rt${src}_0_$arch/ckpt_00000000/model.bin"
         check "$arch: stage-$src checkpoint -> export -> --init at stage 0: model file bitwise identical" $?
-        $MPIRUN -np 2 $T3 $R --init "$TMP/hf${src}_$arch/model.safetensors" --steps 0 --save "$TMP/rt${src}_3_$arch" > /dev/null &&
-            cmp "$orig" "$TMP/rt${src}_3_$arch/ckpt_00000000/model.bin"
-        check "$arch: stage-$src checkpoint -> export -> --init at ZeRO-3 on 2 ranks: model file bitwise identical" $?
     done
+    $MPIRUN -np 2 $T3 $R --init "$TMP/hf3_$arch/model.safetensors" --steps 0 --save "$TMP/rt3_3_$arch" > /dev/null &&
+        cmp "$TMP/ck3_$arch/ckpt_00000003/model.bin" "$TMP/rt3_3_$arch/ckpt_00000000/model.bin"
+    check "$arch: stage-3 checkpoint -> export -> --init at ZeRO-3 on 2 ranks: model file bitwise identical" $?
 
     echo "== $arch: the PyTorch reference on the exported tensors by Hugging Face names vs zeroc"
     HF="$TMP/hf0_$arch/model.safetensors"
@@ -52,16 +52,16 @@ for arch in gpt2 llama; do
     rc=$?
     grep -E "^  (logits|loss|worst|step 10)|^(PASS|FAIL)" "$TMP/tg.out" | sed 's/^/     /'
     check "$arch: logits, loss, every gradient and 10 AdamW steps of the Hugging Face layout equal zeroc's (fp32 tolerance 1e-5)" $rc
-    brk=rope; [ $arch = gpt2 ] && brk=conv1d
-    $PY tests/hf_check.py logits "$TMP/hf0_$arch" "$TMP/dbg_$arch.bin" 1e-4 inf --break $brk
-    check "$arch: negative control: with the $brk layout broken the logits differ by far more than the 1e-5 tolerance" $?
 
-    echo "== $arch: bf16 export"
+    echo "== $arch: bf16 export; logits of a broken layout (negative control) and of the bf16 weights"
     $EXPORT "$TMP/ck0_$arch" "$TMP/hfb_$arch" --dtype bf16 > /dev/null || exit 1
     $PY tests/hf_check.py bf16 "$TMP/hf0_$arch" "$TMP/hfb_$arch"
     check "$arch: bf16 values are the fp32 weights rounded to nearest even" $?
-    $PY tests/hf_check.py logits "$TMP/hfb_$arch" "$TMP/dbg_$arch.bin" 1e-6 2e-2
-    check "$arch: bf16 logits within bf16 tolerance of zeroc's fp32 logits" $?
+    brk=rope; [ $arch = gpt2 ] && brk=conv1d
+    $PY tests/hf_check.py logits "$TMP/dbg_$arch.bin" \
+        "$TMP/hf0_$arch:1e-4:inf:$brk:$arch: negative control: with the $brk layout broken the logits differ by far more than the 1e-5 tolerance" \
+        "$TMP/hfb_$arch:1e-6:2e-2::$arch: bf16 logits within bf16 tolerance of zeroc's fp32 logits"
+    fails=$((fails + $?))
     $T0 $R --init "$TMP/hfb_$arch/model.safetensors" --steps 0 --save "$TMP/rtb_$arch" > /dev/null &&
         $EXPORT "$TMP/rtb_$arch" "$TMP/hfbb_$arch" > /dev/null && $PY tests/hf_check.py widened "$TMP/hfb_$arch" "$TMP/hfbb_$arch"
     check "$arch: importing the bf16 file gives exactly its values" $?
@@ -97,6 +97,8 @@ f=$(bad $G nocfg copy); rm "$(dirname "$f")/config.json"
 expect_error "no config.json beside the file" "nocfg/config.json: cannot open" 1 $T0 $B --init "$f"
 expect_error "a size flag that disagrees with config.json" "config.json: layers is 2 but --layers says 3" 1 $T0 $B --layers 3 --init "$G/model.safetensors"
 expect_error "a preset that disagrees with config.json" "config.json: layers is 2 but --preset small says 4" 1 $T0 $B --preset small --init "$G/model.safetensors"
+$T0 $B --kv-heads 2 --init "$Q/model.safetensors" > /dev/null
+check "flags that agree with config.json are accepted (llama's --kv-heads 2 without --arch)" $?
 expect_error "--arch that disagrees with config.json" "the model is gpt2 but --arch says llama" 1 $T0 $B --arch llama --init "$G/model.safetensors"
 f=$(bad $Q rope copy); sed -i 's/"rope_scaling":\tnull/"rope_scaling": {"rope_type": "linear", "factor": 2.0}/' "$(dirname "$f")/config.json"
 expect_error "RoPE scaling zeroc does not implement" "\"rope_scaling\" asks for linear RoPE scaling" 1 $T0 $B --init "$f"
