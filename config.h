@@ -182,6 +182,7 @@ static void print_help(const char *prog) {
            "  --warmup-type linear|log --min-lr-frac X\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
+           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --config FILE (DeepSpeed-style JSON) --quiet\n"
            "ZeRO (compiled stage: %d)\n"

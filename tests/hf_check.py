@@ -6,7 +6,7 @@
                                       (listed here from the transformers model definitions, not from hf.h), one
                                       dtype, 8-byte aligned data, __metadata__ format pt, the config.json keys
     bf16 DIR32 DIR16                  every BF16 value is its F32 value rounded to nearest even
-    widened DIR16 DIR32               DIR32's F32 values are exactly DIR16's BF16 values, widened
+    widened DIR16 DIR32               DIR32's F32 values are exactly DIR16's BF16 or F16 values, widened
     logits STATE DIR:LO:HI[:BREAK]:WHAT ...
                                       the HF-layout model of scripts/train_gpt.py on DIR vs the logits in the debug
                                       state STATE (zeroc's, to fp32 rounding): rel error must lie in [LO, HI];
@@ -16,7 +16,7 @@
     openai DIR OUT                    DIR (an fp32 gpt2 export) named as OpenAI's GPT-2 checkpoint on the Hub is:
                                       no transformer. prefix, attn.bias / attn.masked_bias buffers, sorted names,
                                       OpenAI's config.json keys
-    edit DIR OUT OP [ARGS]            a (damaged) copy: copy, truncate-header, bad-json, dtype NAME DT, drop NAME,
+    edit DIR OUT OP [ARGS]            a (damaged) copy: copy, to-f16, truncate-header, bad-json, dtype NAME DT, drop NAME,
                                       add NAME, shape NAME (stored transposed), gap
 """
 import json
@@ -143,14 +143,24 @@ def cmd_bf16(d32, d16):
     return not bad and len(b) == len(a) and changed > 0 and cfg.get("torch_dtype") == "bfloat16"
 
 
+def widen(dtype, raw):
+    """BF16 or F16 bytes as the float32 bit patterns they stand for (numpy's own conversions)."""
+    if dtype == "BF16":
+        return np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+    return np.frombuffer(raw, "<f2").astype(np.float32).view(np.uint32)
+
+
 def cmd_widened(d16, d32):
     a = {t[0]: t for t in tensors_of(os.path.join(d16, "model.safetensors"))}
     b = {t[0]: t for t in tensors_of(os.path.join(d32, "model.safetensors"))}
-    bad = [k for k in a if k not in b or not np.array_equal(np.frombuffer(b[k][3], "<u4"),
-                                                          np.frombuffer(a[k][3], "<u2").astype(np.uint32) << 16)]
-    print("       %d tensors: imported bf16 values exported again as fp32 are the bf16 values exactly%s"
-          % (len(a), "" if not bad else ", except " + ", ".join(bad[:4])))
-    return not bad and set(a) == set(b)
+    bad = [k for k in a if k not in b or not np.array_equal(np.frombuffer(b[k][3], "<u4"), widen(a[k][1], a[k][3]))]
+    dtypes = {t[1] for t in a.values()}
+    sub = sum(int(np.count_nonzero((np.frombuffer(t[3], "<u2") & 0x7C00) == 0) - np.count_nonzero((np.frombuffer(t[3], "<u2") & 0x7FFF) == 0))
+              for t in a.values() if t[1] == "F16")
+    print("       %d tensors: imported %s values exported again as fp32 are exactly those values%s%s"
+          % (len(a), "/".join(sorted(dtypes)), " (%d F16 subnormals among them)" % sub if "F16" in dtypes else "",
+             "" if not bad else ", except " + ", ".join(bad[:4])))
+    return not bad and set(a) == set(b) and ("F16" not in dtypes or sub > 0)
 
 
 def cmd_logits(state, *specs):
@@ -223,6 +233,8 @@ def cmd_edit(d, out, op, *args):
     ts = tensors_of(src)
     if op == "copy":
         write(dst, ts)
+    elif op == "to-f16":
+        write(dst, [(n, "F16", s, np.frombuffer(r, "<f4").astype("<f2").tobytes()) for n, dt, s, r in ts])
     elif op == "truncate-header":
         raw = open(src, "rb").read()
         open(dst, "wb").write(raw[:40])

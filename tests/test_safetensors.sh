@@ -67,6 +67,11 @@ for arch in gpt2 llama; do
     check "$arch: importing the bf16 file gives exactly its values" $?
 done
 
+echo "== F16 weights (transformers' other half-precision dtype)"
+$PY tests/hf_check.py edit "$TMP/hf0_llama" "$TMP/f16" to-f16 && $T0 --init "$TMP/f16/model.safetensors" --train "$TMP/train.bin" --seq 32 \
+    --steps 0 --quiet 1 --save "$TMP/rtf" > /dev/null && $EXPORT "$TMP/rtf" "$TMP/f16x" > /dev/null && $PY tests/hf_check.py widened "$TMP/f16" "$TMP/f16x"
+check "F16 weights import exactly, subnormals included" $?
+
 echo "== OpenAI's GPT-2 checkpoint layout: no transformer. prefix, attn.bias buffers, vocabulary 50257"
 $T0 --arch gpt2 --preset tiny --train "$TMP/train.bin" --batch 2 --seq 32 --steps 1 --lr 1e-2 --quiet 1 --save "$TMP/ckv" > /dev/null || exit 1
 $EXPORT "$TMP/ckv" "$TMP/hfv" | sed 's/^/       /'
