@@ -25,7 +25,8 @@ LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
 NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
 
-HEADERS := common.h config.h ds_config.h loss_scaler.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h
+HEADERS := common.h config.h ds_config.h loss_scaler.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
+           safetensors.h hf.h hf_config.h
 BUILD := build
 
 .PHONY: all setup data demo test compare clean train_gpt_cpu test_gpt_cpu train_gpt test_gpt cuda bench FORCE
@@ -62,7 +63,7 @@ train_gpt: $(BUILD)/gpu_z$(ZERO)_o$(OFFLOAD)/train_gpt
 
 # ---------------------------------------------------------------------------
 clean:
-	rm -rf $(BUILD) train_gpt_cpu test_gpt_cpu train_gpt test_gpt prepare_data dev/cuda/bin
+	rm -rf $(BUILD) train_gpt_cpu test_gpt_cpu train_gpt test_gpt prepare_data export_model dev/cuda/bin
 
 # stage 3 with released gather buffers poisoned with NaN (tests)
 $(BUILD)/z3/train_gpt_cpu_poison: train_gpt.c $(HEADERS)

@@ -2,7 +2,8 @@
 //
 // Model file (model.bin; also what --init reads and scripts/train_gpt.py
 // exchanges): a 256-int32 header (docs/model.md) and every parameter in fp32,
-// flat order. Under ZeRO-3 rank 0 gathers it unit by unit.
+// flat order. Under ZeRO-3 rank 0 gathers it unit by unit. --init also reads
+// Hugging Face safetensors files (hf.h); export_model.c writes them.
 //
 // Checkpoint: a directory DIR/ckpt_SSSSSSSS holding
 //   model.bin                 the full fp32 parameters (the master weights)
@@ -18,6 +19,7 @@
 // arithmetic, zero.h) and reads the pieces of its own partition.
 #pragma once
 #include "zero.h"
+#include "hf.h"
 #include <sys/stat.h>
 #include <unistd.h>
 #include <ftw.h>
@@ -64,6 +66,7 @@ static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params
 // model this run builds. Returns 0 and sets err (one line) instead of exiting,
 // so that under MPI every rank can agree on the failure first.
 static int model_file_read(const char *path, const ModelConfig *c, size_t num_params, float *flat, char *err, size_t errn) {
+    if (st_sniff(path)) return hf_import(path, c, num_params, flat, err, errn);
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
     int32_t h[256], want[256];
@@ -299,6 +302,23 @@ static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, float
     return ok;
 }
 
+// Entry i of a manifest's "files": the file must exist with the recorded size and CRC-32.
+static int checkpoint_check_file(const char *ck, cJSON *fe, int i, char *err, size_t errn) {
+    cJSON *fn = cJSON_GetObjectItem(fe, "name"), *fb = cJSON_GetObjectItem(fe, "bytes"), *fc = cJSON_GetObjectItem(fe, "crc32");
+    if (!cJSON_IsString(fn) || !cJSON_IsNumber(fb) || !cJSON_IsString(fc) || strchr(fn->valuestring, '/'))
+        CK_FAIL("%s/manifest.json: malformed file entry %d", ck, i);
+    char fp[1300];
+    snprintf(fp, sizeof(fp), "%s/%s", ck, fn->valuestring);
+    struct stat sb;
+    if (stat(fp, &sb) != 0) CK_FAIL("%s: missing (%s)", fp, strerror(errno));
+    if ((double)sb.st_size != fb->valuedouble) CK_FAIL("%s: %lld bytes, the manifest says %.0f (truncated or altered)", fp, (long long)sb.st_size, fb->valuedouble);
+    long long sz;
+    char crcs[16];
+    snprintf(crcs, sizeof(crcs), "%08x", file_crc(fp, &sz));
+    if (strcmp(crcs, fc->valuestring) != 0) CK_FAIL("%s: CRC-32 %s does not match the manifest's %s (corrupted)", fp, crcs, fc->valuestring);
+    return 1;
+}
+
 static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, float *flat, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     char path[1200];
@@ -315,21 +335,8 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
     int Pw = j_P->valueint;
     if (Pw < 1 || cJSON_GetArraySize(files) != Pw + 1) CK_FAIL("%s: expected %d files for %d partitions", path, Pw + 1, Pw);
     // every file must be whole: size and CRC as the manifest recorded them
-    for (int i = 0; i <= Pw; i++) {
-        cJSON *fe = cJSON_GetArrayItem(files, i);
-        cJSON *fn = cJSON_GetObjectItem(fe, "name"), *fb = cJSON_GetObjectItem(fe, "bytes"), *fc = cJSON_GetObjectItem(fe, "crc32");
-        if (!cJSON_IsString(fn) || !cJSON_IsNumber(fb) || !cJSON_IsString(fc) || strchr(fn->valuestring, '/'))
-            CK_FAIL("%s: malformed file entry %d", path, i);
-        char fp[1300];
-        snprintf(fp, sizeof(fp), "%s/%s", ck, fn->valuestring);
-        struct stat sb;
-        if (stat(fp, &sb) != 0) CK_FAIL("%s: missing (%s)", fp, strerror(errno));
-        if ((double)sb.st_size != fb->valuedouble) CK_FAIL("%s: %lld bytes, the manifest says %.0f (truncated or altered)", fp, (long long)sb.st_size, fb->valuedouble);
-        long long sz;
-        char crcs[16];
-        snprintf(crcs, sizeof(crcs), "%08x", file_crc(fp, &sz));
-        if (strcmp(crcs, fc->valuestring) != 0) CK_FAIL("%s: CRC-32 %s does not match the manifest's %s (corrupted)", fp, crcs, fc->valuestring);
-    }
+    for (int i = 0; i <= Pw; i++)
+        if (!checkpoint_check_file(ck, cJSON_GetArrayItem(files, i), i, err, errn)) return 0;
     // parameters
     snprintf(path, sizeof(path), "%s/model.bin", ck);
     if (!model_file_read(path, &z->layout->cfg, p->num_params, flat, err, errn)) return 0;

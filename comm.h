@@ -43,7 +43,7 @@ enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
 typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8 } CommDType;
 typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
 typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, N_COLL } CollKind;
-static const char *COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 
 static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 ? 2 : t == DT_U8 ? 1 : 4; }
 

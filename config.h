@@ -257,6 +257,21 @@ static float lr_at(const TrainConfig *c, int it, int total) {
     return (float)(min_lr + delta * gamma);
 }
 
+// a JSON object from a file (a config file, a Hugging Face config.json), or one line and exit
+static cJSON *json_parse_file_or_die(const char *path) {
+    FILE *f = fopen_or_die(path, "rb");
+    long long n = file_size_or_die(f, path);
+    if (n > (1 << 24)) fatal("%s: file too large for a JSON config", path);
+    char *text = (char *)xmalloc(n + 1, "config text");
+    fread_or_die(text, 1, n, f, path, "config");
+    text[n] = 0;
+    fclose(f);
+    cJSON *root = cJSON_Parse(text);
+    if (!root || !cJSON_IsObject(root)) fatal("%s: not a JSON object (near '%.20s')", path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    free(text);
+    return root;
+}
+
 #include "ds_config.h"
 
 // ----------------------------------------------------------------------------
@@ -286,6 +301,7 @@ static void print_help(const char *prog) {
            "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
+           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --quiet 0|1\n"
            "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
@@ -397,6 +413,10 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
 
 // Parse argv into c. Returns, or exits with the errors (one line each). --help and
 // --config-keys print and exit 0.
+
+// --init X.safetensors: the model comes from X's config.json (hf_config.h, included at the end)
+static void hf_config_for_init(TrainConfig *c, int argc, char **argv);
+
 static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     train_config_defaults(c);
     // pass 1: arch, preset and config file come first so that flags override them
@@ -483,6 +503,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else fatal("unknown flag '%s' (see --help)", a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
+    hf_config_for_init(c, argc, argv);
+    arch = m->arch;
     if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head) {
         // gpt2 has no grouped-query attention; a preset's llama kv heads do not apply
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
@@ -497,3 +519,5 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     report_finish(&rep, print_rank);
     c->zero_stage = ZERO_STAGE;
 }
+
+#include "hf_config.h"

@@ -529,15 +529,7 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
 
 // Read a DeepSpeed config file into c, collecting every problem in r.
 static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
-    FILE *f = fopen_or_die(path, "rb");
-    long long n = file_size_or_die(f, path);
-    if (n > (1 << 24)) fatal("%s: config file too large", path);
-    char *text = (char *)xmalloc(n + 1, "config text");
-    fread_or_die(text, 1, n, f, path, "config");
-    text[n] = 0;
-    fclose(f);
-    cJSON *root = cJSON_Parse(text);
-    if (!root || !cJSON_IsObject(root)) fatal("%s: not a JSON object (near '%.20s')", path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    cJSON *root = json_parse_file_or_die(path);
     DsPass x = {c, r, 0, 0, 0, 0};
     ds_walk(&x, root, "", 0);
     // DeepSpeed's WarmupLR / WarmupDecayLR set the optimizer's lr to warmup_max_lr
@@ -549,7 +541,6 @@ static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
         c->lr = (float)x.opt_lr;
     }
     cJSON_Delete(root);
-    free(text);
 }
 
 // ----------------------------------------------------------------------------

@@ -105,6 +105,11 @@ static void unit_add(UnitSpec *u, const char *name, int rows, int cols, int deca
     u->numel += t->numel;
 }
 
+// the units of the embedding, of layer l and of the final norm and head
+static int model_unit_embed(const ModelLayout *L) { return 0; }
+static int model_unit_layer(const ModelLayout *L, int l) { return 1 + l; }
+static int model_unit_final(const ModelLayout *L) { return L->n_units - 1; }
+
 // the tensor of unit u called `name`, or absent
 static TensorRef unit_tensor(const ModelLayout *L, int u, const char *name) {
     for (int k = 0; k < L->units[u].n_tensors; k++)
@@ -132,14 +137,14 @@ static void step_add(int *n, int *units, int u) {
 // written twice, by the head and by the embedding, with every layer between.
 static void schedule_build(ModelLayout *L) {
     Schedule *S = &L->schedule;
-    int nl = L->cfg.n_layer, E = 0, F = L->n_units - 1;
+    int nl = L->cfg.n_layer, E = model_unit_embed(L), F = model_unit_final(L);
     S->fwd = (PassStep *)xcalloc(sizeof(PassStep) * (nl + 2), "schedule");
     S->bwd = (PassStep *)xcalloc(sizeof(PassStep) * (nl + 2), "schedule");
     PassStep *s = schedule_push(S->fwd, &S->n_fwd, STEP_EMBED, -1);
     step_add(&s->n_params, s->params, E);
     for (int l = 0; l < nl; l++) {
         s = schedule_push(S->fwd, &S->n_fwd, STEP_LAYER, l);
-        step_add(&s->n_params, s->params, 1 + l);
+        step_add(&s->n_params, s->params, model_unit_layer(L, l));
     }
     s = schedule_push(S->fwd, &S->n_fwd, STEP_HEAD, -1);
     step_add(&s->n_params, s->params, F);
@@ -153,8 +158,8 @@ static void schedule_build(ModelLayout *L) {
     memcpy(head->grads, head->params, sizeof(head->params));
     for (int l = nl - 1; l >= 0; l--) {
         s = schedule_push(S->bwd, &S->n_bwd, STEP_LAYER, l);
-        step_add(&s->n_params, s->params, 1 + l);
-        step_add(&s->n_grads, s->grads, 1 + l);
+        step_add(&s->n_params, s->params, model_unit_layer(L, l));
+        step_add(&s->n_grads, s->grads, model_unit_layer(L, l));
     }
     s = schedule_push(S->bwd, &S->n_bwd, STEP_EMBED, -1);
     step_add(&s->n_grads, s->grads, E);
@@ -205,7 +210,7 @@ static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
     for (int i = 0; i < L->n_units; i++) { L->units[i].flat_offset = off; off += L->units[i].numel; }
     L->num_params = off;
 
-    int E = 0, Fu = L->n_units - 1;
+    int E = model_unit_embed(L), Fu = model_unit_final(L);
     L->wte = unit_tensor(L, E, "wte");
     L->wpe = unit_tensor(L, E, "wpe");
     L->lnf_w = unit_tensor(L, Fu, gpt2 ? "lnf_w" : "norm_w");

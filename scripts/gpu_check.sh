@@ -6,6 +6,9 @@
 #   2. build for sm_90: every train_gpt variant, test_gpt, the CPU trainer, dev/cuda programs
 #   3. tests/test_gpu.sh: test_gpt vs PyTorch (gpt2, llama), GPU vs CPU, resume bitwise,
 #      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data
+#   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
+#      LlamaForCausalLM.from_pretrained, their logits, gradients and AdamW steps against zeroc
+#      (scripts/hf_compare.py, then test_gpt_cpu)
 #   4. GPT-2 124M on the Brown data: tokens/s and MFU (ZeRO 0; ZeRO 3 and offload for overheads)
 #   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
 #   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
@@ -97,6 +100,29 @@ sanitize() {
     return $rc
 }
 
+# zeroc's Hugging Face export in transformers itself, both architectures: a checkpoint trained 3 steps,
+# exported, loaded with from_pretrained; scripts/hf_compare.py writes the debug state of the transformers
+# model (logits, loss, gradients, 10 AdamW steps) and test_gpt_cpu compares zeroc with it (CPU, fp32)
+hf_transformers() {
+    python3 -c 'import transformers' 2>/dev/null || { echo "transformers is not installed: skipped"; return 77; }
+    make -s build/z0/train_gpt_cpu build/z0/test_gpt_cpu build/export_model || return 1
+    source tests/lib.sh     # make_shard, $TMP (removed when this stage's shell exits)
+    PY=python3
+    make_shard "$TMP/train.bin" 50000 250
+    local rc=0 arch M
+    for arch in gpt2 llama; do
+        M="--arch $arch --preset tiny --dim 48 --heads 4 --ffn 100 --vocab 250 --max-seq 32 --seq 32"
+        [ $arch = llama ] && M="$M --kv-heads 2"
+        echo "-- $arch"
+        ./build/z0/train_gpt_cpu $M --train "$TMP/train.bin" --batch 4 --steps 3 --lr 1e-2 --quiet 1 --save "$TMP/ck_$arch" > /dev/null &&
+            ./build/export_model "$TMP/ck_$arch" "$TMP/hf_$arch" &&
+            python3 scripts/hf_compare.py $M --train "$TMP/train.bin" --init "$TMP/hf_$arch/model.safetensors" --batch 4 \
+                --lr 1e-3 --debug-state "$TMP/dbg_$arch.bin" &&
+            ./build/z0/test_gpt_cpu $M --state "$TMP/dbg_$arch.bin" --init "$TMP/hf_$arch/model.safetensors" --threads 4 || rc=1
+    done
+    return $rc
+}
+
 # one benchmark run: NAME BINARY STEPS [flags]; appends "name|tok/s|ms|GFLOP/s per tok|loss a->b|mem" to $TMPD/bench.txt
 bench_run() {
     local name=$1 bin=$2 steps=$3; shift 3
@@ -163,11 +189,12 @@ main() {
     cuda_libs
     "$NVCC" --version | tail -n 2
     python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run
+    export -f build sanitize bench bench_run hf_transformers
     export TMPD PEAK_SPEC PEAK_MEASURED
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage "build (sm_90)" 200 build
     stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages)" 200 bash tests/test_gpu.sh
+    stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
     stage "benchmark: GPT-2 124M on Brown" 120 bench
     stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
     stage "compute-sanitizer memcheck" 80 sanitize

@@ -235,6 +235,8 @@ optimizer and schedule
   --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)
 run
   --seed S --init FILE --save DIR (writes DIR/model.bin) --log FILE
+                           --init X.safetensors: Hugging Face weights (config.json beside X sets the
+                           model); the model then computes on them as transformers does
   --threads N --val-every N --val-batches N
   --sample-every N --sample-len N (accepted; the reference does not sample)
   --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
@@ -519,6 +521,9 @@ def parse_args(argv):
             fatal("unknown flag '%s' (see --help)" % a)
     if not ffn_set:
         m.d_ff = default_ffn(arch, m.d_model)
+    apply_hf_config(c, argv)
+    m = c.model
+    arch = m.arch
     if arch == ARCH_GPT2 and m.n_kv_head != m.n_head:
         if "--kv-heads" in argv[1:-1]:
             fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads")
@@ -683,6 +688,14 @@ def model_header(c, num_params):
     return h
 
 
+def open_or_die(path):
+    """(binary file, its size), or a one-line error naming the file."""
+    try:
+        return open(path, "rb"), os.path.getsize(path)
+    except OSError as e:
+        fatal("%s: cannot open (%s)" % (path, e.strerror))
+
+
 def write_atomic(path, chunks):
     tmp = path + ".tmp"
     try:
@@ -701,11 +714,7 @@ def save_model(path, c, flat):
 
 def load_model(path, c, num_params):
     """Reads a model file, checking it against the configuration. Returns the flat float32 vector."""
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        fatal("%s: cannot open (%s)" % (path, e.strerror))
+    f, size = open_or_die(path)
     with f:
         if size < 4 * HEADER_INTS:
             fatal("%s: truncated file: %d bytes is shorter than the 1024-byte header" % (path, size))
@@ -766,11 +775,7 @@ def write_shard(path, tokens):
 
 
 def read_shard(path):
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        fatal("%s: cannot open (%s)" % (path, e.strerror))
+    f, size = open_or_die(path)
     with f:
         if size < 4 * HEADER_INTS:
             fatal("%s: truncated file: %d bytes is shorter than the 1024-byte header" % (path, size))
@@ -961,6 +966,425 @@ class Model:
 
 
 # ----------------------------------------------------------------------------
+# Hugging Face's names and layouts (safetensors.h, hf_config.h, hf.h): --init X.safetensors
+
+ST_MAX_HEADER = 100000000
+ST_DTYPE_SIZES = {"F32": 4, "BF16": 2, "F16": 2, "F64": 8, "I64": 8, "U64": 8, "I32": 4, "U32": 4, "I16": 2, "U16": 2,
+                  "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+def is_safetensors(path):
+    """safetensors.h st_sniff(): a .safetensors name, or a plausible header length followed by '{'."""
+    if path.endswith(".safetensors"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            b = f.read(9)
+    except OSError:
+        return False
+    return len(b) == 9 and 2 <= struct.unpack("<Q", b[:8])[0] <= ST_MAX_HEADER and b[8:9] == b"{"
+
+
+def read_safetensors(path):
+    """safetensors.h st_open(): the same checks. Returns ({name: (dtype, shape, begin, end)}, data bytes)."""
+    f, size = open_or_die(path)
+    with f:
+        if size < 8:
+            fatal("%s: truncated file: %d bytes, no 8-byte header length" % (path, size))
+        n = struct.unpack("<Q", f.read(8))[0]
+        if n > ST_MAX_HEADER:
+            fatal("%s: header length %d exceeds the format's limit of %d bytes (not a safetensors file?)" % (path, n, ST_MAX_HEADER))
+        if 8 + n > size:
+            fatal("%s: truncated file: the header is %d bytes but the file has only %d after the length" % (path, n, size - 8))
+        text = f.read(n)
+        if not text.startswith(b"{"):
+            fatal("%s: the header does not start with '{' (not a safetensors file)" % path)
+
+        def no_duplicates(pairs):
+            seen = {}
+            for k, v in pairs:
+                if k in seen:
+                    fatal("%s: tensor %s appears twice in the header" % (path, k))
+                seen[k] = v
+            return seen
+        try:
+            header = json.loads(text.decode("utf-8"), object_pairs_hook=no_duplicates)
+        except (ValueError, UnicodeDecodeError):
+            header = None
+        if not isinstance(header, dict):
+            fatal("%s: the header is not valid JSON" % path)
+        data = f.read()
+    entries = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            if not isinstance(e, dict) or not all(isinstance(v, str) for v in e.values()):
+                fatal("%s: __metadata__ must map strings to strings" % path)
+            continue
+        if (not isinstance(e, dict) or not isinstance(e.get("dtype"), str) or not isinstance(e.get("shape"), list)
+                or not isinstance(e.get("data_offsets"), list) or len(e["data_offsets"]) != 2):
+            fatal('%s: tensor %s: needs "dtype", "shape" and "data_offsets" [begin, end]' % (path, name))
+        dtype, shape, (b, en) = e["dtype"], e["shape"], e["data_offsets"]
+        if dtype not in ST_DTYPE_SIZES:
+            fatal('%s: tensor %s: unknown dtype "%s"' % (path, name, dtype))
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            fatal("%s: tensor %s: bad shape" % (path, name))
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (b, en)) or b < 0 or en < b:
+            fatal("%s: tensor %s: bad data_offsets" % (path, name))
+        need = int(np.prod(shape, dtype=np.int64)) * ST_DTYPE_SIZES[dtype]
+        if en - b != need:
+            fatal("%s: tensor %s: data_offsets span %d bytes, but %s %s needs %d" % (path, name, en - b, dtype, shape, need))
+        entries[name] = (dtype, tuple(shape), b, en)
+    at = 0
+    for name, (_, _, b, en) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
+        if b != at:
+            fatal("%s: tensor %s: data starts at byte %d, expected %d (tensors must tile the data without gaps or overlaps)"
+                  % (path, name, b, at))
+        at = en
+    if at != len(data):
+        fatal("%s: %s file: the header describes %d bytes of tensor data, the file holds %d"
+              % (path, "truncated" if at > len(data) else "oversized", at, len(data)))
+    return entries, data
+
+
+def st_tensor_f32(path, name, entry, data, shape):
+    """hf.h hf_read_f32(): the tensor as float32 after checking its shape, dtype and values."""
+    dtype, got, b, en = entry
+    if got != tuple(shape):
+        fatal("%s: tensor %s has shape %s, this model needs %s (sizes from config.json)" % (path, name, list(got), list(shape)))
+    raw = data[b:en]
+    if dtype == "F32":
+        a = np.frombuffer(raw, "<f4").astype(np.float32)
+    elif dtype == "BF16":
+        a = (np.frombuffer(raw, "<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+    elif dtype == "F16":
+        a = np.frombuffer(raw, "<f2").astype(np.float32)
+    else:
+        fatal("%s: tensor %s has dtype %s; zeroc reads F32, BF16 and F16" % (path, name, dtype))
+    if not np.all(np.isfinite(a)):
+        fatal("%s: tensor %s: non-finite value at element %d" % (path, name, int(np.argmin(np.isfinite(a)))))
+    return a.reshape(shape)
+
+
+def hf_config_path(weights):
+    return os.path.join(os.path.dirname(weights), "config.json")
+
+
+def read_hf_config(path):
+    """hf_config.h hf_config_read(): config.json -> (ModelConfig, tied), transformers' defaults for absent keys."""
+    try:
+        with open(path, "rb") as f:
+            root = json.loads(f.read().decode("utf-8", "replace"))
+    except OSError as e:
+        fatal("%s: cannot open (%s)" % (path, e.strerror))
+    except ValueError:
+        root = None
+    if not isinstance(root, dict):
+        fatal("%s: not a JSON object" % path)
+
+    def get(obj, key, dflt):
+        v = obj.get(key)
+        return dflt if v is None else v
+
+    def hint(key, dflt, lo, hi):
+        v = get(root, key, dflt)
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer())
+                or not lo <= v <= hi):
+            fatal('%s: "%s" must be an integer in [%d, %d]' % (path, key, lo, hi))
+        return int(v)
+
+    def hfloat(obj, key, dflt):
+        v = get(obj, key, dflt)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            fatal('%s: "%s" must be a positive number' % (path, key))
+        return f32(v)
+
+    def hbool(key, dflt):
+        v = get(root, key, dflt)
+        if not isinstance(v, bool):
+            fatal('%s: "%s" must be true or false' % (path, key))
+        return v
+
+    def rope_type_default(key):
+        v = root.get(key)
+        if v is None:
+            return
+        t = (v.get("rope_type") or v.get("type")) if isinstance(v, dict) else None
+        if t != "default":
+            fatal('%s: "%s" asks for %s RoPE scaling: zeroc implements the default rotary embedding only'
+                  % (path, key, t if isinstance(t, str) else "an unknown"))
+
+    typ = root.get("model_type") if isinstance(root.get("model_type"), str) else None
+    archs = root.get("architectures")
+    a0 = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if typ is None and a0 is not None:
+        typ = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama"}.get(a0, a0)
+    if typ is None:
+        fatal('%s: no "model_type" (gpt2 or llama)' % path)
+    m = ModelConfig()
+    m.rope_theta = f32(10000.0)
+    if typ == "gpt2":
+        m.arch = ARCH_GPT2
+        m.n_layer = hint("n_layer", 12, 1, 1024)
+        m.n_head = m.n_kv_head = hint("n_head", 12, 1, 1024)
+        m.d_model = hint("n_embd", 768, 1, 65536)
+        m.d_ff = hint("n_inner", 4 * m.d_model, 1, 1 << 20)
+        m.max_seq = hint("n_positions", 1024, 1, 1 << 20)
+        m.vocab_size = hint("vocab_size", 50257, 2, 65536)
+        m.norm_eps = hfloat(root, "layer_norm_epsilon", 1e-5)
+        act = root.get("activation_function")
+        if isinstance(act, str) and act not in ("gelu_new", "gelu_pytorch_tanh"):
+            fatal('%s: "activation_function" is "%s": zeroc\'s gpt2 uses the tanh GELU (gelu_new)' % (path, act))
+        if not hbool("scale_attn_weights", True):
+            fatal('%s: "scale_attn_weights" false is not zeroc\'s attention' % path)
+        if hbool("scale_attn_by_inverse_layer_idx", False):
+            fatal('%s: "scale_attn_by_inverse_layer_idx" is not zeroc\'s attention' % path)
+        if not hbool("tie_word_embeddings", True):
+            fatal('%s: "tie_word_embeddings" false: zeroc\'s gpt2 ties its output head to wte' % path)
+        tied = True
+    elif typ == "llama":
+        m.arch = ARCH_LLAMA
+        m.n_layer = hint("num_hidden_layers", 32, 1, 1024)
+        m.n_head = hint("num_attention_heads", 32, 1, 1024)
+        m.n_kv_head = hint("num_key_value_heads", m.n_head, 1, 1024)
+        m.d_model = hint("hidden_size", 4096, 1, 65536)
+        m.d_ff = hint("intermediate_size", 11008, 1, 1 << 20)
+        m.max_seq = hint("max_position_embeddings", 2048, 1, 1 << 20)
+        m.vocab_size = hint("vocab_size", 32000, 2, 65536)
+        m.norm_eps = hfloat(root, "rms_norm_eps", 1e-6)
+        rp = root.get("rope_parameters")
+        m.rope_theta = hfloat(rp, "rope_theta", hfloat(root, "rope_theta", 10000.0)) if isinstance(rp, dict) \
+            else hfloat(root, "rope_theta", 10000.0)
+        rope_type_default("rope_scaling")
+        rope_type_default("rope_parameters")
+        act = root.get("hidden_act")
+        if isinstance(act, str) and act != "silu":
+            fatal('%s: "hidden_act" is "%s": zeroc\'s llama MLP is SwiGLU (silu)' % (path, act))
+        if hbool("attention_bias", False):
+            fatal('%s: "attention_bias" true: zeroc\'s llama has no biases' % path)
+        if hbool("mlp_bias", False):
+            fatal('%s: "mlp_bias" true: zeroc\'s llama has no biases' % path)
+        if m.d_model % m.n_head == 0 and hint("head_dim", m.d_model // m.n_head, 1, 65536) != m.d_model // m.n_head:
+            fatal('%s: "head_dim" must be hidden_size / num_attention_heads = %d in zeroc' % (path, m.d_model // m.n_head))
+        tied = hbool("tie_word_embeddings", False)
+    else:
+        fatal('%s: model_type "%s" is not supported (gpt2, llama)' % (path, typ))
+    if m.d_model % m.n_head:
+        fatal("%s: width %d is not divisible by %d heads" % (path, m.d_model, m.n_head))
+    if m.n_head % m.n_kv_head:
+        fatal("%s: %d heads are not divisible by %d key/value heads" % (path, m.n_head, m.n_kv_head))
+    if m.arch == ARCH_LLAMA and (m.d_model // m.n_head) % 2:
+        fatal("%s: head dimension %d must be even for RoPE" % (path, m.d_model // m.n_head))
+    m.padded_vocab = round_up(m.vocab_size, 128)
+    return m, tied
+
+
+def apply_hf_config(c, argv):
+    """hf_config.h hf_config_for_init(): with --init X.safetensors the model is the one X's config.json describes;
+    a size flag given explicitly (or a --preset) must agree with it."""
+    if not c.init_path or not is_safetensors(c.init_path):
+        return
+    path = hf_config_path(c.init_path)
+    hf, _ = read_hf_config(path)
+    m = c.model
+    given = lambda flag: flag in argv[1:-1]
+    preset = given("--preset")
+    if given("--arch") and m.arch != hf.arch:
+        fatal("%s: the model is %s but --arch says %s (with --init %s the model comes from config.json)"
+              % (path, ARCH_NAMES[hf.arch], ARCH_NAMES[m.arch], c.init_path))
+    for flag, what, by_preset, mine, theirs in (
+            ("--layers", "layers", True, m.n_layer, hf.n_layer),
+            ("--heads", "heads", True, m.n_head, hf.n_head),
+            ("--kv-heads", "key/value heads", hf.arch == ARCH_LLAMA, m.n_kv_head, hf.n_kv_head),
+            ("--dim", "width", True, m.d_model, hf.d_model),
+            ("--ffn", "MLP width", False, m.d_ff, hf.d_ff),
+            ("--vocab", "vocabulary", True, m.vocab_size, hf.vocab_size),
+            ("--max-seq", "maximum sequence length", True, m.max_seq, hf.max_seq)):
+        if (given(flag) or (preset and by_preset)) and mine != theirs:
+            fatal("%s: %s is %d but %s says %d (with --init %s the sizes come from config.json: drop or fix the flag)"
+                  % (path, what, theirs, flag if given(flag) else "--preset " + c.preset, mine, c.init_path))
+    c.model = hf
+    c.arch, c.preset = ARCH_NAMES[hf.arch], "config.json"
+
+
+class HFTensor:
+    """hf.h HFTensor: Hugging Face tensor `name` holds rows [row0, row0 + rows) of zeroc tensor `zeroc`."""
+
+    def __init__(self, name, spec, row0, rows, conv1d=False, rope_hd=0):
+        self.name, self.zeroc, self.row0, self.rows, self.cols = name, spec, row0, rows, spec.cols
+        self.conv1d, self.rope_hd, self.decay = conv1d, rope_hd, spec.decay
+        self.shape = ((self.cols, rows) if conv1d else (rows, self.cols)) if spec.decay else (rows * self.cols,)
+
+    def to_zeroc(self, a):
+        """The Hugging Face array as zeroc's rows [rows, cols]: the inverse of hf.h hf_index()."""
+        a = np.asarray(a, np.float32).reshape(self.shape)
+        if self.conv1d:
+            a = a.T  # Conv1D [in, out] -> Linear [out, in]
+        a = a.reshape(self.rows, self.cols)
+        if self.rope_hd:  # half-split row s*hd/2 + i -> interleaved row 2i + s, within each head
+            hd = self.rope_hd
+            a = a.reshape(self.rows // hd, 2, hd // 2, self.cols).transpose(0, 2, 1, 3).reshape(self.rows, self.cols)
+        return a
+
+
+def hf_tensors(c, tensors):
+    """hf.h hf_tensors(): the table, in zeroc's flat order."""
+    S = {t.full_name: t for t in tensors}
+    gpt2 = c.arch == ARCH_GPT2
+    hd, H, KV, Ff = c.d_model // c.n_head, c.n_head, c.n_kv_head, c.d_ff
+    P = "transformer." if gpt2 else "model."
+    out = [HFTensor(P + ("wte.weight" if gpt2 else "embed_tokens.weight"), S["embed.wte"], 0, c.vocab_size)]
+    if gpt2:
+        out.append(HFTensor(P + "wpe.weight", S["embed.wpe"], 0, c.max_seq))
+    for l in range(c.n_layer):
+        z = "layer%d." % l
+        if gpt2:
+            for zn, hn in (("ln1_w", "ln_1.weight"), ("ln1_b", "ln_1.bias"), ("qkv_w", "attn.c_attn.weight"),
+                           ("qkv_b", "attn.c_attn.bias"), ("attproj_w", "attn.c_proj.weight"), ("attproj_b", "attn.c_proj.bias"),
+                           ("ln2_w", "ln_2.weight"), ("ln2_b", "ln_2.bias"), ("fc_w", "mlp.c_fc.weight"), ("fc_b", "mlp.c_fc.bias"),
+                           ("fcproj_w", "mlp.c_proj.weight"), ("fcproj_b", "mlp.c_proj.bias")):
+                s = S[z + zn]
+                out.append(HFTensor("%sh.%d.%s" % (P, l, hn), s, 0, s.rows, conv1d=bool(s.decay)))
+        else:
+            L = "%slayers.%d." % (P, l)
+            out += [HFTensor(L + "input_layernorm.weight", S[z + "ln1_w"], 0, 1),
+                    HFTensor(L + "self_attn.q_proj.weight", S[z + "qkv_w"], 0, H * hd, rope_hd=hd),
+                    HFTensor(L + "self_attn.k_proj.weight", S[z + "qkv_w"], H * hd, KV * hd, rope_hd=hd),
+                    HFTensor(L + "self_attn.v_proj.weight", S[z + "qkv_w"], (H + KV) * hd, KV * hd),
+                    HFTensor(L + "self_attn.o_proj.weight", S[z + "attproj_w"], 0, c.d_model),
+                    HFTensor(L + "post_attention_layernorm.weight", S[z + "ln2_w"], 0, 1),
+                    HFTensor(L + "mlp.gate_proj.weight", S[z + "fc_w"], 0, Ff),
+                    HFTensor(L + "mlp.up_proj.weight", S[z + "fc_w"], Ff, Ff),
+                    HFTensor(L + "mlp.down_proj.weight", S[z + "fcproj_w"], 0, c.d_model)]
+    if gpt2:
+        out += [HFTensor(P + "ln_f.weight", S["final.lnf_w"], 0, 1), HFTensor(P + "ln_f.bias", S["final.lnf_b"], 0, 1)]
+    else:
+        out += [HFTensor(P + "norm.weight", S["final.norm_w"], 0, 1), HFTensor("lm_head.weight", S["final.lm_head"], 0, c.vocab_size)]
+    return out
+
+
+def load_hf(path, c):
+    """hf.h hf_import(), for the reference: {Hugging Face name: float32 array} for the model c (from config.json)."""
+    entries, data = read_safetensors(path)
+    _, tied = read_hf_config(hf_config_path(path))
+    hf = hf_tensors(c, build_layout(c)[0])
+    gpt2 = c.arch == ARCH_GPT2
+    prefix = "transformer." if gpt2 else "model."
+    strip = hf[0].name not in entries and hf[0].name[len(prefix):] in entries
+    out, used = {}, set()
+    for h in hf:
+        src = hf[0] if (tied and not gpt2 and h.name == "lm_head.weight") else h
+        name = src.name[len(prefix):] if strip and src.name.startswith(prefix) else src.name
+        if name not in entries:
+            fatal("%s: missing tensor %s" % (path, name))
+        out[h.name] = st_tensor_f32(path, name, entries[name], data, h.shape)
+        used.add(name)
+    for name in entries:
+        if name in used or (name.endswith((".attn.bias", ".attn.masked_bias")) if gpt2 else name.endswith(".rotary_emb.inv_freq")):
+            continue
+        if tied and name == "lm_head.weight":
+            if not np.array_equal(st_tensor_f32(path, name, entries[name], data, hf[0].shape), out[hf[0].name]):
+                fatal("%s: lm_head.weight differs from the embedding, but config.json ties them (tie_word_embeddings)" % path)
+            continue
+        fatal("%s: unexpected tensor %s (not part of zeroc's %s)" % (path, name, ARCH_NAMES[c.arch]))
+    return out
+
+
+class HFModel(Model):
+    """The model on Hugging Face's tensors, by their names, computing as transformers' GPT2LMHeadModel and
+    LlamaForCausalLM do (Conv1D y = x W + b with W [in, out]; rotate_half RoPE; the head tied to wte in
+    gpt2): what proves hf.h's names and layouts right, since its logits and gradients must equal zeroc's.
+    Model's interface: params in the order of hf_tensors(), forward() gives [B, T, Vp] logits (padded
+    columns zero), flat() and flat_grads() are in zeroc's flat order (debug state, --save)."""
+
+    def __init__(self, cfg, arrays, device="cpu"):
+        super().__init__(cfg, device)
+        self.hf = hf_tensors(cfg, self.tensors)
+        self.tensors = self.hf  # .decay: make_optimizer() pairs params with these
+        self.names = [h.name for h in self.hf]
+        self.params = [torch.from_numpy(np.array(arrays[h.name], np.float32)).to(device).requires_grad_(True) for h in self.hf]
+
+    def _to_flat(self, arrays):
+        flat = np.zeros(self.num_params, np.float32)
+        for h, a in zip(self.hf, arrays):
+            o = h.zeroc.offset + h.row0 * h.cols
+            flat[o:o + h.rows * h.cols] = h.to_zeroc(a).reshape(-1)
+        return flat
+
+    def flat(self, tensors=None):
+        return self._to_flat([p.detach().cpu().numpy() for p in (self.params if tensors is None else tensors)])
+
+    def flat_grads(self):
+        return self._to_flat([np.zeros(h.shape, np.float32) if p.grad is None else p.grad.detach().cpu().numpy()
+                              for h, p in zip(self.hf, self.params)])
+
+    def pad_vocab(self, logits):
+        return F.pad(logits, (0, self.cfg.padded_vocab - self.cfg.vocab_size))
+
+    def forward(self, idx, params=None):
+        c = self.cfg
+        P = self.param_dict(params)
+        B, T = idx.shape
+        C, H, KV = c.d_model, c.n_head, c.n_kv_head
+        hd = C // H
+        eps = c.norm_eps
+        dev = idx.device
+        causal = self.mask(T, dev)
+
+        def attention(q, k, v, scale_div):  # [B, nh, T, hd]; transformers' eager attention
+            if KV != H:  # repeat_kv
+                k = k.repeat_interleave(H // KV, dim=1)
+                v = v.repeat_interleave(H // KV, dim=1)
+            att = torch.matmul(q, k.transpose(-2, -1))
+            att = att / scale_div if scale_div else att * hd ** -0.5
+            att = att.masked_fill(~causal, torch.finfo(att.dtype).min)
+            return torch.matmul(torch.softmax(att, dim=-1, dtype=torch.float32), v).transpose(1, 2).reshape(B, T, C)
+
+        if c.arch == ARCH_GPT2:
+            def gelu_new(x):
+                return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+            def conv1d(x, p):  # Conv1D: y = x W + b, W [in, out]
+                return x @ P[p + ".weight"] + P[p + ".bias"]
+            wte = P["transformer.wte.weight"]
+            x = F.embedding(idx, wte) + P["transformer.wpe.weight"][:T]
+            for l in range(c.n_layer):
+                p = "transformer.h.%d." % l
+                h = F.layer_norm(x, (C,), P[p + "ln_1.weight"], P[p + "ln_1.bias"], eps)
+                q, k, v = conv1d(h, p + "attn.c_attn").split(C, dim=-1)
+                q, k, v = (t.reshape(B, T, H, hd).transpose(1, 2) for t in (q, k, v))
+                x = x + conv1d(attention(q, k, v, torch.full([], hd ** 0.5, dtype=q.dtype, device=dev)), p + "attn.c_proj")
+                h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], eps)
+                x = x + conv1d(gelu_new(conv1d(h, p + "mlp.c_fc")), p + "mlp.c_proj")
+            x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
+            return self.pad_vocab(F.linear(x, wte))
+
+        def rmsnorm(x, w):  # LlamaRMSNorm
+            return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+        def rotate_half(x):
+            return torch.cat((-x[..., hd // 2:], x[..., :hd // 2]), dim=-1)
+        # LlamaRotaryEmbedding (default rope type): inv_freq over even indices, cos/sin of cat(freqs, freqs)
+        inv_freq = 1.0 / (float(c.rope_theta) ** (torch.arange(0, hd, 2, dtype=torch.int64, device=dev).float() / hd))
+        freqs = torch.arange(T, device=dev).float()[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        x = F.embedding(idx, P["model.embed_tokens.weight"])
+        for l in range(c.n_layer):
+            p = "model.layers.%d." % l
+            h = rmsnorm(x, P[p + "input_layernorm.weight"])
+            q = F.linear(h, P[p + "self_attn.q_proj.weight"]).reshape(B, T, H, hd).transpose(1, 2)
+            k = F.linear(h, P[p + "self_attn.k_proj.weight"]).reshape(B, T, KV, hd).transpose(1, 2)
+            v = F.linear(h, P[p + "self_attn.v_proj.weight"]).reshape(B, T, KV, hd).transpose(1, 2)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            x = x + F.linear(attention(q, k, v, None), P[p + "self_attn.o_proj.weight"])
+            h = rmsnorm(x, P[p + "post_attention_layernorm.weight"])
+            m = F.silu(F.linear(h, P[p + "mlp.gate_proj.weight"])) * F.linear(h, P[p + "mlp.up_proj.weight"])
+            x = x + F.linear(m, P[p + "mlp.down_proj.weight"])
+        x = rmsnorm(x, P["model.norm.weight"])
+        return self.pad_vocab(F.linear(x, P["lm_head.weight"]))
+
+
+# ----------------------------------------------------------------------------
 # training
 
 
@@ -1060,7 +1484,9 @@ def run(argv):
     # check every file before the (slow) torch import
     layout = build_layout(m)
     num_params = layout[1]
-    flat0 = load_model(c.init_path, m, num_params) if c.init_path else None
+    hf_init = bool(c.init_path) and is_safetensors(c.init_path)
+    hf_arrays = load_hf(c.init_path, m) if hf_init else None
+    flat0 = load_model(c.init_path, m, num_params) if c.init_path and not hf_init else None
     BW = c.B * c.world
     need_train = c.steps > 0 or bool(c.debug_state)
     train = DataLoader(c.train_path, BW, c.T, m.vocab_size) if need_train else None
@@ -1095,15 +1521,20 @@ def run(argv):
     if c.threads > 0:
         torch.set_num_threads(c.threads)
 
-    model = Model(m, device)
-    if flat0 is None:
-        t0 = time.time()
-        flat0 = init_params(layout, c.seed)
-        log("initialized %d parameters from seed %d in %.1f s" % (num_params, c.seed, time.time() - t0))
+    if hf_init:  # the model on Hugging Face's tensors, computing as transformers does
+        model = HFModel(m, hf_arrays, device)
+        del hf_arrays
+        log("loaded %d parameters from %s (Hugging Face names and layouts)" % (num_params, c.init_path))
     else:
-        log("loaded %d parameters from %s" % (num_params, c.init_path))
-    model.set_flat(flat0)
-    del flat0
+        model = Model(m, device)
+        if flat0 is None:
+            t0 = time.time()
+            flat0 = init_params(layout, c.seed)
+            log("initialized %d parameters from seed %d in %.1f s" % (num_params, c.seed, time.time() - t0))
+        else:
+            log("loaded %d parameters from %s" % (num_params, c.init_path))
+        model.set_flat(flat0)
+        del flat0
     log("model %s, %d parameters" % (m.describe(), num_params))
 
     if c.debug_state:
