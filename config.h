@@ -114,7 +114,7 @@ enum { OPT_DEFAULT = 0, OPT_ADAM, OPT_ADAMW };
 // settings whose origin messages name: a flag ("--batch"), a config key path, or NULL (zeroc's default)
 enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PARAM, FROM_SCHED, FROM_WARMUP,
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
-       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, N_FROM };
+       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, N_FROM };
 
 typedef struct {
     ModelConfig model;
@@ -156,6 +156,9 @@ typedef struct {
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
     int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
+    // activations (activations.h)
+    int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
+    int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
     char comm[8];                   // "nccl" or "mpi" (GPU trainer)
     char tokenizer_path[512];
     // where settings came from (FROM_*), and the config keys that said "auto"
@@ -313,7 +316,11 @@ static void print_help(const char *prog) {
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
-           "  --estimate-memory N      print per-rank model-state bytes of every stage at N ranks, allocate nothing, exit\n"
+           "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
+           "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
+           "activations\n"
+           "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
+           "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
            "  --comm nccl|mpi          GPU collective backend\n", ZERO_STAGE);
 }
 
@@ -406,6 +413,15 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   "\"cpu\": the CPU trainer's parameters are in host memory already (offload applies to train_gpt)");
     c->offload = c->offload_param = 0;
 #endif
+    // activations
+    if (c->cpu_checkpointing && !c->recompute)
+        report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
+                  "(or an activation_checkpointing block)");
+#if !TRAINER_IS_GPU
+    else if (c->cpu_checkpointing)
+        report_at(r, MSG_NOTE, c->from[FROM_CPU_CKPT], "the CPU trainer's activations are in host memory already (cpu_checkpointing applies to train_gpt)");
+    c->cpu_checkpointing = 0;
+#endif
     if (c->offload_param && ZERO_STAGE != 3)
         report_at(r, MSG_ERROR, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
@@ -496,6 +512,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--offload")) { c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload"; }
         else if (!strcmp(a, "--offload-param")) { c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--recompute")) { c->recompute = flag_int(a, v, 0, 1); c->from[FROM_RECOMPUTE] = "--recompute"; }
+        else if (!strcmp(a, "--cpu-checkpointing")) { c->cpu_checkpointing = flag_int(a, v, 0, 1); c->from[FROM_CPU_CKPT] = "--cpu-checkpointing"; }
         else if (!strcmp(a, "--comm")) {
             if (strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);

@@ -51,7 +51,7 @@ enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
        K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
        K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
-       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16 };
+       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT };
 
 typedef struct {
     const char *path;    // dotted key path
@@ -69,7 +69,6 @@ static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 
                    R_MIN_SCALE = {0, 3.4e38, 1, 0, 0};
 
 #define NVME_ONLY "used only with device \"nvme\" (NVMe offload is not implemented yet)"
-#define NO_RECOMPUTE "zeroc keeps every activation for the backward (recomputation, --recompute, is planned)"
 #define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py)"
 #define ZEROPP "ZeRO++/MiCS are not implemented: parameters are partitioned over all ranks, communication is full precision"
 
@@ -191,14 +190,15 @@ static const DsKey DS_KEYS[] = {
     {"bf16.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_BF16, NULL, "the GPU trainer always trains in bf16 (false gives a note); the CPU trainer in fp32 (true gives a note)"},
     {"bf16.immediate_grad_update", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are accumulated in fp32 and applied at the step"},
 
-    // activation checkpointing: these keys tune DeepSpeed's checkpoint function, which a model calls
-    {"activation_checkpointing", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", NO_RECOMPUTE},
-    {"activation_checkpointing.partition_activations", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NO_RECOMPUTE},
-    {"activation_checkpointing.cpu_checkpointing", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NO_RECOMPUTE},
-    {"activation_checkpointing.contiguous_memory_optimization", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NO_RECOMPUTE},
-    {"activation_checkpointing.number_checkpoints", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, NO_RECOMPUTE},
-    {"activation_checkpointing.synchronize_checkpoint_boundary", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NO_RECOMPUTE},
-    {"activation_checkpointing.profile", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NO_RECOMPUTE},
+    // activation checkpointing (DeepSpeed's checkpointing config): the block turns zeroc's
+    // recomputation on; every transformer layer is a checkpoint
+    {"activation_checkpointing", NULL, DS_HONOURED, JT_BLOCK, NULL, K_ACT_CKPT, NULL, "`--recompute 1`: each layer keeps only its input in the forward and is recomputed in the backward"},
+    {"activation_checkpointing.partition_activations", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "partitions checkpoints across model-parallel ranks: zeroc has no model parallelism"},
+    {"activation_checkpointing.cpu_checkpointing", NULL, DS_HONOURED, JT_BOOL, NULL, K_CPU_CKPT, NULL, "`--cpu-checkpointing`: the layer inputs in pinned host memory, back one layer ahead in the backward (train_gpt; the CPU trainer's are in host memory already)"},
+    {"activation_checkpointing.contiguous_memory_optimization", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "the checkpoints already live in one buffer"},
+    {"activation_checkpointing.number_checkpoints", NULL, DS_HONOURED, JT_INT, &R_COUNT, K_NUM_CKPT, NULL, "the number of layers only: every layer is a checkpoint (another value is an error)"},
+    {"activation_checkpointing.synchronize_checkpoint_boundary", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "a profiling aid: zeroc's recompute is ordered on one stream already"},
+    {"activation_checkpointing.profile", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--log` records every step's time; there is no per-checkpoint profile"},
 
     // monitors (deepspeed/monitor/config.py): their "enabled" speaks for the block
     {"tensorboard", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
@@ -474,6 +474,13 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_CONSECUTIVE_HYSTERESIS: c->consecutive_hysteresis = cJSON_IsTrue(v); break;
     case K_MIN_LOSS_SCALE: c->min_loss_scale = (float)d; break;
     case K_BF16: c->bf16 = cJSON_IsTrue(v); c->from[FROM_BF16] = path; break;
+    case K_ACT_CKPT: c->recompute = 1; c->from[FROM_RECOMPUTE] = path; break;
+    case K_CPU_CKPT: c->cpu_checkpointing = cJSON_IsTrue(v); c->from[FROM_CPU_CKPT] = path; break;
+    case K_NUM_CKPT:
+        if ((int)d != c->model.n_layer)
+            report_at(x->r, MSG_ERROR, path, "%d: zeroc checkpoints every layer (%d); remove the key or set it to the number of layers",
+                      (int)d, c->model.n_layer);
+        break;
     }
 }
 
@@ -517,6 +524,7 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
                 if (k->kind == DS_NO_EFFECT) report_at(x->r, MSG_NOTE, path, "no effect here: %s", plain(k->what, text, sizeof(text)));
                 if (k->kind == DS_UNSUPPORTED) report_at(x->r, MSG_ERROR, path, "not supported: %s", plain(k->what, text, sizeof(text)));
             }
+            if (!off && k->id != K_NONE) ds_apply(x, k, k->path, v);   // a block that turns something on
             if (k->type == JT_BLOCK) ds_walk(x, v, k->path, off);
             continue;
         }
@@ -656,6 +664,11 @@ static cJSON *config_json_record(const TrainConfig *c) {
     cJSON_AddBoolToObject(fp, "consecutive_hysteresis", c->consecutive_hysteresis);
     add_f32(fp, "min_loss_scale", c->min_loss_scale);
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "bf16"), "enabled", TRAINER_IS_GPU && !(c->fp16 && FP16_WIRED));
+    if (c->recompute) {   // the activation_checkpointing block is present exactly when recompute is on
+        cJSON *ac = cJSON_AddObjectToObject(r, "activation_checkpointing");
+        cJSON_AddNumberToObject(ac, "number_checkpoints", c->model.n_layer);
+        cJSON_AddBoolToObject(ac, "cpu_checkpointing", c->cpu_checkpointing);
+    }
 
     cJSON *au = cJSON_AddArrayToObject(r, "auto");
     for (const char *p = c->config_auto; *p;) {

@@ -77,6 +77,7 @@ typedef struct {
     int n_grads, grads[MAX_STEP_UNITS];     // backward: units whose gradients it writes
     int keep;       // forward: in a training pass these parameters stay gathered for the backward
     int kept;       // backward: its parameters are the ones the forward kept (not gathered again)
+    int recompute;  // backward: recompute the step's forward from its saved input first (activation checkpointing)
 } PassStep;
 
 typedef struct {
@@ -217,6 +218,14 @@ static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
     L->lnf_b = unit_tensor(L, Fu, "lnf_b");
     L->lm_head = gpt2 ? L->wte : unit_tensor(L, Fu, "lm_head");   // gpt2: the output head is wte (tied)
     schedule_build(L);
+}
+
+// Activation checkpointing: every layer's backward starts by recomputing the
+// layer's forward (with the parameters gathered for the backward: no extra
+// communication). The forward then keeps only each layer's input (activations.h).
+static void model_set_recompute(ModelLayout *L, int on) {
+    for (int i = 0; i < L->schedule.n_bwd; i++)
+        if (L->schedule.bwd[i].kind == STEP_LAYER) L->schedule.bwd[i].recompute = on;
 }
 
 static void model_layout_free(ModelLayout *L) {

@@ -49,7 +49,10 @@ static void gpt_backward(GPT *m, const int *targets, float dloss) {
         floatX *const *g = zero_grads_open(z, s);
         switch (s->kind) {
         case STEP_HEAD:  head_backward(m, head_view(L, p), head_view(L, g), targets, dloss); break;
-        case STEP_LAYER: layer_backward(m, s->layer, layer_view(L, p[s->params[0]]), layer_view(L, g[s->grads[0]])); break;
+        case STEP_LAYER:
+            if (s->recompute) layer_forward(m, s->layer, layer_view(L, p[s->params[0]]));
+            layer_backward(m, s->layer, layer_view(L, p[s->params[0]]), layer_view(L, g[s->grads[0]]));
+            break;
         case STEP_EMBED: embed_backward(m, embed_view(L, g)); break;
         }
         zero_release(z, s);

@@ -24,6 +24,7 @@ specified in docs/model.md.
 #include "comm.h"
 #include "zero.h"
 #include "checkpoint.h"
+#include "activations.h"
 
 // OpenBLAS (the openmp build) has this; it keeps BLAS on our thread count.
 void openblas_set_num_threads(int num_threads);
@@ -344,7 +345,8 @@ static void crossentropy_softmax_backward(float *probs, const int *targets, floa
 // ----------------------------------------------------------------------------
 // the model
 
-// What the forward pass keeps for the backward pass, per layer ([L][...]) and for the head.
+// What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
+// with recompute) and for the head, then scratch, in activations.h's order.
 typedef struct {
     float *encoded;                          // [BT, C]
     float *ln1, *ln1_mean, *ln1_rstd;        // [L][BT, C], [L][BT] (mean: gpt2 only)
@@ -355,12 +357,13 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;        // [L][BT, C], [L][BT]
     float *fch;                              // [L][BT, FC] MLP pre-activation (llama: gate and up, FC = 2F)
     float *fch_act;                          // [L][BT, F] after GELU / SwiGLU
-    float *res3;                             // [L][BT, C] layer output
+    float *res3;                             // [L][BT, C] layer output (always every layer: the next one's input)
     float *lnf, *lnf_mean, *lnf_rstd;        // [BT, C], [BT]
     float *logits;                           // [BT, Vp]; training: the softmax, then dlogits in backward
     float *losses;                           // [BT]
-    // backward scratch, one layer's worth
+    // scratch: one layer's backward, and the RoPE tables [maxT, hd/2] (llama)
     float *dres, *dbuf, *dqkv, *datt, *dfch, *dfch_act;
+    float *rope_cos, *rope_sin;
 } Activations;
 
 typedef struct GPT {
@@ -371,8 +374,8 @@ typedef struct GPT {
     int B, T;
     int QKV, FC, hd;
     Activations a;
-    float *act_memory;
-    float *rope_cos, *rope_sin;              // [maxT, hd/2]
+    void *act_memory, *scratch_memory;       // one allocation each (zero_alloc: counted by zero.h)
+    int recompute;                           // activation checkpointing (--recompute)
     int *inputs, *targets;
     float loss;                              // mean loss of the last forward
 } GPT;
@@ -383,65 +386,67 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->comm = comm;
     m->B = tc->B; m->T = tc->T;
     const ModelConfig *c = &m->cfg;
+    m->recompute = tc->recompute;
     model_layout_build(&m->layout, c);
+    model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);
-    int B = m->B, T = m->T, L = c->n_layer, C = c->d_model, H = c->n_head, F = c->d_ff, Vp = c->padded_vocab;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, F = c->d_ff;
     m->hd = C / H;
     m->QKV = (H + 2 * c->n_kv_head) * m->hd;
     m->FC = c->arch == ARCH_LLAMA ? 2 * F : F;
-    size_t BT = (size_t)B * T, att = (size_t)B * H * T * T;
-    // one allocation for all activations, views into it
-    struct { float **p; size_t n; } views[] = {
-        {&m->a.encoded, BT * C},
-        {&m->a.ln1, L * BT * C}, {&m->a.ln1_mean, L * BT}, {&m->a.ln1_rstd, L * BT},
-        {&m->a.qkv, L * BT * m->QKV}, {&m->a.att, L * att}, {&m->a.atty, L * BT * C}, {&m->a.res2, L * BT * C},
-        {&m->a.ln2, L * BT * C}, {&m->a.ln2_mean, L * BT}, {&m->a.ln2_rstd, L * BT},
-        {&m->a.fch, L * BT * m->FC}, {&m->a.fch_act, L * BT * F}, {&m->a.res3, L * BT * C},
-        {&m->a.lnf, BT * C}, {&m->a.lnf_mean, BT}, {&m->a.lnf_rstd, BT},
-        {&m->a.logits, BT * Vp}, {&m->a.losses, BT},
-        {&m->a.dres, BT * C}, {&m->a.dbuf, BT * C}, {&m->a.dqkv, BT * m->QKV}, {&m->a.datt, att},
-        {&m->a.dfch, BT * m->FC}, {&m->a.dfch_act, BT * F},
-    };
-    int nv = sizeof(views) / sizeof(views[0]);
-    size_t total = 0;
-    for (int i = 0; i < nv; i++) total += round_up(views[i].n, 16);
-    m->act_memory = (float *)zero_alloc(&m->zero, MEM_ACTIVATIONS, total * sizeof(float), ZMEM_WORK);
-    size_t off = 0;
-    for (int i = 0; i < nv; i++) { *views[i].p = m->act_memory + off; off += round_up(views[i].n, 16); }
+    // one allocation for the saved activations and one for the scratch, views into them
+    Activations *a = &m->a;
+    size_t saved[N_ACT_SAVED], scratch[N_CPU_SCRATCH];
+    saved_activation_sizes(saved, c, B, T, m->recompute, 0, sizeof(float));
+    cpu_scratch_sizes(scratch, c, B, T);
+    void **saved_views[N_ACT_SAVED] = {
+        (void **)&a->encoded, (void **)&a->ln1, (void **)&a->ln1_mean, (void **)&a->ln1_rstd, (void **)&a->qkv,
+        (void **)&a->att, (void **)&a->atty, (void **)&a->res2, (void **)&a->ln2, (void **)&a->ln2_mean,
+        (void **)&a->ln2_rstd, (void **)&a->fch, (void **)&a->fch_act, (void **)&a->res3, (void **)&a->lnf,
+        (void **)&a->lnf_mean, (void **)&a->lnf_rstd, (void **)&a->logits, (void **)&a->losses};
+    void **scratch_views[N_CPU_SCRATCH] = {
+        (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dqkv, (void **)&a->datt, (void **)&a->dfch,
+        (void **)&a->dfch_act, (void **)&a->rope_cos, (void **)&a->rope_sin};
+    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, act_total(saved, N_ACT_SAVED, CPU_ACT_ALIGN), ZMEM_WORK);
+    m->scratch_memory = zero_alloc(&m->zero, MEM_SCRATCH, act_total(scratch, N_CPU_SCRATCH, CPU_ACT_ALIGN), ZMEM_WORK);
+    act_point(saved_views, saved, N_ACT_SAVED, CPU_ACT_ALIGN, m->act_memory);
+    act_point(scratch_views, scratch, N_CPU_SCRATCH, CPU_ACT_ALIGN, m->scratch_memory);
     // RoPE tables: freq_i = 1 / theta^(2i/hd) and angle = t * freq_i, in fp32 (docs/model.md)
     int half = m->hd / 2;
-    m->rope_cos = (float *)xmalloc(sizeof(float) * c->max_seq * half, "rope");
-    m->rope_sin = (float *)xmalloc(sizeof(float) * c->max_seq * half, "rope");
-    for (int t = 0; t < c->max_seq; t++)
+    for (int t = 0; c->arch == ARCH_LLAMA && t < c->max_seq; t++)
         for (int i = 0; i < half; i++) {
             float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)m->hd);
             float ang = (float)t * freq;
-            m->rope_cos[t * half + i] = cosf(ang);
-            m->rope_sin[t * half + i] = sinf(ang);
+            a->rope_cos[t * half + i] = cosf(ang);
+            a->rope_sin[t * half + i] = sinf(ang);
         }
+    size_t BT = (size_t)B * T;
     m->inputs = (int *)xmalloc(sizeof(int) * BT, "inputs");
     m->targets = (int *)xmalloc(sizeof(int) * BT, "targets");
 }
 
 static void gpt_free(GPT *m) {
-    zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // zero.h counts the activations; the trainer owns them
+    zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // zero.h counts them; the trainer owns them
+    zb_free(&m->zero.be, m->scratch_memory, ZMEM_WORK);
     zero_free(&m->zero);
     model_layout_free(&m->layout);
-    free(m->rope_cos); free(m->rope_sin); free(m->inputs); free(m->targets);
+    free(m->inputs); free(m->targets);
 }
 
 // layer l's slices of the saved activations
 typedef struct { float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *res3; } LayerActs;
 
+// layer l's slices of the saved activations; with recompute, every layer uses
+// the one set (the layer being computed), except its output
 static LayerActs layer_acts(GPT *m, int l) {
     Activations *a = &m->a;
-    size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model;
+    size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model, i = m->recompute ? 0 : (size_t)l;
     LayerActs s = {
-        a->ln1 + l * BTC, a->ln1_mean + l * N, a->ln1_rstd + l * N,
-        a->qkv + l * N * m->QKV, a->att + (size_t)l * m->B * m->cfg.n_head * m->T * m->T,
-        a->atty + l * BTC, a->res2 + l * BTC,
-        a->ln2 + l * BTC, a->ln2_mean + l * N, a->ln2_rstd + l * N,
-        a->fch + l * N * m->FC, a->fch_act + l * N * m->cfg.d_ff, a->res3 + l * BTC};
+        a->ln1 + i * BTC, a->ln1_mean + i * N, a->ln1_rstd + i * N,
+        a->qkv + i * N * m->QKV, a->att + i * m->B * m->cfg.n_head * m->T * m->T,
+        a->atty + i * BTC, a->res2 + i * BTC,
+        a->ln2 + i * BTC, a->ln2_mean + i * N, a->ln2_rstd + i * N,
+        a->fch + i * N * m->FC, a->fch_act + i * N * m->cfg.d_ff, a->res3 + (size_t)l * BTC};
     return s;
 }
 
@@ -465,7 +470,7 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps);
     else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps);
     matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV);
-    if (llama) rope_apply(qkv, m->rope_cos, m->rope_sin, B, T, H, KV, m->hd, 1.0f);
+    if (llama) rope_apply(qkv, a->rope_cos, a->rope_sin, B, T, H, KV, m->hd, 1.0f);
     attention_forward(atty, att, qkv, B, T, H, KV, m->hd);
     matmul_forward(a->dbuf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C);
     residual_forward(res2, x, a->dbuf, BTC);
@@ -500,7 +505,7 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     // attention
     matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C);
     attention_backward(a->dqkv, a->datt, a->dbuf, qkv, att, B, T, H, KV, m->hd);
-    if (llama) rope_apply(a->dqkv, m->rope_cos, m->rope_sin, B, T, H, KV, m->hd, -1.0f);
+    if (llama) rope_apply(a->dqkv, a->rope_cos, a->rope_sin, B, T, H, KV, m->hd, -1.0f);
     matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV);
     if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C);
     else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C);

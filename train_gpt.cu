@@ -42,6 +42,7 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 #include "comm.h"
 #include "zero.h"
 #include "checkpoint.h"
+#include "activations.h"
 #include "adamw.cuh"
 #include "cuda/common.cuh"
 #include "cuda/residual.cuh"
@@ -67,8 +68,9 @@ __global__ void scale_bf16_kernel(floatX *x, size_t n, float s) {
 // ----------------------------------------------------------------------------
 // the model
 
-// What the forward pass keeps for the backward pass, per layer ([L][...]) and
-// for the head, plus scratch. bf16 unless marked fp32.
+// What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
+// with recompute) and for the head, then scratch, in activations.h's order.
+// bf16 unless marked fp32.
 typedef struct {
     floatX *encoded;                         // [BT, C]
     floatX *ln1; float *ln1_mean, *ln1_rstd; // [L][BT, C], fp32 [L][BT] (mean: gpt2 only)
@@ -79,7 +81,7 @@ typedef struct {
     floatX *ln2; float *ln2_mean, *ln2_rstd; // [L][BT, C], fp32 [L][BT]
     floatX *fch;                             // [L][BT, FC] MLP pre-activation (gpt2: pre-GELU; llama: gate|up)
     floatX *fch_act;                         // [L][BT, F] after GELU / SwiGLU
-    floatX *res3;                            // [L][BT, C] layer output
+    floatX *res3;                            // [L][BT, C] layer output (cpu_checkpointing: a ring of 3)
     floatX *lnf; float *lnf_mean, *lnf_rstd; // [BT, C], fp32 [BT]
     floatX *logits;                          // [BT, Vp]; dlogits after a training forward
     float *losses;                           // fp32 [BT]
@@ -105,8 +107,13 @@ typedef struct GPT {
     int QKV, FC, hd;
     cudaStream_t stream;                     // comm->compute
     Activations a;
-    void *act_memory;                        // device, one allocation (zero_alloc: counted by zero.h)
-    size_t act_bytes;
+    void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
+    int recompute;                           // activation checkpointing (--recompute)
+    // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
+    int cpu_ckpt, in_backward;
+    floatX *ckpt_host;                       // [L-1][BT, C]
+    cudaStream_t copy_stream;
+    cudaEvent_t ckpt_ready[3], ckpt_copied[3], ckpt_free;
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
@@ -137,50 +144,49 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->B = tc->B; m->T = tc->T;
     const ModelConfig *c = &m->cfg;
     gpt_check_sizes(c, m->T);
+    m->recompute = tc->recompute;
+    m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
     model_layout_build(&m->layout, c);
+    model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);
     matmul_setup();
-    int B = m->B, T = m->T, L = c->n_layer, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
+    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
     m->FC = c->arch == ARCH_LLAMA ? 2 * F : F;
-    size_t BT = (size_t)B * T, att = attention_att_elems(B, T, H);
-    int max_oc = m->QKV > m->FC ? m->QKV : m->FC;
-    if (C > max_oc) max_oc = C;
-    // one allocation for all activations, views into it (256-byte aligned)
-    const size_t X = sizeof(floatX), F4 = sizeof(float);
-    struct { void **p; size_t bytes; } views[] = {
-        {(void **)&m->a.encoded, BT * C * X},
-        {(void **)&m->a.ln1, L * BT * C * X}, {(void **)&m->a.ln1_mean, L * BT * F4}, {(void **)&m->a.ln1_rstd, L * BT * F4},
-        {(void **)&m->a.qkvr, L * BT * m->QKV * X}, {(void **)&m->a.att, L * att * X},
-        {(void **)&m->a.atty, L * BT * C * X}, {(void **)&m->a.res2, L * BT * C * X},
-        {(void **)&m->a.ln2, L * BT * C * X}, {(void **)&m->a.ln2_mean, L * BT * F4}, {(void **)&m->a.ln2_rstd, L * BT * F4},
-        {(void **)&m->a.fch, L * BT * m->FC * X}, {(void **)&m->a.fch_act, L * BT * F * X}, {(void **)&m->a.res3, L * BT * C * X},
-        {(void **)&m->a.lnf, BT * C * X}, {(void **)&m->a.lnf_mean, BT * F4}, {(void **)&m->a.lnf_rstd, BT * F4},
-        {(void **)&m->a.logits, BT * Vp * X}, {(void **)&m->a.losses, BT * F4},
-        {(void **)&m->a.qkv, BT * m->QKV * X}, {(void **)&m->a.dres, BT * C * X}, {(void **)&m->a.dbuf, BT * C * X},
-        {(void **)&m->a.dfch, BT * m->FC * X}, {(void **)&m->a.dfch_act, BT * F * X},
-        {(void **)&m->a.att_f32, att * F4}, {(void **)&m->a.att_bf16, att * X},
-        {(void **)&m->a.att_y, attention_y_elems(B, T, H, m->hd) * X},
-        {(void **)&m->a.att_dqkvr, attention_qkv_elems(B, T, H, KV, m->hd) * X},
-        {(void **)&m->a.norm_scratch, norm_backward_scratch_floats(C) * F4},
-        {(void **)&m->a.dbias_scratch, matmul_dbias_scratch_floats(max_oc) * F4},
-    };
-    int nv = sizeof(views) / sizeof(views[0]);
-    size_t total = 0;
-    for (int i = 0; i < nv; i++) total += round_up(views[i].bytes, 256);
-    m->act_bytes = total;
-    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, total, ZMEM_WORK);
-    size_t off = 0;
-    for (int i = 0; i < nv; i++) { *views[i].p = (char *)m->act_memory + off; off += round_up(views[i].bytes, 256); }
+    size_t BT = (size_t)B * T;
+    // one allocation for the saved activations and one for the scratch, views into them
+    Activations *a = &m->a;
+    size_t saved[N_ACT_SAVED], scratch[N_GPU_SCRATCH];
+    saved_activation_sizes(saved, c, B, T, m->recompute, m->cpu_ckpt, sizeof(floatX));
+    gpu_scratch_sizes(scratch, c, B, T, sizeof(floatX));
+    void **saved_views[N_ACT_SAVED] = {
+        (void **)&a->encoded, (void **)&a->ln1, (void **)&a->ln1_mean, (void **)&a->ln1_rstd, (void **)&a->qkvr,
+        (void **)&a->att, (void **)&a->atty, (void **)&a->res2, (void **)&a->ln2, (void **)&a->ln2_mean,
+        (void **)&a->ln2_rstd, (void **)&a->fch, (void **)&a->fch_act, (void **)&a->res3, (void **)&a->lnf,
+        (void **)&a->lnf_mean, (void **)&a->lnf_rstd, (void **)&a->logits, (void **)&a->losses};
+    void **scratch_views[N_GPU_SCRATCH] = {
+        (void **)&a->qkv, (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dfch, (void **)&a->dfch_act,
+        (void **)&a->att_f32, (void **)&a->att_bf16, (void **)&a->att_y, (void **)&a->att_dqkvr,
+        (void **)&a->norm_scratch, (void **)&a->dbias_scratch, (void **)&m->d_inputs, (void **)&m->d_targets};
+    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, act_total(saved, N_ACT_SAVED, GPU_ACT_ALIGN), ZMEM_WORK);
+    m->scratch_memory = zero_alloc(&m->zero, MEM_SCRATCH, act_total(scratch, N_GPU_SCRATCH, GPU_ACT_ALIGN), ZMEM_WORK);
+    act_point(saved_views, saved, N_ACT_SAVED, GPU_ACT_ALIGN, m->act_memory);
+    act_point(scratch_views, scratch, N_GPU_SCRATCH, GPU_ACT_ALIGN, m->scratch_memory);
+    m->zero.mem[MEM_SCRATCH] += gpu_kernel_workspace_bytes(B, T);   // cuBLASLt's workspace, the embedding backward's sort
+    if (m->cpu_ckpt) {
+        m->ckpt_host = (floatX *)zero_alloc(&m->zero, MEM_ACTIVATIONS, cpu_checkpoint_host_bytes(c, B, T, sizeof(floatX)), ZMEM_HOST);
+        cudaCheck(cudaStreamCreateWithFlags(&m->copy_stream, cudaStreamNonBlocking));
+        for (int i = 0; i < 3; i++) {
+            cudaCheck(cudaEventCreateWithFlags(&m->ckpt_ready[i], cudaEventDisableTiming));
+            cudaCheck(cudaEventCreateWithFlags(&m->ckpt_copied[i], cudaEventDisableTiming));
+        }
+        cudaCheck(cudaEventCreateWithFlags(&m->ckpt_free, cudaEventDisableTiming));
+    }
 
     encoder_backward_scratch_alloc(&m->enc_scratch, (int)BT, Vp);
     m->inputs = (int *)xcalloc(sizeof(int) * BT, "inputs");
     m->targets = (int *)xcalloc(sizeof(int) * BT, "targets");
-    cudaCheck(cudaMalloc(&m->d_inputs, sizeof(int) * BT));
-    cudaCheck(cudaMalloc(&m->d_targets, sizeof(int) * BT));
-    cudaCheck(cudaMemset(m->d_inputs, 0, sizeof(int) * BT));
-    cudaCheck(cudaMemset(m->d_targets, 0, sizeof(int) * BT));
     cudaCheck(cudaMallocHost(&m->h_losses, sizeof(float) * BT));
     cudaCheck(cudaMallocHost(&m->h_logits_bf16, sizeof(floatX) * Vp));
     m->h_logits = (float *)xmalloc(sizeof(float) * Vp, "logits (host)");
@@ -191,10 +197,17 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
 static void gpt_free(GPT *m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     encoder_backward_scratch_free(&m->enc_scratch);
-    cudaCheck(cudaFree(m->d_inputs)); cudaCheck(cudaFree(m->d_targets));
     cudaCheck(cudaFreeHost(m->h_losses)); cudaCheck(cudaFreeHost(m->h_logits_bf16));
     free(m->h_logits); free(m->inputs); free(m->targets);
     zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // counted by zero.h, owned here
+    zb_free(&m->zero.be, m->scratch_memory, ZMEM_WORK);
+    if (m->cpu_ckpt) {
+        cudaCheck(cudaStreamSynchronize(m->copy_stream));
+        zb_free(&m->zero.be, m->ckpt_host, ZMEM_HOST);
+        for (int i = 0; i < 3; i++) { cudaCheck(cudaEventDestroy(m->ckpt_ready[i])); cudaCheck(cudaEventDestroy(m->ckpt_copied[i])); }
+        cudaCheck(cudaEventDestroy(m->ckpt_free));
+        cudaCheck(cudaStreamDestroy(m->copy_stream));
+    }
     zero_free(&m->zero);
     model_layout_free(&m->layout);
 }
@@ -205,25 +218,61 @@ typedef struct {
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
 } LayerActs;
 
+// layer l's slices of the saved activations; with recompute, every layer uses
+// the one set (the layer being computed), except its output (layer_output)
 static LayerActs layer_acts(GPT *m, int l) {
     Activations *a = &m->a;
-    size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model;
+    size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model, i = m->recompute ? 0 : (size_t)l;
     LayerActs s;
-    s.ln1 = a->ln1 + l * BTC; s.ln1_mean = a->ln1_mean + l * N; s.ln1_rstd = a->ln1_rstd + l * N;
-    s.qkvr = a->qkvr + l * N * m->QKV; s.att = a->att + l * attention_att_elems(m->B, m->T, m->cfg.n_head);
-    s.atty = a->atty + l * BTC; s.res2 = a->res2 + l * BTC;
-    s.ln2 = a->ln2 + l * BTC; s.ln2_mean = a->ln2_mean + l * N; s.ln2_rstd = a->ln2_rstd + l * N;
-    s.fch = a->fch + l * N * m->FC; s.fch_act = a->fch_act + l * N * m->cfg.d_ff; s.res3 = a->res3 + l * BTC;
+    s.ln1 = a->ln1 + i * BTC; s.ln1_mean = a->ln1_mean + i * N; s.ln1_rstd = a->ln1_rstd + i * N;
+    s.qkvr = a->qkvr + i * N * m->QKV; s.att = a->att + i * attention_att_elems(m->B, m->T, m->cfg.n_head);
+    s.atty = a->atty + i * BTC; s.res2 = a->res2 + i * BTC;
+    s.ln2 = a->ln2 + i * BTC; s.ln2_mean = a->ln2_mean + i * N; s.ln2_rstd = a->ln2_rstd + i * N;
+    s.fch = a->fch + i * N * m->FC; s.fch_act = a->fch_act + i * N * m->cfg.d_ff;
+    s.res3 = a->res3 + (size_t)(m->cpu_ckpt ? l % 3 : l) * BTC;
     return s;
 }
 
 // the input of layer l (l == n_layer: of the head)
-static const floatX *layer_input(GPT *m, int l) {
-    return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
+static const floatX *layer_input(GPT *m, int l) { return l == 0 ? m->a.encoded : layer_acts(m, l - 1).res3; }
+
+// cpu_checkpointing (ZeRO-R's offloaded activation checkpoints, with recompute):
+// the forward copies each layer's output to pinned host memory on a copy stream,
+// and the backward brings the input of the next layer down (layer l-1's) back
+// while this one recomputes and differentiates. The device keeps the outputs in
+// a ring of three: a layer's input, its output, and the one arriving.
+// Called before the forward (or the recompute) of layer l, and after it.
+static void ckpt_before_layer(GPT *m, int l) {
+    if (!m->cpu_ckpt) return;
+    size_t BTC = (size_t)m->B * m->T * m->cfg.d_model;
+    if (!m->in_backward) {
+        // the forward writes slot l % 3: its copy to the host (of layer l-3's output) must be done
+        cudaCheck(cudaStreamWaitEvent(m->stream, m->ckpt_copied[l % 3], 0));
+        return;
+    }
+    // backward: this layer's input has arrived (layer l-1's output; no wait for an event never recorded)
+    if (l >= 1) cudaCheck(cudaStreamWaitEvent(m->stream, m->ckpt_ready[(l - 1) % 3], 0));
+    if (l >= 2) {   // and the next layer's input, layer l-2's output, comes down into the slot nobody uses now
+        cudaCheck(cudaEventRecord(m->ckpt_free, m->stream));
+        cudaCheck(cudaStreamWaitEvent(m->copy_stream, m->ckpt_free, 0));
+        cudaCheck(cudaMemcpyAsync(layer_acts(m, l - 2).res3, m->ckpt_host + (size_t)(l - 2) * BTC, BTC * sizeof(floatX),
+                                  cudaMemcpyHostToDevice, m->copy_stream));
+        cudaCheck(cudaEventRecord(m->ckpt_ready[(l - 2) % 3], m->copy_stream));
+    }
+}
+static void ckpt_after_layer(GPT *m, int l) {
+    if (!m->cpu_ckpt || m->in_backward || !m->zero.training || l >= m->cfg.n_layer - 1) return;
+    size_t BTC = (size_t)m->B * m->T * m->cfg.d_model;
+    cudaCheck(cudaEventRecord(m->ckpt_free, m->stream));
+    cudaCheck(cudaStreamWaitEvent(m->copy_stream, m->ckpt_free, 0));
+    cudaCheck(cudaMemcpyAsync(m->ckpt_host + (size_t)l * BTC, layer_acts(m, l).res3, BTC * sizeof(floatX),
+                              cudaMemcpyDeviceToHost, m->copy_stream));
+    cudaCheck(cudaEventRecord(m->ckpt_copied[l % 3], m->copy_stream));
 }
 
 // one transformer layer, forward. w: the layer's parameters
 static void layer_forward(GPT *m, int l, LayerView w) {
+    ckpt_before_layer(m, l);
     const floatX *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
@@ -255,6 +304,7 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     }
     matmul_forward(a->dbuf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C, NULL, s);
     residual_forward(res3, res2, a->dbuf, BTC, s);
+    ckpt_after_layer(m, l);
 }
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
@@ -304,6 +354,7 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
 // staged, so the caller may overwrite m->inputs right away).
 static void embed_forward(GPT *m, EmbedView w) {
     int N = m->B * m->T;
+    m->in_backward = 0;
     cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, sizeof(int) * N, cudaMemcpyHostToDevice, m->stream));
     encoder_forward(m->a.encoded, m->d_inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model, m->stream);
 }
@@ -347,6 +398,7 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
     cudaStream_t s = m->stream;
     int N = m->B * m->T, C = c->d_model, Vp = c->padded_vocab;
     if (m->dlogits_scale == 0) fatal("gpt_backward: no training forward with targets before it");
+    m->in_backward = 1;   // the layers' forwards from here on are recomputations (cpu_checkpointing)
     float want = dloss / N;
     if (want != m->dlogits_scale) {   // not the 1/accum the forward assumed: rescale (one extra rounding)
         size_t n = (size_t)N * Vp;

@@ -27,10 +27,12 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     if (tc->estimate_world > 0) {
+        config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;
         model_layout_build(&L, &tc->model);
+        model_set_recompute(&L, tc->recompute);
         JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, 0);
-        cJSON *rec = zero_estimate(&L, tc->estimate_world, comm->rank == 0);
+        cJSON *rec = zero_estimate(&L, tc, tc->estimate_world, comm->rank == 0);
         jsonl_record(&log, rec);
         jsonl_close(&log);
         model_layout_free(&L);

@@ -77,8 +77,8 @@ typedef float zgrad_t;
 #endif
 
 // kinds of memory, as the reports count them
-enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, N_MEM };
-static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations"};
+enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, N_MEM };
+static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations", "scratch"};
 
 // where a buffer lives: the trainer's working memory (the GPU's, or the host's
 // for the CPU trainer), or host memory (pinned, for offload, on the GPU)
@@ -125,6 +125,7 @@ typedef struct {
     int n_seg;
     // stage 3
     size_t resident_elems;      // Σ padded of persistent units
+    size_t gather_need;         // gathered elements the largest step needs at once
     size_t live_cap;            // most gathered elements alive at once
     size_t arena_elems;         // live_cap + one unit of slack for the ring's wrap
     int *fetch_fwd, n_fetch_fwd;        // the gather order of a forward-only pass
@@ -175,10 +176,9 @@ static void zero_size_gathers(ZeroPlan *p, const Schedule *S, const TrainConfig 
                 for (int k = 0; k < s->n_params; k++)
                     if (!p->u[s->params[k]].persistent) live -= p->u[s->params[k]].padded;
         }
-    if ((long long)need > cfg->max_live_elems)
-        fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest step's units)",
-              cfg->max_live_elems, need);
+    p->gather_need = need;   // zero_init refuses a --max-live below it
     p->live_cap = (long long)peak < cfg->max_live_elems ? peak : (size_t)cfg->max_live_elems;
+    if (p->live_cap < need) p->live_cap = need;
     // FIFO release: one unit of slack guarantees a unit fits whenever the live count allows it
     p->arena_elems = p->live_cap + max_np;
 }
@@ -211,12 +211,13 @@ static void zero_plan_grad_slots(ZeroPlan *p, const Schedule *S) {
     free(first);
 }
 
-static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int rank, const TrainConfig *cfg) {
+// The plan of one stage (zero_init: the compiled one; the estimator: each) at a world size.
+static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int stage, int world, int rank, const TrainConfig *cfg) {
     memset(p, 0, sizeof(*p));
-    p->stage = ZERO_STAGE;
+    p->stage = stage;
     p->world = world; p->rank = rank;
-    p->P = ZERO_STAGE >= 1 ? world : 1;
-    p->part = ZERO_STAGE >= 1 ? rank : 0;
+    p->P = stage >= 1 ? world : 1;
+    p->part = stage >= 1 ? rank : 0;
     p->n_units = L->n_units;
     p->u = (ZeroUnit *)xcalloc(sizeof(ZeroUnit) * p->n_units, "zero plan");
     size_t full = 0, shard = 0, resident = 0;
@@ -227,7 +228,7 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int ra
         u->shard = u->padded / p->P;
         u->full_off = full; full += u->padded;
         u->shard_off = shard; shard += u->shard;
-        u->persistent = ZERO_STAGE == 3 && (long long)u->numel <= cfg->persistence_threshold;
+        u->persistent = stage == 3 && (long long)u->numel <= cfg->persistence_threshold;
         if (u->persistent) { u->resident_off = resident; resident += u->padded; }
         if (u->padded > p->max_padded) p->max_padded = u->padded;
         if (u->shard > p->max_shard) p->max_shard = u->shard;
@@ -258,7 +259,7 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int world, int ra
     p->fetch_train = (int *)xmalloc(sizeof(int) * (max_fetches + 1), "fetch order");
     p->n_fetch_fwd = zero_fetch_order(p, S, 0, p->fetch_fwd);
     p->n_fetch_train = zero_fetch_order(p, S, 1, p->fetch_train);
-    if (ZERO_STAGE == 3) zero_size_gathers(p, S, cfg);
+    if (stage == 3) zero_size_gathers(p, S, cfg);
     zero_plan_grad_slots(p, S);
 }
 
@@ -321,38 +322,55 @@ static void *zero_alloc(Zero *z, int kind, size_t bytes, int where) {
     return zb_alloc(&z->be, bytes, where, MEM_NAMES[kind]);
 }
 
+// Every buffer of the model states and of ZeRO's working memory, with its size
+// for a plan: zero_init allocates exactly these, and the estimator adds them up.
+//   x: bytes of a floatX; separate_master: an fp32 master besides the floatX
+//   parameters (the GPU trainer); offload / offload_param: ZeRO-Offload's host
+//   placement, and its pinned staging (the reduced gradient partition and the
+//   floatX parameters CPU-Adam writes, on their way between host and device).
+enum { ZB_PARAMS, ZB_MASTER, ZB_OPT_M, ZB_OPT_V, ZB_RESIDENT, ZB_ARENA, ZB_GRADS, ZB_GRAD_SHARD, ZB_GRAD_SLOTS,
+       ZB_RS_SCRATCH, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
+typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
+
+static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, int separate_master, int offload, int offload_param) {
+    int st = p->stage, opt = offload ? ZMEM_HOST : ZMEM_WORK;
+    size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4;   // the reduced gradient: floatX slices, or the fp32 shard
+    memset(b, 0, sizeof(ZeroBuffer) * N_ZBUF);
+    b[ZB_PARAMS] = (ZeroBuffer){(st <= 2 ? p->full_elems : shard) * x, MEM_PARAMS, st == 3 && offload_param ? ZMEM_HOST : ZMEM_WORK};
+    b[ZB_MASTER] = (ZeroBuffer){separate_master ? shard * 4 : 0, MEM_OPTIM, opt};
+    b[ZB_OPT_M] = b[ZB_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, opt};
+    b[ZB_RESIDENT] = (ZeroBuffer){st == 3 ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZB_ARENA] = (ZeroBuffer){st == 3 ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZB_GRADS] = (ZeroBuffer){st <= 1 ? p->full_elems * x : 0, MEM_GRADS, ZMEM_WORK};
+    b[ZB_GRAD_SHARD] = (ZeroBuffer){st >= 2 ? shard * 4 : 0, MEM_GRADS, ZMEM_WORK};
+    b[ZB_GRAD_SLOTS] = (ZeroBuffer){st >= 2 ? p->slot_elems * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
+    b[ZB_RS_SCRATCH] = (ZeroBuffer){st >= 2 ? p->max_shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
+    b[ZB_STAGING_GRAD] = (ZeroBuffer){separate_master && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    b[ZB_STAGING_PARAMS] = (ZeroBuffer){separate_master && offload ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+}
+
 static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
     memset(z, 0, sizeof(*z));
     z->comm = comm; z->layout = L; z->cfg = cfg;
-    zero_plan_build(&z->plan, L, comm->world, comm->rank, cfg);
+    zero_plan_build(&z->plan, L, ZERO_STAGE, comm->world, comm->rank, cfg);
     const ZeroPlan *p = &z->plan;
+    if ((long long)p->gather_need > cfg->max_live_elems)
+        fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest step's units)",
+              cfg->max_live_elems, p->gather_need);
     z->offload = cfg->offload;
     z->offload_param = cfg->offload_param;
-    zb_init(&z->be, comm, cfg, p->shard_elems, p->n_slots, z->host_mem);
-    size_t X = sizeof(floatX);
-#if ZERO_STAGE <= 2
-    z->params = (floatX *)zero_alloc(z, MEM_PARAMS, p->full_elems * X, ZMEM_WORK);
-#else
-    // ZeRO-Infinity's offload_param: the parameter shard in host memory, each
-    // unit's slice copied to the GPU as part of its gather (zero_start_gather)
-    z->params = (floatX *)zero_alloc(z, MEM_PARAMS, p->shard_elems * X, z->offload_param ? ZMEM_HOST : ZMEM_WORK);
-    if (p->resident_elems) z->resident = (floatX *)zero_alloc(z, MEM_GATHER, p->resident_elems * X, ZMEM_WORK);
-    z->arena = (floatX *)zero_alloc(z, MEM_GATHER, p->arena_elems * X, ZMEM_WORK);
-#endif
-#if ZERO_STAGE <= 1
-    z->grads = (floatX *)zero_alloc(z, MEM_GRADS, p->full_elems * X, ZMEM_WORK);
-#else
-    z->grad_shard = (float *)zero_alloc(z, MEM_GRADS, p->shard_elems * sizeof(float), ZMEM_WORK);
-    z->grad_slots = (floatX *)zero_alloc(z, MEM_GRAD_BUCKETS, p->slot_elems * X, ZMEM_WORK);
-    z->rs_scratch = (floatX *)zero_alloc(z, MEM_GRAD_BUCKETS, p->max_shard * X, ZMEM_WORK);
-#endif
-    // the optimizer partition: m and v (and a separate fp32 master), in host
-    // memory with ZeRO-Offload
-    int opt_where = z->offload ? ZMEM_HOST : ZMEM_WORK;
-    size_t ob = p->shard_elems * sizeof(float);
-    if (ZERO_SEPARATE_MASTER) z->master = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
-    z->opt_m = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
-    z->opt_v = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
+    // the model states (stage 3: the parameters' shard in host memory with ZeRO-Infinity's
+    // offload_param, each unit's slice copied to the GPU as part of its gather; the optimizer
+    // partition in host memory with ZeRO-Offload), then the working buffers
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, p, sizeof(floatX), ZERO_SEPARATE_MASTER, z->offload, z->offload_param);
+    void *staging_grad = NULL, *staging_params = NULL;
+    void **ptr[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
+                          (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
+                          (void **)&z->grad_slots, (void **)&z->rs_scratch, &staging_grad, &staging_params};
+    for (int i = 0; i < N_ZBUF; i++)
+        if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
+    zb_init(&z->be, comm, p->n_slots, staging_grad, staging_params);
 
     z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
@@ -364,13 +382,12 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
 }
 
 static void zero_free(Zero *z) {
-    int opt_where = z->offload ? ZMEM_HOST : ZMEM_WORK;
-    zb_free(&z->be, z->params, z->offload_param ? ZMEM_HOST : ZMEM_WORK);
-    zb_free(&z->be, z->master, opt_where); zb_free(&z->be, z->opt_m, opt_where); zb_free(&z->be, z->opt_v, opt_where);
-    floatX *work[] = {z->resident, z->grads, z->arena, z->grad_slots, z->rs_scratch};
-    for (int i = 0; i < 5; i++) zb_free(&z->be, work[i], ZMEM_WORK);
-    zb_free(&z->be, z->grad_shard, ZMEM_WORK);
-    zb_destroy(&z->be);
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, &z->plan, sizeof(floatX), ZERO_SEPARATE_MASTER, z->offload, z->offload_param);
+    void *ptr[] = {z->params, z->master, z->opt_m, z->opt_v, z->resident, z->arena, z->grads, z->grad_shard,
+                   z->grad_slots, z->rs_scratch};
+    for (int i = 0; i < ZB_STAGING_GRAD; i++) zb_free(&z->be, ptr[i], b[i].where);
+    zb_destroy(&z->be);   // (and its staging)
     free(z->unit_params); free(z->unit_grads); free(z->unit_slot);
     zero_plan_free(&z->plan);
 }

@@ -61,7 +61,9 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
     cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
 }
 
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, size_t shard_elems, int n_slots, size_t *host_mem) {
+// staging_grad / staging_params: ZeRO-Offload's pinned staging (zero.h's buffer
+// table allocates it; NULL without offload); the backend owns it from here
+static void zb_init(ZeroBackend *b, Comm *comm, int n_slots, void *staging_grad, void *staging_params) {
     memset(b, 0, sizeof(*b));
     b->comm = comm;
     b->stream = comm->compute;
@@ -71,13 +73,9 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, size_t s
     for (int i = 0; i < n_slots; i++) cudaCheck(cudaEventCreateWithFlags(&b->slot_free[i], cudaEventDisableTiming));
     cudaCheck(cudaMalloc(&b->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
-    b->offload = cfg->offload;
-    if (b->offload) {
-        size_t grad_bytes = shard_elems * sizeof(zgrad_t), bf16_bytes = shard_elems * sizeof(uint16_t);
-        b->host_grad = zb_alloc(b, grad_bytes, ZMEM_HOST, "offload gradient staging");
-        b->host_bf16 = (uint16_t *)zb_alloc(b, bf16_bytes, ZMEM_HOST, "offload parameter staging");
-        host_mem[MEM_GRAD_BUCKETS] += grad_bytes + bf16_bytes;
-    }
+    b->offload = staging_grad != NULL;
+    b->host_grad = staging_grad;
+    b->host_bf16 = (uint16_t *)staging_params;
 }
 static void zb_destroy(ZeroBackend *b) {
     cudaCheck(cudaStreamSynchronize(b->stream));

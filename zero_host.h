@@ -4,7 +4,7 @@
 // master weights, and the optimizer is CPU-Adam (adamw.cuh). zero_device.cuh
 // implements the same calls for the GPU trainer.
 //
-//   zb_init / zb_destroy                  the primitives' own state
+//   zb_init / zb_destroy                  the primitives' own state (and the offload staging zero.h allocated)
 //   zb_alloc / zb_free                    a zeroed buffer (ZMEM_WORK or ZMEM_HOST: the same here)
 //   zb_fill, zb_copy                      memset, memcpy (queued on the GPU)
 //   zb_upload, zb_download                to / from host memory, complete on return
@@ -27,8 +27,7 @@ typedef struct {
     double sumsq;                // zb_sumsq_add's running sum
 } ZeroBackend;
 
-// (offload needs nothing here: config.h notes that the state is already in host memory and clears it)
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, size_t shard_elems, int n_slots, size_t *host_mem) {
+static void zb_init(ZeroBackend *b, Comm *comm, int n_slots, void *staging_grad, void *staging_params) {
     b->comm = comm;
     b->sumsq = 0;
 }

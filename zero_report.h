@@ -5,6 +5,7 @@
 // which answers for any world size from the plan's arithmetic alone.
 #pragma once
 #include "zero.h"
+#include "activations.h"
 
 // the plan, as a table (rank 0 at start-up)
 
@@ -52,39 +53,102 @@ static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerPa
     return zero_state_bytes(ZERO_STAGE, kind, psi, world, b);
 }
 
-// The memory estimator (--estimate-memory N): per-rank model-state bytes of every
-// stage at world size N for both trainers, from the plan's arithmetic alone
-// (the padding of each stage's partitions included): nothing is allocated, so
-// it answers for models that would not fit. Activations and working buffers
-// are not included.
-static cJSON *zero_estimate(const ModelLayout *L, int world, int print) {
-    static const char *TRAINERS[2] = {"train_gpt_cpu", "train_gpt"};
+// ----------------------------------------------------------------------------
+// the whole per-rank footprint: model states, ZeRO's working buffers, the
+// activations and scratch of the run's micro batch
+
+enum { TRAINER_CPU = 0, TRAINER_GPU = 1 };
+static const char *const TRAINER_NAMES[2] = {"train_gpt_cpu", "train_gpt"};
+
+typedef struct { double work[N_MEM], host[N_MEM]; int fits; size_t gather_need; } Footprint;
+
+// What one trainer allocates per rank at a stage and world size, by kind: in its
+// working memory (the GPU's, or the host's for the CPU trainer) and in host
+// memory (pinned: offload). The same arithmetic as the allocations themselves
+// (zero_buffers, activations.h), so it equals what a run measures.
+static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, int trainer, int stage, int world) {
+    Footprint f;
+    memset(&f, 0, sizeof(f));
+    ZeroPlan p;
+    zero_plan_build(&p, L, stage, world, 0, cfg);
+    int gpu = trainer == TRAINER_GPU;
+    size_t x = gpu ? 2 : 4;   // bytes of floatX: bf16 (or fp16) on the GPU, fp32 on the CPU
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, &p, x, gpu, gpu && cfg->offload, gpu && cfg->offload_param && stage == 3);
+    for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
+    const ModelConfig *c = &L->cfg;
+    int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing;
+    size_t saved[N_ACT_SAVED], cs[N_CPU_SCRATCH], gs[N_GPU_SCRATCH];
+    saved_activation_sizes(saved, c, cfg->B, cfg->T, cfg->recompute, cpu_ckpt, x);
+    f.work[MEM_ACTIVATIONS] = act_total(saved, N_ACT_SAVED, gpu ? GPU_ACT_ALIGN : CPU_ACT_ALIGN);
+    if (cpu_ckpt) f.host[MEM_ACTIVATIONS] = cpu_checkpoint_host_bytes(c, cfg->B, cfg->T, x);
+    if (gpu) {
+        gpu_scratch_sizes(gs, c, cfg->B, cfg->T, x);
+        f.work[MEM_SCRATCH] = act_total(gs, N_GPU_SCRATCH, GPU_ACT_ALIGN) + gpu_kernel_workspace_bytes(cfg->B, cfg->T);
+    } else {
+        cpu_scratch_sizes(cs, c, cfg->B, cfg->T);
+        f.work[MEM_SCRATCH] = act_total(cs, N_CPU_SCRATCH, CPU_ACT_ALIGN);
+    }
+    f.gather_need = p.gather_need;
+    f.fits = stage < 3 || (long long)p.gather_need <= cfg->max_live_elems;
+    zero_plan_free(&p);
+    return f;
+}
+
+static double footprint_sum(const double *kinds, int from, int to) {
+    double s = 0;
+    for (int k = from; k <= to; k++) s += kinds[k];
+    return s;
+}
+
+// The memory estimator (--estimate-memory N): the per-rank footprint of every
+// stage at world size N for both trainers, for the run's micro batch, sequence
+// length and flags (recompute, offload, the stage-3 settings), from the plan's
+// arithmetic alone: nothing is allocated, so it answers for models that would
+// not fit. Not included: the libraries' own memory (CUDA context, NCCL and MPI
+// buffers, OpenBLAS), the data (memory-mapped), CUB's sort storage (GPU).
+static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int world, int print) {
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "estimate");
     cJSON_AddNumberToObject(rec, "world", world);
     cJSON_AddNumberToObject(rec, "params", (double)L->num_params);
-    if (print) printf("per-rank model states at %d rank%s for %zu parameters (activations and working buffers not included)\n"
-                      "| %-13s | %-5s | %14s | %14s | %14s | %14s |\n", world, world > 1 ? "s" : "", L->num_params,
-                      "trainer", "stage", "params", "grads", "optimizer", "total");
+    cJSON_AddNumberToObject(rec, "batch", cfg->B);
+    cJSON_AddNumberToObject(rec, "seq", cfg->T);
+    cJSON_AddBoolToObject(rec, "recompute", cfg->recompute);
+    if (print) printf("per-rank memory at %d rank%s, %zu parameters, micro batch %d x %d, recompute %s, offload %s (bytes)\n"
+                      "| %-13s | %-5s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s |\n",
+                      world, world > 1 ? "s" : "", L->num_params, cfg->B, cfg->T, cfg->recompute ? "on" : "off",
+                      cfg->offload ? "on (train_gpt)" : "off", "trainer", "stage", "params", "grads", "optimizer",
+                      "ZeRO working", "activations", "scratch", "total", "host (pinned)");
     for (int tr = 0; tr < 2; tr++) {
-        cJSON *t = cJSON_AddObjectToObject(rec, TRAINERS[tr]);
+        cJSON *t = cJSON_AddObjectToObject(rec, TRAINER_NAMES[tr]);
         for (int s = 0; s <= 3; s++) {
-            // fp32 CPU trainer: 4 + 4 + 8 bytes; bf16 GPU trainer: 2 + 2 (fp32 shards from stage 2) + 12
-            ZeroBytesPerParam b = tr == 0 ? (ZeroBytesPerParam){4, 4, 8} : (ZeroBytesPerParam){2, s >= 2 ? 4.0 : 2.0, 12};
-            int P = s >= 1 ? world : 1;
-            double padded = 0;
-            for (int i = 0; i < L->n_units; i++) padded += (double)zero_padded(L->units[i].numel, P);
-            double bytes[3], total = 0;
-            for (int k = 0; k < 3; k++) { bytes[k] = zero_state_bytes(s, k, padded, world, b); total += bytes[k]; }
+            Footprint f = zero_footprint(L, cfg, tr, s, world);
             char key[16];
             snprintf(key, sizeof(key), "stage%d", s);
-            cJSON *e = cJSON_AddObjectToObject(t, key);
-            for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(e, MEM_NAMES[k], bytes[k]);
+            cJSON *e = cJSON_AddObjectToObject(t, key), *h = cJSON_AddObjectToObject(e, "host");
+            for (int k = 0; k < N_MEM; k++) {
+                cJSON_AddNumberToObject(e, MEM_NAMES[k], f.work[k] + f.host[k]);
+                cJSON_AddNumberToObject(h, MEM_NAMES[k], f.host[k]);
+            }
+            double states = footprint_sum(f.work, MEM_PARAMS, MEM_OPTIM) + footprint_sum(f.host, MEM_PARAMS, MEM_OPTIM);
+            double total = footprint_sum(f.work, 0, N_MEM - 1), host = footprint_sum(f.host, 0, N_MEM - 1);
+            cJSON_AddNumberToObject(e, "model_states", states);
             cJSON_AddNumberToObject(e, "total", total);
-            if (print) printf("| %-13s | %5d | %14.0f | %14.0f | %14.0f | %14.0f |  %.2f GiB\n", TRAINERS[tr], s,
-                              bytes[0], bytes[1], bytes[2], total, total / 1073741824.0);
+            cJSON_AddNumberToObject(e, "host_total", host);
+            if (!f.fits) cJSON_AddNumberToObject(e, "needs_max_live", (double)f.gather_need);
+            if (print) {
+                printf("| %-13s | %5d | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f |  %.2f GiB",
+                       TRAINER_NAMES[tr], s, f.work[MEM_PARAMS] + f.host[MEM_PARAMS], f.work[MEM_GRADS] + f.host[MEM_GRADS],
+                       f.work[MEM_OPTIM] + f.host[MEM_OPTIM], footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS),
+                       f.work[MEM_ACTIVATIONS] + f.host[MEM_ACTIVATIONS], f.work[MEM_SCRATCH], total, host, total / 1073741824.0);
+                if (!f.fits) printf("  (needs --max-live >= %zu)", f.gather_need);
+                printf("\n");
+            }
         }
     }
+    if (print) printf("total: in the trainer's working memory (the GPU's for train_gpt); host (pinned): what offload keeps on the host.\n"
+                      "Model states and ZeRO's buffers from the plan; activations and scratch for the micro batch (--batch, --seq).\n");
     return rec;
 }
 
@@ -127,12 +191,21 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     double per_param = (b.param + b.grad + b.optim);
     double paper = ZERO_STAGE == 0 ? per_param * psi : ZERO_STAGE == 1 ? (b.param + b.grad) * psi + b.optim * psi / p->world
                  : ZERO_STAGE == 2 ? b.param * psi + (b.grad + b.optim) * psi / p->world : per_param * psi / p->world;
-    if (print) {
-        printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
-        for (int k = MEM_GATHER; k < N_MEM; k++)
-            if (z->mem[k]) printf("| %-16s | %14zu |    (working)   |            |\n", MEM_NAMES[k], z->mem[k]);
+    // the rest of the footprint: ZeRO's working buffers from the plan, the activations and
+    // scratch of this micro batch (activations.h), beside what was allocated
+    Footprint fp = zero_footprint(z->layout, z->cfg, ZERO_SEPARATE_MASTER ? TRAINER_GPU : TRAINER_CPU, ZERO_STAGE, p->world);
+    static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan)",
+        "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (activations.h)",
+        "backward and kernel scratch (activations.h)"};
+    if (print) printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
+    for (int k = MEM_GATHER; k < N_MEM; k++) {
+        double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
+        cJSON_AddNumberToObject(meas, MEM_NAMES[k], measured);
+        cJSON_AddNumberToObject(form, MEM_NAMES[k], formula);
+        if (print && (measured || formula))
+            printf("| %-16s | %14.0f | %14.0f |            | %s\n", MEM_NAMES[k], measured, formula, WHAT[k]);
     }
-    for (int k = MEM_GATHER; k < N_MEM; k++) cJSON_AddNumberToObject(meas, MEM_NAMES[k], (double)z->mem[k]);
+    if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
     // the accelerator as a whole, and what offload keeps in pinned host memory
     size_t used_b = 0, total_b = 0;
     if (zb_device_memory(&z->be, &used_b, &total_b)) {

@@ -30,6 +30,7 @@
 // Requirements: hd % 8 == 0, H % KV == 0, 16-byte aligned pointers; matmul_setup() called.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/sizes.h"
 #include "cuda/matmul.cuh"
 
 // ----------------------------------------------------------------------------
@@ -143,10 +144,7 @@ static void attention_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// scratch sizes in elements
-static size_t attention_att_elems(int B, int T, int H) { return (size_t)B * H * T * T; }         // att, scratch_f32, scratch_bf16
-static size_t attention_qkv_elems(int B, int T, int H, int KV, int hd) { return (size_t)B * T * (H + 2 * KV) * hd; }  // qkvr, dqkvr
-static size_t attention_y_elems(int B, int T, int H, int hd) { return (size_t)B * H * T * hd; }  // scratch_y
+// scratch sizes in elements: attention_att_elems, attention_qkv_elems, attention_y_elems (cuda/sizes.h)
 
 static void attention_check(int B, int T, int H, int KV, int hd) {
     CUDA_REQUIRE(hd % 8 == 0);

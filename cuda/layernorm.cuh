@@ -16,9 +16,8 @@
 // Requirements: C % 8 == 0; pointers 16-byte aligned.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/sizes.h"
 
-// blocks of the backward kernel at most; scratch holds this many partial rows
-#define NORM_BWD_MAX_BLOCKS 1024
 
 // ----------------------------------------------------------------------------
 // forward
@@ -252,8 +251,7 @@ __global__ void norm_param_reduce_kernel(floatX *dweight, floatX *dbias, const f
     }
 }
 
-// floats of `scratch` the backward functions need for width C
-static size_t norm_backward_scratch_floats(int C) { return (size_t)NORM_BWD_MAX_BLOCKS * 2 * C; }
+// floats of `scratch` the backward functions need for width C: norm_backward_scratch_floats (cuda/sizes.h)
 
 template <bool RMS>
 static void norm_backward_launch(floatX *dinp, floatX *dweight, floatX *dbias, float *scratch,

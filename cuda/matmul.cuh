@@ -20,6 +20,7 @@
 // thread; the workspace must not be shared by matmuls running concurrently on two streams.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/sizes.h"
 #include "cuda/gelu.cuh"
 
 static cublasLtHandle_t g_cublaslt_handle = NULL;
@@ -36,7 +37,7 @@ static void matmul_setup(void) {
     if (g_cublaslt_handle) return;
     cublasCheck(cublasLtCreate(&g_cublaslt_handle));
     cublasCheck(cublasCreate(&g_cublas_handle));
-    g_cublaslt_workspace_size = 32u << 20;
+    g_cublaslt_workspace_size = CUBLASLT_WORKSPACE_BYTES;
     cudaCheck(cudaMalloc(&g_cublaslt_workspace, g_cublaslt_workspace_size));
 }
 
@@ -151,7 +152,6 @@ static void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, const f
 // ----------------------------------------------------------------------------
 // bias gradient: dbias[OC] += sum_n dout[n, OC], deterministic
 
-#define MATMUL_DBIAS_MAX_SPLITS 64
 
 // block (32, 8): x covers 32 * 8 = 256 columns (8 per thread), y and blockIdx.y split the rows.
 // direct: add the block's column sums to dbias (gridDim.y == 1), else write partial[blockIdx.y][OC].
@@ -203,8 +203,7 @@ __global__ void matmul_dbias_reduce_kernel(floatX *dbias, const float *__restric
     dbias[c] = f2bf(bf2f(dbias[c]) + acc);
 }
 
-// floats of scratch matmul_backward needs for the bias gradient of width OC
-static size_t matmul_dbias_scratch_floats(int OC) { return (size_t)MATMUL_DBIAS_MAX_SPLITS * OC; }
+// floats of scratch matmul_backward needs for the bias gradient of width OC: matmul_dbias_scratch_floats (cuda/sizes.h)
 
 // dbias[OC] += column sums of dout[N, OC]. scratch: matmul_dbias_scratch_floats(OC) floats
 // (may be NULL when the grid needs no split, but pass it).

@@ -251,8 +251,12 @@ expect_note "a key with no effect" 'zero_optimization.contiguous_gradients: no e
     $CT lr --config "$(cfg n2 '{"zero_optimization": {"contiguous_gradients": true}}')"
 expect_note "a monitor" 'tensorboard.enabled: no effect here: zeroc logs every step to --log FILE' \
     $CT lr --config "$(cfg n3 '{"tensorboard": {"enabled": true, "output_path": "tb/"}}')"
-expect_note "activation checkpointing" 'activation_checkpointing.partition_activations: no effect here: zeroc keeps every activation' \
+expect_note "activation checkpointing" 'activation_checkpointing.partition_activations: no effect here: partitions checkpoints across model-parallel ranks' \
     $CT lr --config "$(cfg n4 '{"activation_checkpointing": {"partition_activations": true, "number_checkpoints": null}}')"
+expect_error "activation_checkpointing.number_checkpoints other than the layers" 'number_checkpoints: 3: zeroc checkpoints every layer' 1 \
+    $CT lr --config "$(cfg e_nc '{"activation_checkpointing": {"number_checkpoints": 3}}')"
+expect_error "--cpu-checkpointing without --recompute" '--cpu-checkpointing: offloads the checkpoints of activation checkpointing: it needs --recompute 1' 1 \
+    $CT lr --cpu-checkpointing 1
 expect_note "bf16 on the CPU trainer" 'bf16.enabled: true: the CPU trainer trains in fp32' $CT lr --config "$(cfg n5 '{"bf16": {"enabled": true}}')"
 expect_note "--offload on the CPU trainer" "--offload: \"cpu\": the CPU trainer's optimizer state is in host memory already" $CT lr --offload 1
 expect_note "warmup_max_lr replaces the optimizer's lr" 'optimizer.params.lr: 0.001 is replaced by scheduler.params.warmup_max_lr 0.0003' \
