@@ -2,7 +2,8 @@
 //
 // Model file (model.bin; also what --init reads and scripts/train_gpt.py
 // exchanges): a 256-int32 header (docs/model.md) and every parameter in fp32,
-// flat order. Under ZeRO-3 rank 0 gathers it unit by unit. --init also reads
+// flat order. Each rank writes the slices of the master it holds (rank 0 all of it where every
+// rank holds it whole), and reads back only the ranges its stage holds. --init also reads
 // Hugging Face safetensors files (hf.h); export_model.c writes them.
 //
 // Checkpoint: a directory DIR/ckpt_SSSSSSSS holding
@@ -65,8 +66,37 @@ static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params
 // Reads a model file into flat (num_params floats), checking it describes the
 // model this run builds. Returns 0 and sets err (one line) instead of exiting,
 // so that under MPI every rank can agree on the failure first.
-static int model_file_read(const char *path, const ModelConfig *c, size_t num_params, float *flat, char *err, size_t errn) {
-    if (st_sniff(path)) return hf_import(path, c, num_params, flat, err, errn);
+static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *out) {
+    size_t numel = s->L->units[u].numel, real = lo >= numel ? 0 : (lo + n < numel ? n : numel - lo);
+    off_t at = 1024 + 4 * (off_t)(s->L->units[u].flat_offset + lo);
+    for (size_t done = 0; done < real * 4;) {
+        ssize_t got = pread(s->fd, (char *)out + done, real * 4 - done, at + (off_t)done);
+        if (got <= 0) {
+            snprintf(s->err, sizeof(s->err), "%s: read failed at byte %lld (%s)", s->path, (long long)(at + (off_t)done),
+                     got < 0 ? strerror(errno) : "unexpected end of file");
+            return 0;
+        }
+        done += (size_t)got;
+    }
+    memset(out + real, 0, (n - real) * sizeof(float));
+    return 1;
+}
+
+// Opens a model file as a parameter source: zeroc's own (its header checked
+// against the run's model; each rank then reads only its ranges) or a Hugging
+// Face .safetensors file (hf.h: imported whole, then served from memory).
+// Returns 1, or 0 with err.
+static int params_from_file(ParamSource *s, const ModelLayout *L, const char *path, char *err, size_t errn) {
+    const ModelConfig *c = &L->cfg;
+    size_t num_params = L->num_params;
+    *s = params_from_init(L, 0);
+    snprintf(s->path, sizeof(s->path), "%s", path);
+    if (st_sniff(path)) {
+        s->owned = (float *)xmalloc(num_params * sizeof(float), "parameters (safetensors import)");
+        if (!hf_import(path, c, num_params, s->owned, err, errn)) { free(s->owned); s->owned = NULL; return 0; }
+        s->read = params_read_flat; s->flat = s->owned;
+        return 1;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
     int32_t h[256], want[256];
@@ -86,35 +116,63 @@ static int model_file_read(const char *path, const ModelConfig *c, size_t num_pa
         }
     long long expect = 1024 + 4LL * (long long)num_params;
     if (size != expect) { snprintf(err, errn, "%s: %s file: %lld bytes, expected %lld", path, size < expect ? "truncated" : "oversized", size, expect); fclose(f); return 0; }
-    if (fread(flat, 4, num_params, f) != num_params) { snprintf(err, errn, "%s: read failed", path); fclose(f); return 0; }
+    s->fd = dup(fileno(f));
     fclose(f);
+    if (s->fd < 0) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    s->read = params_read_file;
     return 1;
 }
 
-// every rank calls this (the gathers are collective); rank 0 writes
-static uint32_t model_file_write(Zero *z, const char *path) {
+static void params_close(ParamSource *s) {
+    if (s->fd >= 0) close(s->fd);
+    free(s->owned);
+    s->fd = -1; s->owned = NULL;
+}
+
+// The whole model file into flat (tests; the exporter streams instead). Returns 1, or 0 with err.
+static int model_file_read(const char *path, const ModelLayout *L, float *flat, char *err, size_t errn) {
+    ParamSource s;
+    if (!params_from_file(&s, L, path, err, errn)) return 0;
+    int ok = params_read_all(&s, flat);
+    if (!ok) snprintf(err, errn, "%s", s.err);
+    params_close(&s);
+    return ok;
+}
+
+// Collective: writes the model file without gathering the model anywhere.
+// Rank 0 creates it (header, full size); then, where the fp32 master is
+// partitioned, every rank writes its own slice of every unit at its place in
+// the flat order, and where every rank holds the whole master, rank 0 writes it
+// all, unit by unit. Every rank learns any rank's failure (the same one line).
+static void model_file_write(Zero *z, const char *path) {
     const ZeroPlan *p = &z->plan;
-    int root = z->comm->rank == 0;
-    FILE *f = root ? fopen_or_die(path, "wb") : NULL;
-    uint32_t crc = 0;
-    if (root) {
+    Comm *c = z->comm;
+    char err[1300] = {0};
+    int fd = -1;
+    if (c->rank == 0) {
         int32_t h[256];
         model_header(h, &z->layout->cfg, p->num_params);
-        fwrite_or_die(h, 4, 256, f, path);
-        crc = crc32_update(crc, h, sizeof(h));
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || pwrite(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || ftruncate(fd, 1024 + 4 * (off_t)p->num_params) != 0)
+            snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
     }
-    float *buf = (float *)xmalloc(p->max_padded * sizeof(float), "checkpoint buffer");
-    for (int i = 0; i < p->n_units; i++) {
-        zero_gather_unit(z, i, buf);
-        if (root) { fwrite_or_die(buf, 4, p->u[i].numel, f, path); crc = crc32_update(crc, buf, p->u[i].numel * 4); }
+    if (!comm_agree(c, err[0] == 0, err, sizeof(err))) fatal("%s", err);
+    int whole = zero_master_whole(z), writer = whole ? c->rank == 0 : 1;
+    if (writer && fd < 0 && (fd = open(path, O_WRONLY)) < 0) snprintf(err, sizeof(err), "%s: cannot open (%s)", path, strerror(errno));
+    float *buf = writer ? (float *)xmalloc((whole ? p->max_padded : p->max_shard) * sizeof(float), "model file buffer") : NULL;
+    for (int i = 0; writer && !err[0] && i < p->n_units; i++) {
+        const ZeroUnit *U = &p->u[i];
+        size_t lo = whole ? 0 : (size_t)p->part * U->shard, n = whole ? U->numel : U->shard;
+        if (lo >= U->numel) continue;                   // a slice of padding only
+        if (lo + n > U->numel) n = U->numel - lo;
+        zb_download(&z->be, buf, zero_master_slice(z, i) - ((size_t)p->part * U->shard - lo), n * sizeof(float));
+        off_t at = 1024 + 4 * (off_t)(z->layout->units[i].flat_offset + lo);
+        if (pwrite(fd, buf, n * 4, at) != (ssize_t)(n * 4)) snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
     }
+    if (fd >= 0 && !err[0] && fsync(fd) != 0) snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
+    if (fd >= 0 && close(fd) != 0 && !err[0]) snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
     free(buf);
-    if (root) {
-        fflush(f);
-        fsync(fileno(f));
-        if (fclose(f) != 0) fatal("%s: write failed", path);
-    }
-    return crc;
+    if (!comm_agree(c, err[0] == 0, err, sizeof(err))) fatal("%s", err);
 }
 
 // ----------------------------------------------------------------------------
@@ -171,11 +229,16 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         h[0] = OPTIM_MAGIC; h[1] = 1; h[2] = p->P; h[3] = p->part; h[4] = p->n_units; h[5] = ZERO_ALIGN;
         h[6] = (int32_t)(p->shard_elems & 0xFFFFFFFFu); h[7] = (int32_t)(p->shard_elems >> 32);
         fwrite_or_die(h, 4, 256, f, path);
-        float *m = (float *)xmalloc(p->shard_elems * 4, "optimizer state"), *v = (float *)xmalloc(p->shard_elems * 4, "optimizer state");
-        zero_optim_download(z, m, v);
-        fwrite_or_die(m, 4, p->shard_elems, f, path);
-        fwrite_or_die(v, 4, p->shard_elems, f, path);
-        free(m); free(v);
+        // m, then v, a piece at a time (no copy of the whole partition)
+        size_t piece = p->max_shard;
+        float *buf = (float *)xmalloc(piece * 4, "optimizer state");
+        for (int which = 0; which < 2; which++)
+            for (size_t off = 0; off < p->shard_elems; off += piece) {
+                size_t n = p->shard_elems - off < piece ? p->shard_elems - off : piece;
+                zero_optim_read(z, which, off, n, buf);
+                fwrite_or_die(buf, 4, n, f, path);
+            }
+        free(buf);
         fflush(f); fsync(fileno(f));
         if (fclose(f) != 0) fatal("%s: write failed", path);
     }
@@ -284,11 +347,11 @@ static char *read_text_file(const char *path, char *err, size_t errn) {
     return text;
 }
 
-static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, float *flat, char *err, size_t errn);
+static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, char *err, size_t errn);
 
 // Loads parameters, optimizer state and the train state. Returns 1, or 0 with
-// a one-line err. flat: scratch of num_params floats.
-static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, float *flat, char *err, size_t errn) {
+// a one-line err.
+static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, char *err, size_t errn) {
     char ck[1024], path[1200];
     if (!checkpoint_resolve(dir, ck, sizeof(ck), err, errn)) return 0;
     snprintf(path, sizeof(path), "%s/manifest.json", ck);
@@ -297,7 +360,7 @@ static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, float
     cJSON *m = cJSON_Parse(text);
     free(text);
     if (!m) CK_FAIL("%s: not valid JSON", path);
-    int ok = checkpoint_load_manifest(z, ck, m, st, flat, err, errn);
+    int ok = checkpoint_load_manifest(z, ck, m, st, err, errn);
     cJSON_Delete(m);
     return ok;
 }
@@ -319,7 +382,7 @@ static int checkpoint_check_file(const char *ck, cJSON *fe, int i, char *err, si
     return 1;
 }
 
-static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, float *flat, char *err, size_t errn) {
+static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     char path[1200];
     snprintf(path, sizeof(path), "%s/manifest.json", ck);
@@ -337,12 +400,17 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
     // every file must be whole: size and CRC as the manifest recorded them
     for (int i = 0; i <= Pw; i++)
         if (!checkpoint_check_file(ck, cJSON_GetArrayItem(files, i), i, err, errn)) return 0;
-    // parameters
+    // parameters: each rank reads the ranges its stage holds
     snprintf(path, sizeof(path), "%s/model.bin", ck);
-    if (!model_file_read(path, &z->layout->cfg, p->num_params, flat, err, errn)) return 0;
-    zero_load_params(z, flat);
+    ParamSource src;
+    if (!params_from_file(&src, z->layout, path, err, errn)) return 0;
+    int loaded = zero_load_params(z, &src);
+    if (!loaded) snprintf(err, errn, "%s", src.err);
+    params_close(&src);
+    if (!loaded) return 0;
     // optimizer state: the writer had Pw partitions, with their own padding
-    float *opt_m = (float *)xcalloc(p->shard_elems * 4, "optimizer state"), *opt_v = (float *)xcalloc(p->shard_elems * 4, "optimizer state");
+    // (a piece at a time: each run of this rank's slice that one writer partition holds)
+    float *piece = (float *)xmalloc(p->max_shard * 4, "optimizer state");
     size_t *w_shard_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "reshard plan");
     for (int i = 0; i < p->n_units; i++) w_shard_off[i + 1] = w_shard_off[i] + zero_padded(p->u[i].numel, Pw) / Pw;
     size_t w_shard_elems = w_shard_off[p->n_units];
@@ -357,21 +425,22 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
             if (b > hi) b = hi;
             snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", ck, wp);
             FILE *of = fopen(path, "rb");
-            if (!of) { free(w_shard_off); free(opt_m); free(opt_v); CK_FAIL("%s: cannot open (%s)", path, strerror(errno)); }
+            if (!of) { free(w_shard_off); free(piece); CK_FAIL("%s: cannot open (%s)", path, strerror(errno)); }
             int32_t h[256];
             int ok = fread(h, 4, 256, of) == 256 && h[0] == OPTIM_MAGIC && h[2] == Pw && h[3] == wp &&
                      ((size_t)(uint32_t)h[6] | ((size_t)(uint32_t)h[7] << 32)) == w_shard_elems;
             size_t src = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
-            ok = ok && fseeko(of, 1024 + 4 * (off_t)src, SEEK_SET) == 0 && fread(opt_m + dst, 4, b - a, of) == b - a;
-            ok = ok && fseeko(of, 1024 + 4 * (off_t)(w_shard_elems + src), SEEK_SET) == 0 && fread(opt_v + dst, 4, b - a, of) == b - a;
+            for (int which = 0; which < 2 && ok; which++) {
+                ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
+                if (ok) zero_optim_write(z, which, dst, b - a, piece);
+            }
             fclose(of);
-            if (!ok) { free(w_shard_off); free(opt_m); free(opt_v); CK_FAIL("%s: bad header or short read", path); }
+            if (!ok) { free(w_shard_off); free(piece); CK_FAIL("%s: bad header or short read", path); }
             a = b;
         }
     }
     free(w_shard_off);
-    zero_optim_upload(z, opt_m, opt_v);
-    free(opt_m); free(opt_v);
+    free(piece);
     st->step = j_step->valueint;
     st->data_pos = (long long)j_pos->valuedouble;
     st->rng = strtoull(j_rng->valuestring, NULL, 16);
@@ -381,8 +450,8 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
 
 // Collective: every rank loads; if any rank fails, every rank stops with the
 // same one line (the failing rank's), so none is left waiting in a collective.
-static void checkpoint_load(Zero *z, const char *dir, TrainState *st, float *flat) {
+static void checkpoint_load(Zero *z, const char *dir, TrainState *st) {
     char err[1400] = {0};
-    int ok = checkpoint_load_local(z, dir, st, flat, err, sizeof(err));
+    int ok = checkpoint_load_local(z, dir, st, err, sizeof(err));
     if (!comm_agree(z->comm, ok, err, sizeof(err))) fatal("%s", err);
 }

@@ -143,6 +143,16 @@ HOST_DEVICE static inline uint16_t float_to_bf16_rne(float f) {
 HOST_DEVICE static inline float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
 
 // ----------------------------------------------------------------------------
+// the process's peak resident memory (what /usr/bin/time -v calls maximum resident set size)
+
+#include <sys/resource.h>
+static double peak_rss_bytes(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss * 1024.0;   // Linux: kilobytes
+}
+
+// ----------------------------------------------------------------------------
 // timing
 
 static double wall_time(void) {

@@ -51,6 +51,7 @@ typedef struct {
     float init_std;     // normal(0, std); 0 means constant init_value
     float init_value;   // 1 for norm weights, 0 for biases
     int valid_rows;     // rows that are real (Vp padding rows beyond V stay zero)
+    uint64_t first_draw;// the initialization stream's draws before this tensor (model_init_range)
 } TensorSpec;
 
 typedef struct {
@@ -208,7 +209,15 @@ static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
     else unit_add(u, "lm_head", Vp, C, 1, std, 0, V);
 
     size_t off = 0;
-    for (int i = 0; i < L->n_units; i++) { L->units[i].flat_offset = off; off += L->units[i].numel; }
+    uint64_t draws = 0;   // two per normal-initialized element, in flat order
+    for (int i = 0; i < L->n_units; i++) {
+        L->units[i].flat_offset = off; off += L->units[i].numel;
+        for (int k = 0; k < L->units[i].n_tensors; k++) {
+            TensorSpec *t = &L->units[i].t[k];
+            t->first_draw = draws;
+            if (t->init_std > 0) draws += 2 * (uint64_t)t->valid_rows * t->cols;
+        }
+    }
     L->num_params = off;
 
     int E = model_unit_embed(L), Fu = model_unit_final(L);
@@ -260,23 +269,77 @@ static HeadView head_view(const ModelLayout *L, floatX *const *units) {
     return (HeadView){tensor_in(L->lnf_w, units), tensor_in(L->lnf_b, units), tensor_in(L->lm_head, units)};
 }
 
-// Seeded GPT-2 style initialization of the whole model in flat order:
-// one splitmix64 stream from `seed`, tensor by tensor, row-major; padded
-// vocab rows are zero (and stay zero: their gradient is always zero).
-// Every rank and both trainers produce the same bits.
-static void model_init_params(const ModelLayout *L, float *flat, uint64_t seed) {
-    Rng rng = {seed};
-    for (int ui = 0; ui < L->n_units; ui++) {
-        const UnitSpec *u = &L->units[ui];
-        float *base = flat + u->flat_offset;
-        for (int k = 0; k < u->n_tensors; k++) {
-            const TensorSpec *t = &u->t[k];
-            float *p = base + t->offset;
-            size_t valid = (size_t)t->valid_rows * t->cols;
-            for (size_t i = 0; i < t->numel; i++)
-                p[i] = i >= valid ? 0.0f : t->init_std > 0 ? t->init_std * rng_normal(&rng) : t->init_value;
+// Seeded GPT-2 style initialization: one splitmix64 stream from `seed` over the
+// whole model in flat order, tensor by tensor, row-major, two draws per normal
+// (Box-Muller); constant tensors draw nothing; padded vocab rows are zero (and
+// stay zero: their gradient is always zero). Every rank and both trainers
+// produce the same bits. The stream is counter-based (splitmix64's state after
+// k draws is seed + k * its increment), so any element can be generated
+// directly: model_init_range makes just a range of one unit, and under ZeRO
+// each rank generates only what it holds (DeepSpeed's zero.Init).
+static void model_init_range(const ModelLayout *L, int unit, size_t lo, size_t n, float *out, uint64_t seed) {
+    const UnitSpec *u = &L->units[unit];
+    for (size_t j = 0; j < n; j++) out[j] = 0.0f;   // past the unit's elements: padding
+    for (int k = 0; k < u->n_tensors; k++) {
+        const TensorSpec *t = &u->t[k];
+        size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel < lo + n ? t->offset + t->numel : lo + n;
+        size_t valid = (size_t)t->valid_rows * t->cols;
+        for (size_t i = a; i < b; i++) {
+            size_t e = i - t->offset;
+            float v = 0.0f;
+            if (e < valid && t->init_std > 0) {
+                Rng rng = {seed + (t->first_draw + 2 * (uint64_t)e) * 0x9E3779B97F4A7C15ull};
+                v = t->init_std * rng_normal(&rng);
+            } else if (e < valid) v = t->init_value;
+            out[i - lo] = v;
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// where a run's starting parameters come from: read unit by unit and range by
+// range, so that each rank reads only what its ZeRO stage holds
+
+typedef struct ParamSource ParamSource;
+struct ParamSource {
+    // elements [lo, lo + n) of unit u (zeros past its numel: the plan's padding) into out; 0 with err set on failure
+    int (*read)(ParamSource *s, int u, size_t lo, size_t n, float *out);
+    const ModelLayout *L;
+    uint64_t seed;        // the seeded initialization
+    const float *flat;    // parameters in memory, in flat order
+    int fd;               // a model file (checkpoint.h), -1 if none
+    float *owned;         // memory the source allocated (params_close frees it)
+    char path[512];
+    char err[1200];
+};
+
+static int params_read_init(ParamSource *s, int u, size_t lo, size_t n, float *out) {
+    model_init_range(s->L, u, lo, n, out, s->seed);
+    return 1;
+}
+static int params_read_flat(ParamSource *s, int u, size_t lo, size_t n, float *out) {
+    size_t numel = s->L->units[u].numel, real = lo >= numel ? 0 : (lo + n < numel ? n : numel - lo);
+    memcpy(out, s->flat + s->L->units[u].flat_offset + lo, real * sizeof(float));
+    memset(out + real, 0, (n - real) * sizeof(float));
+    return 1;
+}
+static ParamSource params_from_init(const ModelLayout *L, uint64_t seed) {
+    ParamSource s;
+    memset(&s, 0, sizeof(s));
+    s.read = params_read_init; s.L = L; s.seed = seed; s.fd = -1;
+    return s;
+}
+static ParamSource params_from_flat(const ModelLayout *L, const float *flat) {
+    ParamSource s = params_from_init(L, 0);
+    s.read = params_read_flat; s.flat = flat;
+    return s;
+}
+
+// the whole model in flat order (tests, the PyTorch reference's start)
+static int params_read_all(ParamSource *s, float *flat) {
+    for (int u = 0; u < s->L->n_units; u++)
+        if (!s->read(s, u, 0, s->L->units[u].numel, flat + s->L->units[u].flat_offset)) return 0;
+    return 1;
 }
 
 // FLOPs per token for one training step, PaLM/llm.c convention: 6 per

@@ -44,8 +44,9 @@ int main(int argc, char **argv) {
 
     float *flat = (float *)xmalloc(4 * np, "params");
     char err[1200];
-    if (!model_file_read(tc.init_path, &m.cfg, np, flat, err, sizeof(err))) fatal("%s", err);
-    zero_load_params(&m.zero, flat);
+    if (!model_file_read(tc.init_path, L, flat, err, sizeof(err))) fatal("%s", err);
+    ParamSource from_flat = params_from_flat(L, flat);
+    zero_load_params(&m.zero, &from_flat);
     memcpy(m.inputs, inputs, 4 * N);
 
     int fails = 0;
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
     printf("  worst gradient rel error %.3e (tolerance %.0e)\n", worst, tol_grad);
 
     // n_steps AdamW steps on the same batch, from the same start
-    zero_load_params(&m.zero, flat);
+    zero_load_params(&m.zero, &from_flat);
     memset(m.zero.opt_m, 0, 4 * m.zero.plan.shard_elems);
     memset(m.zero.opt_v, 0, 4 * m.zero.plan.shard_elems);
     double worst_step = 0;

@@ -47,7 +47,8 @@ static void grads_hook(void *ctx, int u, const floatX *g) {
 static void run_steps(GPT *m, const TrainConfig *tc, Comm *comm, const float *flat, const int *inputs,
                       const int *targets, int n_steps, float *losses) {
     gpt_build(m, tc, comm);
-    zero_load_params(&m->zero, flat);
+    ParamSource from_flat = params_from_flat(&m->layout, flat);
+    zero_load_params(&m->zero, &from_flat);
     int N = tc->B * tc->T;
     for (int s = 0; s < n_steps; s++) {
         memcpy(m->inputs, inputs, sizeof(int) * N);
@@ -99,8 +100,9 @@ int main(int argc, char **argv) {
 
     float *flat = (float *)xmalloc(4 * np, "params");
     char err[1200];
-    if (!model_file_read(tc.init_path, &m.cfg, np, flat, err, sizeof(err))) fatal("%s", err);
-    zero_load_params(&m.zero, flat);
+    if (!model_file_read(tc.init_path, L, flat, err, sizeof(err))) fatal("%s", err);
+    ParamSource from_flat = params_from_flat(L, flat);
+    zero_load_params(&m.zero, &from_flat);
     memcpy(m.inputs, inputs, 4 * N);
 
     int fails = 0, ok;

@@ -88,22 +88,21 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
     if (out) { fprintf(out, "\n"); fflush(out); }
 }
 
-// parameters: resume, --init, or a seeded initialization
+// parameters: resume, --init, or a seeded initialization. Each rank reads or
+// generates only what its ZeRO stage holds (zero_load_params).
 static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
     TrainState st = {0, 0, tc->seed ^ 0x5DEECE66DULL};
-    float *flat = (float *)xmalloc(m->layout.num_params * sizeof(float), "parameters (load)");
     if (tc->resume_dir[0]) {
-        checkpoint_load(&m->zero, tc->resume_dir, &st, flat);
+        checkpoint_load(&m->zero, tc->resume_dir, &st);
         if (say) printf("resumed from %s at step %d\n", tc->resume_dir, st.step);
-    } else if (tc->init_path[0]) {
-        char err[1200];
-        if (!model_file_read(tc->init_path, &m->cfg, m->layout.num_params, flat, err, sizeof(err))) fatal("%s", err);
-        zero_load_params(&m->zero, flat);
-    } else {
-        model_init_params(&m->layout, flat, tc->seed);
-        zero_load_params(&m->zero, flat);
+        return st;
     }
-    free(flat);
+    char err[1300] = {0};
+    ParamSource src = params_from_init(&m->layout, tc->seed);
+    int ok = !tc->init_path[0] || params_from_file(&src, &m->layout, tc->init_path, err, sizeof(err));
+    if (ok && !zero_load_params(&m->zero, &src)) { ok = 0; snprintf(err, sizeof(err), "%s", src.err); }
+    params_close(&src);
+    if (!comm_agree(m->comm, ok, err, sizeof(err))) fatal("%s", err);
     return st;
 }
 
@@ -196,6 +195,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     if (say && ZERO_STAGE == 3)
         printf("stage 3: peak gathered parameters %zu elements (cap %zu, --max-live %lld)\n",
                m->zero.peak_live, m->zero.plan.live_cap, tc->max_live_elems);
+    jsonl_record(&log, zero_peak_memory_report(&m->zero, say != NULL));
     jsonl_close(&log);
     if (have_tok) tokenizer_free(&tok);
     dataloader_free(&train);

@@ -424,49 +424,46 @@ static int zero_master_whole(const Zero *z) { return ZERO_SEPARATE_MASTER ? z->p
 // ----------------------------------------------------------------------------
 // loading and saving full parameters (flat, unpadded fp32: the model file)
 
-// every rank takes what it holds from the full flat parameters (host fp32)
-static void zero_load_params(Zero *z, const float *flat) {
+// Every rank takes what its stage holds of each unit from a parameter source
+// (the seeded initialization, a model file, a checkpoint): the whole padded unit
+// in stages 0-2 (the parameters are whole there), only its slice in stage 3
+// (plus the persistent units whole) - DeepSpeed's zero.Init: no rank ever holds
+// more of the model than its stage says, not even while loading. The fp32 values
+// land in the parameters themselves where those are the fp32 master (the CPU
+// trainer), else in one unit's staging, from which the master slice and the
+// floatX working copy (the master rounded to nearest even) are uploaded.
+// Returns 1, or 0 with src->err set.
+static int zero_load_params(Zero *z, ParamSource *src) {
     const ZeroPlan *p = &z->plan;
-    float *slice = (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging");
-    for (int i = 0; i < p->n_units; i++) {
+    float *staging = ZERO_SEPARATE_MASTER ? (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging") : NULL;
+    int ok = 1;
+    for (int i = 0; i < p->n_units && ok; i++) {
         const ZeroUnit *U = &p->u[i];
-        // the padded unit, and this rank's slice of it
-        memset(slice, 0, U->padded * sizeof(float));
-        memcpy(slice, flat + z->layout->units[i].flat_offset, U->numel * sizeof(float));
-        const float *mine = slice + (size_t)p->part * U->shard;
-        if (ZERO_SEPARATE_MASTER) zb_upload(&z->be, zero_master_slice(z, i), mine, U->shard * sizeof(float));
-        // the working parameters are the master rounded to floatX (nearest even)
-#if ZERO_STAGE <= 2
-        zb_upload_floatX(&z->be, z->params + U->full_off, slice, U->padded);
-#else
-        zb_upload_floatX(&z->be, z->params + U->shard_off, mine, U->shard);
-        if (U->persistent) zb_upload_floatX(&z->be, z->resident + U->resident_off, slice, U->padded);
-#endif
+        size_t lo = ZERO_STAGE == 3 ? (size_t)p->part * U->shard : 0, n = ZERO_STAGE == 3 ? U->shard : U->padded;
+        floatX *held = z->params + (ZERO_STAGE == 3 ? U->shard_off : U->full_off);
+        float *vals = ZERO_SEPARATE_MASTER ? staging : (float *)held;
+        ok = src->read(src, i, lo, n, vals);
+        if (ok && ZERO_SEPARATE_MASTER) {
+            zb_upload(&z->be, zero_master_slice(z, i), vals + ((size_t)p->part * U->shard - lo), U->shard * sizeof(float));
+            zb_upload_floatX(&z->be, held, vals, n);
+        }
+        if (ok && ZERO_STAGE == 3 && U->persistent) {   // stage 3's resident units are whole
+            float *whole = ZERO_SEPARATE_MASTER ? staging : (float *)(z->resident + U->resident_off);
+            ok = src->read(src, i, 0, U->padded, whole);
+            if (ok && ZERO_SEPARATE_MASTER) zb_upload_floatX(&z->be, z->resident + U->resident_off, whole, U->padded);
+        }
     }
-    free(slice);
+    free(staging);
+    return ok;
 }
 
-// Unit u's full fp32 master parameters into host memory dst (padded size).
-// Collective whenever the master is partitioned: every rank must call it (this
-// is how rank 0 writes the model file under ZeRO 1-3: DeepSpeed's
-// stage3_gather_16bit_weights_on_model_save, but of the fp32 master).
-static void zero_gather_unit(Zero *z, int u, float *dst) {
-    const ZeroUnit *U = &z->plan.u[u];
-    float *mine = zero_master_slice(z, u);
-    if (zero_master_whole(z)) zb_download(&z->be, dst, mine - (size_t)z->plan.part * U->shard, U->padded * sizeof(float));
-    else zb_all_gather_to_host(&z->be, mine, dst, U->shard);
+// n elements of the optimizer partition's m (which 0) or v (which 1) from shard
+// offset off, to and from host memory (checkpoints, a piece at a time).
+static void zero_optim_read(Zero *z, int which, size_t off, size_t n, float *host) {
+    zb_download(&z->be, host, (which ? z->opt_v : z->opt_m) + off, n * sizeof(float));
 }
-
-// The optimizer partition (m, v) to and from host arrays of shard_elems floats (checkpoints).
-static void zero_optim_download(Zero *z, float *m, float *v) {
-    size_t b = z->plan.shard_elems * sizeof(float);
-    zb_download(&z->be, m, z->opt_m, b);
-    zb_download(&z->be, v, z->opt_v, b);
-}
-static void zero_optim_upload(Zero *z, const float *m, const float *v) {
-    size_t b = z->plan.shard_elems * sizeof(float);
-    zb_upload(&z->be, z->opt_m, m, b);
-    zb_upload(&z->be, z->opt_v, v, b);
+static void zero_optim_write(Zero *z, int which, size_t off, size_t n, const float *host) {
+    zb_upload(&z->be, (which ? z->opt_v : z->opt_m) + off, host, n * sizeof(float));
 }
 
 // ----------------------------------------------------------------------------

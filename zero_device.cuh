@@ -172,17 +172,6 @@ static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *gr
     cudaCheckLaunch();
 }
 
-// every rank's fp32 slice of n elements into host memory (world * n), through a device buffer
-static void zb_all_gather_to_host(ZeroBackend *b, const float *slice, float *host, size_t n) {
-    Comm *c = b->comm;
-    float *tmp = (float *)zb_alloc(b, n * c->world * sizeof(float), ZMEM_WORK, "gather staging");
-    float *mine = tmp + (size_t)c->rank * n;
-    zb_copy(b, mine, slice, n * sizeof(float));
-    comm_all_gather(c, mine, tmp, n, DT_F32);   // ordered after the copy (comm_nccl_begin)
-    zb_download(b, host, tmp, n * c->world * sizeof(float));
-    zb_free(b, tmp, ZMEM_WORK);
-}
-
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
     size_t free_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, total));

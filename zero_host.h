@@ -15,7 +15,6 @@
 //   zb_wait_collectives                   everything the collectives produced is visible
 //   zb_sumsq_add / zb_sumsq_take          the squared global norm, segment by segment
 //   zb_adamw                              AdamW on one segment of this rank's partition
-//   zb_all_gather_to_host                 every rank's fp32 slice into one host buffer
 //   zb_device_memory                      the accelerator's used / total bytes (none here)
 #pragma once
 
@@ -73,10 +72,6 @@ static double zb_sumsq_take(ZeroBackend *b) { double s = b->sumsq; b->sumsq = 0;
 static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *grad, float *m, float *v, floatX *param_out,
                      size_t n, AdamWParams ap) {
     adamw_cpu_step(master, grad, m, v, NULL, n, ap);
-}
-
-static void zb_all_gather_to_host(ZeroBackend *b, const float *slice, float *host, size_t n) {
-    comm_all_gather(b->comm, slice, host, n, DT_F32);
 }
 
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) { *used = *total = 0; return 0; }

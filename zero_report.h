@@ -230,6 +230,24 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     return rec;
 }
 
+// At the end of a run: the peak resident memory over the ranks beside the
+// per-rank footprint the allocations add up to (the rest is the process itself:
+// code, MPI, OpenBLAS, the CUDA context, the memory-mapped data it touched).
+static cJSON *zero_peak_memory_report(Zero *z, int print) {
+    double hi = peak_rss_bytes(), lo = hi, counted = 0;
+    comm_all_reduce_host(z->comm, &hi, 1, DT_F64, OP_MAX);
+    comm_all_reduce_host(z->comm, &lo, 1, DT_F64, OP_MIN);
+    for (int k = 0; k < N_MEM; k++) counted += (double)(ZERO_SEPARATE_MASTER ? z->host_mem[k] : z->mem[k]);
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "peak_rss");
+    cJSON_AddNumberToObject(rec, "max_bytes", hi);
+    cJSON_AddNumberToObject(rec, "min_bytes", lo);
+    cJSON_AddNumberToObject(rec, "host_allocated_bytes", counted);
+    if (print) printf("peak resident memory per rank: %.1f MB (max), %.1f MB (min); the allocations counted above in host memory: %.1f MB\n",
+                      hi / 1e6, lo / 1e6, counted / 1e6);
+    return rec;
+}
+
 // Communication of one training step in theory (bytes, with the counting of
 // comm.h), given K micro-steps of accumulation: what zero.h's calls issue,
 // derived from the same plan (stage 3: the gather order of a training pass).

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Memory, all of it (README "Memory"):
+#   - activation checkpointing: losses and every checkpoint byte (parameters, m, v) bitwise
+#     identical with and without --recompute, gpt2 and llama, stages 0 and 3, 1 and 2 ranks;
+#   - sharded initialization: the initial model is bitwise the same whether one rank generates
+#     all of it or each of 3 stage-3 ranks generates only its slices;
+#   - the estimator (--estimate-memory with the run's flags) equals every measured allocation,
+#     with recompute on;
+#   - peak resident memory per rank at 4 ranks falls stage by stage, and sits within a stated
+#     margin above the footprint the run prints, for a model whose layers dominate its embedding.
+set -u
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+make -s zero-bins > /dev/null || exit 1
+make_shard "$TMP/tok.bin" 200000 500 3
+
+run() {   # run NAME NP STAGE FLAGS...: one training run, log and checkpoint under $TMP/NAME
+    local name=$1 np=$2 stage=$3; shift 3
+    $MPIRUN -np "$np" build/z$stage/train_gpt_cpu --train "$TMP/tok.bin" --threads 1 --quiet 1 \
+        --log "$TMP/$name.jsonl" --save "$TMP/$name" "$@" > "$TMP/$name.out" 2>&1
+}
+losses() { grep '"type":"train"' "$TMP/$1.jsonl" | sed -E 's/.*"loss":([^,]*).*/\1/' | tr '\n' ' '; }
+same_checkpoint() {   # every file of the two final checkpoints byte for byte
+    local a="$TMP/$1/$(cat "$TMP/$1/latest")" b="$TMP/$2/$(cat "$TMP/$2/latest")" f
+    for f in "$a"/model.bin "$a"/optim_rank_*.bin; do cmp -s "$f" "$b/$(basename "$f")" || return 1; done
+}
+
+echo "activation checkpointing: bitwise identical with and without --recompute"
+SMALL="--preset tiny --vocab 500 --batch 2 --seq 32 --accum 2 --steps 3"
+for arch in gpt2 llama; do
+  for stage in 0 3; do
+    for np in 1 2; do
+      run "rc0_$arch$stage$np" $np $stage --arch $arch $SMALL --recompute 0
+      run "rc1_$arch$stage$np" $np $stage --arch $arch $SMALL --recompute 1
+      l0=$(losses "rc0_$arch$stage$np"); l1=$(losses "rc1_$arch$stage$np")
+      [ -n "$l0" ] && [ "$l0" == "$l1" ] && same_checkpoint "rc0_$arch$stage$np" "rc1_$arch$stage$np"
+      check "$arch stage $stage x $np: losses ($l1) and parameters, m, v identical" $?
+    done
+  done
+done
+grep -q "recompute: one layer's activations" "$TMP/rc1_gpt2_32.out" 2>/dev/null || \
+    $MPIRUN -np 1 build/z0/train_gpt_cpu --train "$TMP/tok.bin" $SMALL --recompute 1 --threads 1 > "$TMP/rc_print.out" 2>&1
+saved0=$(grep -o '"activations":[0-9]*' "$TMP/rc0_llama01.jsonl" | head -1 | cut -d: -f2)
+saved1=$(grep -o '"activations":[0-9]*' "$TMP/rc1_llama01.jsonl" | head -1 | cut -d: -f2)
+[ -n "$saved1" ] && [ "$saved1" -lt "$saved0" ]
+check "recompute keeps fewer activations: $saved1 bytes instead of $saved0 (llama tiny, B=2, T=32)" $?
+
+echo "sharded initialization: each rank generates only its slices, the same bits"
+run init1 1 0 --arch llama --preset tiny --vocab 500 --steps 0
+run init3 3 3 --arch llama --preset tiny --vocab 500 --steps 0
+run init2 2 1 --arch llama --preset tiny --vocab 500 --steps 0
+cmp -s "$TMP/init1/ckpt_00000000/model.bin" "$TMP/init3/ckpt_00000000/model.bin" && \
+    cmp -s "$TMP/init1/ckpt_00000000/model.bin" "$TMP/init2/ckpt_00000000/model.bin"
+check "initial model.bin: stage 0 x 1 rank == stage 3 x 3 ranks (each wrote its slices) == stage 1 x 2 ranks" $?
+
+echo "the estimator equals every allocation, with recompute"
+for arch in gpt2 llama; do
+  for stage in 0 1 2 3; do
+    flags="--arch $arch $SMALL --recompute 1 --persistence-threshold 1000"
+    run "est_$arch$stage" 2 $stage $flags
+    build/z0/train_gpt_cpu --train "$TMP/tok.bin" $flags --estimate-memory 2 --log "$TMP/est_$arch$stage.est" > /dev/null 2>&1
+    $PY - "$TMP/est_$arch$stage.jsonl" "$TMP/est_$arch$stage.est" "$stage" <<'PYEOF'
+import json, sys
+mem = [json.loads(l) for l in open(sys.argv[1]) if '"memory"' in l][0]["measured_bytes"]
+est = [json.loads(l) for l in open(sys.argv[2]) if '"estimate"' in l][0]["train_gpt_cpu"]["stage" + sys.argv[3]]
+bad = [f"{k}: measured {v} != estimate {est[k]}" for k, v in mem.items() if est[k] != v]
+print("      " + (", ".join(bad) if bad else "all %d kinds equal, %d bytes in all" % (len(mem), sum(mem.values()))))
+sys.exit(1 if bad else 0)
+PYEOF
+    check "$arch stage $stage x 2 ranks, recompute: estimate == measured" $?
+  done
+done
+
+echo "peak resident memory at 4 ranks falls stage by stage (llama, 8 layers, C=512, vocab 512: 24M parameters)"
+BIG="--arch llama --layers 8 --dim 512 --heads 8 --kv-heads 4 --vocab 512 --max-seq 64 --batch 1 --seq 16 --steps 1"
+MARGIN_MB=48   # the process beyond what it allocates: code, libraries, MPI's and OpenBLAS's own buffers
+for stage in 0 1 2 3; do
+  run "rss$stage" 4 $stage $BIG
+  $PY - "$TMP/rss$stage.jsonl" "$stage" "$MARGIN_MB" > "$TMP/rss$stage.txt" <<'PYEOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+mem = [r for r in recs if r["type"] == "memory"][0]["measured_bytes"]
+rss = [r for r in recs if r["type"] == "peak_rss"][0]
+total = sum(mem.values()) / 1e6
+lo, hi = rss["min_bytes"] / 1e6, rss["max_bytes"] / 1e6
+print(f"{sys.argv[2]} {total:.1f} {lo:.1f} {hi:.1f}")
+PYEOF
+done
+prev_lo=1e12; prev_hi=1e12; ok=0
+while read -r stage total lo hi; do
+  over=$($PY -c "print(f'{$lo - $total:.1f}')")
+  within=$($PY -c "print(int($total <= $lo <= $total + $MARGIN_MB))")
+  falls=$($PY -c "print(int($lo < $prev_lo and $hi < $prev_hi))")
+  echo "      stage $stage: footprint $total MB; peak RSS $lo MB (min over ranks, +$over MB), $hi MB (max)"
+  [ "$within" = 1 ] && [ "$falls" = 1 ] || ok=1
+  prev_lo=$lo; prev_hi=$hi
+done < <(cat "$TMP"/rss0.txt "$TMP"/rss1.txt "$TMP"/rss2.txt "$TMP"/rss3.txt)
+check "peak RSS falls stage by stage, each rank within $MARGIN_MB MB above its printed footprint" $ok
+
+echo "$fails failure(s)"
+[ $fails -eq 0 ]
