@@ -80,7 +80,8 @@ typedef struct {
     ModelConfig model;
     char arch[16], preset[32];
     // data
-    char train_path[512], val_path[512];
+    char train_path[512], val_path[512];   // a shard, a directory of shards or a glob (dataloader.h)
+    int shuffle;          // per epoch: shard order and each shard's sequences, seeded by seed
     int B, T, accum;
     int total_batch;      // global sequences per step; 0: derived as B * accum * world
     int steps;
@@ -171,7 +172,8 @@ static void print_help(const char *prog) {
     printf("  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
            "                           override one size of the preset\n"
            "data\n"
-           "  --train FILE --val FILE  token shards (default data/brown/{train,val}.bin)\n"
+           "  --train PATH --val PATH  a token shard, a directory of shards or a glob (default data/brown/{train,val}.bin)\n"
+           "  --shuffle 0|1            shuffle shard order and sequences each epoch, seeded by --seed (default 0)\n"
            "  --batch B                micro batch per rank (default 4)\n"
            "  --seq T                  sequence length (default 64)\n"
            "  --accum K                gradient accumulation steps (default 1)\n"
@@ -327,6 +329,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--max-seq")) m->max_seq = parse_int_or_die(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--train")) copy_str_or_die(c->train_path, sizeof(c->train_path), a, v);
         else if (!strcmp(a, "--val")) copy_str_or_die(c->val_path, sizeof(c->val_path), a, v);
+        else if (!strcmp(a, "--shuffle")) c->shuffle = parse_int_or_die(a, v, 0, 1);
         else if (!strcmp(a, "--batch")) c->B = parse_int_or_die(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--seq")) c->T = parse_int_or_die(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--accum")) c->accum = parse_int_or_die(a, v, 1, 1 << 20);

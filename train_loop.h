@@ -107,19 +107,19 @@ int main(int argc, char **argv) {
 
     // data first: a bad file fails before anything expensive
     DataLoader train, val;
-    dataloader_init(&train, tc.train_path, tc.B, tc.T, comm.rank, comm.world, mc->vocab_size);
+    dataloader_init(&train, tc.train_path, tc.B, tc.T, comm.rank, comm.world, mc->vocab_size, tc.shuffle, tc.seed);
     int do_val = tc.val_every > 0 && tc.val_batches > 0;
-    if (do_val) dataloader_init(&val, tc.val_path, tc.B, tc.T, comm.rank, comm.world, mc->vocab_size);
+    if (do_val) dataloader_init(&val, tc.val_path, tc.B, tc.T, comm.rank, comm.world, mc->vocab_size, 0, 0);
     Tokenizer tok;
     int have_tok = 0;
     if (tc.sample_every > 0) { tokenizer_init(&tok, tc.tokenizer_path); have_tok = 1; }
 
     // parameters: resume, --init, or a seeded initialization
-    TrainState st = {0, 0, tc.seed ^ 0x5DEECE66DULL};
+    TrainState st = {0, {0}, tc.seed ^ 0x5DEECE66DULL};
     float *flat = (float *)xmalloc(m.layout.num_params * sizeof(float), "parameters (load)");
     if (tc.resume_dir[0]) {
         checkpoint_load(&m.zero, tc.resume_dir, &st, flat);
-        train.pos = st.data_pos;
+        dataloader_seek(&train, &st.data, tc.resume_dir);
         if (say) printf("resumed from %s at step %d\n", tc.resume_dir, st.step);
     } else if (tc.init_path[0]) {
         char err[1200];
@@ -189,13 +189,13 @@ int main(int argc, char **argv) {
         }
         if (have_tok && ((step + 1) % tc.sample_every == 0 || last)) gpt_sample(&m, &tok, &sample_rng, tc.sample_len, say);
         if (tc.save_dir[0] && ((tc.save_every > 0 && (step + 1) % tc.save_every == 0) || last)) {
-            TrainState now = {step + 1, train.pos, sample_rng.state};
+            TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state};
             checkpoint_save(&m.zero, tc.save_dir, &now, &tc);
             if (say) printf("saved %s/ckpt_%08d\n", tc.save_dir, step + 1);
         }
     }
     if (tc.steps == st.step && tc.save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
-        TrainState now = {st.step, train.pos, sample_rng.state};
+        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state};
         checkpoint_save(&m.zero, tc.save_dir, &now, &tc);
         if (say) printf("saved %s/ckpt_%08d\n", tc.save_dir, st.step);
     }
