@@ -20,6 +20,7 @@ loop. The exact model is specified in docs/model.md.
 #include "dataloader.h"
 #include "tokenizer.h"
 #include "comm.h"
+#include "launch.h"
 #include "zero.h"
 #include "checkpoint.h"
 
@@ -606,11 +607,11 @@ static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_
 
 // OpenMP and BLAS threads: the cores of this node shared among its ranks
 static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
-    int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
-    if (threads < 1) threads = 1;
+    char why[96];
+    int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    snprintf(desc, n, "%d thread%s", threads, threads > 1 ? "s" : "");
+    snprintf(desc, n, "%d thread%s (%s)", threads, threads > 1 ? "s" : "", why);
     return desc;
 }
 

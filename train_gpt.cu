@@ -39,6 +39,7 @@ cuda/ (docs/kernels.md).
 #include "dataloader.h"
 #include "tokenizer.h"
 #include "comm.h"
+#include "launch.h"
 #include "zero.h"
 #include "checkpoint.h"
 #include "adamw.cuh"
@@ -481,14 +482,14 @@ static const float *gpt_logits_host(GPT *m, int t) {
 // The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
 // OpenMP): the cores of this node shared among its ranks
 static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
-    int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
-    if (threads < 1) threads = 1;
+    char why[96];
+    int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
     omp_set_num_threads(threads);
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, dev));
-    snprintf(desc, n, "%.200s (sm_%d%d)", p.name, p.major, p.minor);
+    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s)", p.name, p.major, p.minor, threads, threads > 1 ? "s" : "", why);
     return desc;
 }
 

@@ -91,8 +91,10 @@ int main(int argc, char **argv) {
     config_resolve_batch(&tc, comm.world);
     comm_setup_backend(&comm, tc.comm);
     comm_check_same(&comm, config_hash(&tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
-    char workers[128];
+    char workers[384];
     trainer_setup(&tc, &comm, workers, sizeof(workers));
+    char nodes[1024];
+    launch_describe(&comm, nodes, sizeof(nodes));   // which ranks share a node (launch.h)
     int root = comm.rank == 0;
     FILE *say = root && !tc.quiet ? stdout : NULL;
 
@@ -104,6 +106,7 @@ int main(int argc, char **argv) {
                     arch_name(mc->arch), tc.preset, mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff, mc->vocab_size,
                     m.layout.num_params, ZERO_STAGE, comm.world, comm.world > 1 ? "s" : "", workers,
                     tc.B, tc.T, tc.accum, tc.total_batch);
+    if (say) printf("       %s\n", nodes);
 
     // data first: a bad file fails before anything expensive
     DataLoader train, val;
