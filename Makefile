@@ -25,7 +25,7 @@ LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
 NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
 
-HEADERS := common.h config.h model.h dataloader.h tokenizer.h zero.h comm.h checkpoint.h adamw.cuh train_loop.h debug_state.h
+HEADERS := common.h config.h model.h dataloader.h tokenizer.h zero.h comm.h launch.h checkpoint.h adamw.cuh train_loop.h debug_state.h
 BUILD := build
 
 .PHONY: all setup data demo test compare clean train_gpt_cpu test_gpt_cpu train_gpt test_gpt cuda bench FORCE

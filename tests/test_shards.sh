@@ -86,6 +86,19 @@ sys.exit(0 if len(a) == len(b) == 8 and d < 1e-5 else 1)
 PYEOF
 check "3 ranks read disjoint sequences that together are the 1-rank micro batch" $?
 
+# the PyTorch reference (scripts/train_gpt.py) reads the same order: shuffled shards, across an epoch end
+P="--preset tiny --vocab 250 --seq 32 --lr 1e-3 --batch 8 --steps 14 --train $TMP/shards --shuffle 1 --seed 3"
+$TR $P --quiet 1 --threads 1 --log "$TMP/c_ref.jsonl" > /dev/null || exit 1
+$PY scripts/train_gpt.py $P --quiet 1 --threads 1 --log "$TMP/py_ref.jsonl" > "$TMP/py.out" 2>&1 || { cat "$TMP/py.out"; exit 1; }
+$PY - "$TMP/c_ref.jsonl" "$TMP/py_ref.jsonl" <<'PYEOF'
+import json, sys
+a, b = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in sys.argv[1:])
+d = max(abs(x - y) for x, y in zip(a, b))
+print(f"       C vs PyTorch reference, --shuffle 1 on 4 shards, 14 steps (an epoch is 11): max |loss diff| {d:.1e}")
+sys.exit(0 if len(a) == len(b) == 14 and d < 1e-5 else 1)
+PYEOF
+check "scripts/train_gpt.py implements the same shuffled order" $?
+
 # an older checkpoint (manifest "data_pos", a token offset) still resumes
 $TR $M --batch 4 --steps 10 --train "$TMP/whole.bin" --save "$TMP/old" --save-every 5 --log "$TMP/old.jsonl" > /dev/null || exit 1
 $PY - "$TMP/old/ckpt_00000005/manifest.json" <<'PYEOF' || exit 1
