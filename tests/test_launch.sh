@@ -55,13 +55,7 @@ else
     ! grep -q "warning" "$TMP/two.out"; check "MPI's node-local ranks agree with OMPI_COMM_WORLD_LOCAL_RANK (no warning)" $?
     log=$(ls "$TMP"/logs/zeroc_*.jsonl 2>/dev/null | head -1)
     [ -n "$log" ] && [ -f "${log%.jsonl}.out" ]; check "logs: $(basename "${log%.jsonl}").out and .jsonl in LOGDIR" $?
-    $PY - "$TMP/one.jsonl" "$log" <<'PYEOF'
-import json, sys
-a, b = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in sys.argv[1:])
-d = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print(f"       2 nodes x 2 ranks vs 1 node x 4 ranks (ZeRO-3): 3 losses, max rel deviation {d:.1e}")
-sys.exit(0 if len(a) == len(b) == 3 and d < 1e-5 else 1)
-PYEOF
+    compare_losses "$TMP/one.jsonl" "$log" 3 1e-5 "2 nodes x 2 ranks vs 1 node x 4 ranks (ZeRO-3)"
     check "the 2-node run trains like the 1-node run" $?
 
     # a launcher variable that disagrees with MPI (SLURM_LOCALID set to the global rank)

@@ -77,26 +77,14 @@ check "resumed at step 12: the final weights are bitwise identical" $?
 # 3 ranks x micro batch 2 read what 1 rank x 6 reads (shuffled): the same losses
 $MPIRUN -np 3 $TR $M --batch 2 --steps 8 --train "$TMP/shards" --shuffle 1 --log "$TMP/w3.jsonl" > /dev/null || exit 1
 $TR $M --batch 6 --steps 8 --train "$TMP/shards" --shuffle 1 --log "$TMP/w1.jsonl" > /dev/null || exit 1
-$PY - "$TMP/w3.jsonl" "$TMP/w1.jsonl" <<'PYEOF'
-import json, sys
-a, b = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in sys.argv[1:])
-d = max(abs(x - y) / abs(y) for x, y in zip(a, b))
-print(f"       3 ranks x 2 vs 1 rank x 6, shuffled: 8 losses, max rel deviation {d:.1e}")
-sys.exit(0 if len(a) == len(b) == 8 and d < 1e-5 else 1)
-PYEOF
+compare_losses "$TMP/w3.jsonl" "$TMP/w1.jsonl" 8 1e-5 "3 ranks x 2 vs 1 rank x 6, shuffled"
 check "3 ranks read disjoint sequences that together are the 1-rank micro batch" $?
 
 # the PyTorch reference (scripts/train_gpt.py) reads the same order: shuffled shards, across an epoch end
 P="--preset tiny --vocab 250 --seq 32 --lr 1e-3 --batch 8 --steps 14 --train $TMP/shards --shuffle 1 --seed 3"
 $TR $P --quiet 1 --threads 1 --log "$TMP/c_ref.jsonl" > /dev/null || exit 1
 $PY scripts/train_gpt.py $P --quiet 1 --threads 1 --log "$TMP/py_ref.jsonl" > "$TMP/py.out" 2>&1 || { cat "$TMP/py.out"; exit 1; }
-$PY - "$TMP/c_ref.jsonl" "$TMP/py_ref.jsonl" <<'PYEOF'
-import json, sys
-a, b = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in sys.argv[1:])
-d = max(abs(x - y) for x, y in zip(a, b))
-print(f"       C vs PyTorch reference, --shuffle 1 on 4 shards, 14 steps (an epoch is 11): max |loss diff| {d:.1e}")
-sys.exit(0 if len(a) == len(b) == 14 and d < 1e-5 else 1)
-PYEOF
+compare_losses "$TMP/c_ref.jsonl" "$TMP/py_ref.jsonl" 14 2e-6 "C vs PyTorch reference, --shuffle 1 on 4 shards, 14 steps (an epoch is 11)"
 check "scripts/train_gpt.py implements the same shuffled order" $?
 
 # an older checkpoint (manifest "data_pos", a token offset) still resumes
