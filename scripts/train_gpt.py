@@ -84,7 +84,8 @@ ARCH_NAMES = ["gpt2", "llama"]
 # name, n_layer, n_head, n_kv_head (llama), d_model, max_seq, what
 PRESETS = [
     ("tiny", 2, 4, 2, 64, 64, "2 layers, 4 heads, C=64: tests"),
-    ("small", 4, 4, 2, 128, 128, "4 layers, 4 heads, C=128: the CPU demo"),
+    ("mini", 4, 4, 2, 64, 64, "4 layers, 4 heads, C=64: the CPU demo (llama)"),
+    ("small", 4, 4, 2, 128, 128, "4 layers, 4 heads, C=128"),
     ("gpt2-124m", 12, 12, 4, 768, 1024, "GPT-2 small (124M with gpt2), the GPU demo"),
     ("gpt2-350m", 24, 16, 4, 1024, 1024, "GPT-2 medium"),
 ]
