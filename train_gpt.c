@@ -605,7 +605,7 @@ static const ZeroBytesPerParam TRAINER_BYTES_PER_PARAM = {4, 4, 8};
 // logits of position t of the first sequence, on the host (for sampling)
 static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_t)t * m->cfg.padded_vocab; }
 
-// OpenMP and BLAS threads: the cores of this node shared among its ranks
+// OpenMP and BLAS threads: --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)
 static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
     char why[96];
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));

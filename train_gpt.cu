@@ -480,7 +480,7 @@ static const float *gpt_logits_host(GPT *m, int t) {
 }
 
 // The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
-// OpenMP): the cores of this node shared among its ranks
+// OpenMP): --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)
 static const char *trainer_setup(TrainConfig *tc, Comm *comm, char *desc, size_t n) {
     char why[96];
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
