@@ -25,7 +25,7 @@ LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
 NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
 
-HEADERS := common.h config.h ds_config.h loss_scaler.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
+HEADERS := common.h config.h ds_config.h loss_scaler.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h launch.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
            safetensors.h hf.h hf_config.h
 BUILD := build
 

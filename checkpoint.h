@@ -21,6 +21,7 @@
 #pragma once
 #include "zero.h"
 #include "hf.h"
+#include "dataloader.h"
 #include <sys/stat.h>
 #include <unistd.h>
 #include <ftw.h>
@@ -180,7 +181,7 @@ static void model_file_write(Zero *z, const char *path) {
 
 typedef struct {
     int step;               // optimizer steps completed
-    long long data_pos;     // train loader position
+    DataState data;         // train loader position and shuffle state (dataloader.h)
     uint64_t rng;           // sampling RNG state
 } TrainState;
 
@@ -247,7 +248,7 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         cJSON *m = cJSON_CreateObject();
         cJSON_AddNumberToObject(m, "format", 1);
         cJSON_AddNumberToObject(m, "step", st->step);
-        cJSON_AddNumberToObject(m, "data_pos", (double)st->data_pos);
+        data_state_write(m, &st->data);
         char rng[32];
         snprintf(rng, sizeof(rng), "%016llx", (unsigned long long)st->rng);
         cJSON_AddStringToObject(m, "rng", rng);
@@ -386,12 +387,13 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
     const ZeroPlan *p = &z->plan;
     char path[1200];
     snprintf(path, sizeof(path), "%s/manifest.json", ck);
-    cJSON *j_step = cJSON_GetObjectItem(m, "step"), *j_pos = cJSON_GetObjectItem(m, "data_pos"), *j_rng = cJSON_GetObjectItem(m, "rng");
+    cJSON *j_step = cJSON_GetObjectItem(m, "step"), *j_rng = cJSON_GetObjectItem(m, "rng");
     cJSON *j_P = cJSON_GetObjectItem(m, "partitions"), *j_np = cJSON_GetObjectItem(m, "num_params"), *j_al = cJSON_GetObjectItem(m, "align");
     cJSON *files = cJSON_GetObjectItem(m, "files");
-    if (!cJSON_IsNumber(j_step) || !cJSON_IsNumber(j_pos) || !cJSON_IsString(j_rng) || !cJSON_IsNumber(j_P) ||
+    if (!cJSON_IsNumber(j_step) || !cJSON_IsString(j_rng) || !cJSON_IsNumber(j_P) ||
         !cJSON_IsNumber(j_np) || !cJSON_IsNumber(j_al) || !cJSON_IsArray(files))
         CK_FAIL("%s: missing or malformed fields", path);
+    if (!data_state_read(m, &st->data, path, err, errn)) return 0;
     if ((size_t)j_np->valuedouble != p->num_params)
         CK_FAIL("%s: checkpoint has %.0f parameters, this run's model has %zu", path, j_np->valuedouble, p->num_params);
     if (j_al->valueint != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", path, j_al->valueint, ZERO_ALIGN);
@@ -442,7 +444,6 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
     free(w_shard_off);
     free(piece);
     st->step = j_step->valueint;
-    st->data_pos = (long long)j_pos->valuedouble;
     st->rng = strtoull(j_rng->valuestring, NULL, 16);
     return 1;
 }

@@ -48,7 +48,8 @@ typedef struct { const char *name; int n_layer, n_head, n_kv_head_llama, d_model
 
 static const Preset PRESETS[] = {
     {"tiny",      2,  4, 2,   64,   64, "2 layers, 4 heads, C=64: tests"},
-    {"small",     4,  4, 2,  128,  128, "4 layers, 4 heads, C=128: the CPU demo"},
+    {"mini",      4,  4, 2,   64,   64, "4 layers, 4 heads, C=64: the CPU demo (llama)"},
+    {"small",     4,  4, 2,  128,  128, "4 layers, 4 heads, C=128"},
     {"gpt2-124m", 12, 12, 4, 768, 1024, "GPT-2 small (124M with gpt2), the GPU demo"},
     {"gpt2-350m", 24, 16, 4, 1024, 1024, "GPT-2 medium"},
 };
@@ -121,7 +122,8 @@ typedef struct {
     char arch[16], preset[32];
     // data and batch: B, accum and total_batch are 0 until given (flag or config key);
     // config_resolve_batch derives the rest as DeepSpeed does, with the world size
-    char train_path[512], val_path[512];
+    char train_path[512], val_path[512];   // a shard, a directory of shards or a glob (dataloader.h)
+    int shuffle;          // per epoch: shard order and each shard's sequences, seeded by seed
     int B, T, accum;
     int total_batch;      // global sequences per optimizer step
     int world;            // the world size config_resolve_batch resolved with
@@ -289,7 +291,8 @@ static void print_help(const char *prog) {
     printf("  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
            "                           override one size of the preset\n"
            "data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)\n"
-           "  --train FILE --val FILE  token shards (default data/brown/{train,val}.bin)\n"
+           "  --train PATH --val PATH  a token shard, a directory of shards or a glob (default data/brown/{train,val}.bin)\n"
+           "  --shuffle 0|1            shuffle shard order and sequences each epoch, seeded by --seed (default 0)\n"
            "  --batch B                micro batch per rank (default 4)\n"
            "  --seq T                  sequence length (default 64)\n"
            "  --accum K                gradient accumulation steps (default 1)\n"
@@ -469,6 +472,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--max-seq")) m->max_seq = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--train")) copy_str_or_die(c->train_path, sizeof(c->train_path), a, v);
         else if (!strcmp(a, "--val")) copy_str_or_die(c->val_path, sizeof(c->val_path), a, v);
+        else if (!strcmp(a, "--shuffle")) c->shuffle = flag_int(a, v, 0, 1);
         else if (!strcmp(a, "--batch")) { c->B = (int)flag_number(a, v, &R_BATCH); c->from[FROM_B] = "--batch"; }
         else if (!strcmp(a, "--seq")) c->T = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--accum")) { c->accum = (int)flag_number(a, v, &R_ACCUM); c->from[FROM_ACCUM] = "--accum"; }

@@ -2,7 +2,7 @@
 // shards (dataloader.h format), and encodes/decodes for tests. See docs/data.md.
 //
 //   ./prepare_data --make-tokenizer ENCODER_JSON VOCAB_BPE OUT.bin
-//   ./prepare_data --input FILE.txt [--input MORE.txt ...] --out PREFIX [--val-fraction X]
+//   ./prepare_data --input FILE.txt [--input MORE.txt ...] --out PREFIX [--val-fraction X] [--shard-tokens N]
 //   ./prepare_data --encode          < text    > ids (one per line)
 //   ./prepare_data --decode          < ids     > text
 //   ./prepare_data --decode-shard FILE.bin      > text
@@ -19,6 +19,8 @@
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/mman.h>
+#include <fcntl.h>
 
 #define DEFAULT_TOKENIZER "data/gpt2_tokenizer.bin"
 #define EOT_TEXT "<|endoftext|>"
@@ -33,6 +35,8 @@ static void usage(FILE *f) {
         "      (every round(1/X)-th document goes to val; a single-document input puts its last X of\n"
         "      tokens in val). Documents are separated by the text <|endoftext|>; each is preceded by\n"
         "      the EOT token 50256.\n"
+        "      --shard-tokens N: write PREFIX_000000.bin, PREFIX_000001.bin, ... (PREFIX_train_000000.bin ...)\n"
+        "      of N tokens each, the last one shorter; a document may continue in the next shard.\n"
         "  prepare_data --encode   < text > token ids, one per line (ordinary text: no special tokens)\n"
         "  prepare_data --decode   < token ids (whitespace separated) > text\n"
         "  prepare_data --decode-shard FILE.bin > text (EOT decodes to <|endoftext|>)\n"
@@ -78,7 +82,7 @@ static char *read_stdin(size_t *len) {
 }
 
 static void mkdir_parents(const char *path) {
-    char tmp[1024];
+    char tmp[1200];
     snprintf(tmp, sizeof(tmp), "%s", path);
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/') continue;
@@ -226,32 +230,68 @@ static void make_tokenizer(const char *enc_path, const char *bpe_path, const cha
 // ----------------------------------------------------------------------------
 // text -> shards
 
-typedef struct { uint16_t *a; long long n, cap; } U16Vec;
+// The output: PREFIX.bin, or with --shard-tokens N the files PREFIX_000000.bin, PREFIX_000001.bin,
+// ... of exactly N tokens each (the last one shorter), each written as soon as it is full, so that
+// memory holds one shard whatever the size of the input. A document may continue in the next shard
+// (as in llm.c's fineweb.py): the loader reads the shards as one stream (dataloader.h).
+typedef struct {
+    char prefix[1000];
+    long long shard_tokens;    // 0: one file
+    uint16_t *buf;
+    long long n, cap;          // tokens held
+    int index;                 // next shard number
+    long long docs, shard_docs, total;
+    int quiet;
+} ShardWriter;
 
-static void u16_push(U16Vec *v, const int *ids, size_t n) {
-    if (v->n + (long long)n > v->cap) {
-        long long nc = v->cap ? v->cap : 1 << 20;
-        while (nc < v->n + (long long)n) nc *= 2;
-        uint16_t *na = (uint16_t *)realloc(v->a, sizeof(uint16_t) * nc);
-        if (!na) fatal("out of memory: %lld tokens", nc);
-        v->a = na; v->cap = nc;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] > 65535) fatal("token id %d does not fit in a uint16 shard", ids[i]);
-        v->a[v->n + i] = (uint16_t)ids[i];
-    }
-    v->n += (long long)n;
+static void writer_init(ShardWriter *w, const char *prefix, long long shard_tokens, int quiet) {
+    memset(w, 0, sizeof(*w));
+    if (strlen(prefix) + 16 >= sizeof(w->prefix)) fatal("--out: path too long");
+    strcpy(w->prefix, prefix);
+    w->shard_tokens = shard_tokens;
+    w->quiet = quiet;
 }
 
-typedef struct { long long *a; long long n, cap; } I64Vec;
+static void writer_flush(ShardWriter *w, long long n) {
+    char path[1080];
+    if (w->shard_tokens) snprintf(path, sizeof(path), "%s_%06d.bin", w->prefix, w->index);
+    else snprintf(path, sizeof(path), "%s.bin", w->prefix);
+    if (n > 0x7fffffffLL)
+        fatal("%s: %lld tokens do not fit in one shard (llm.c's readers take at most 2147483647): use --shard-tokens N", path, n);
+    mkdir_parents(path);
+    shard_write(path, w->buf, n);
+    if (!w->quiet) printf("wrote %s: %lld tokens, %lld documents start in it\n", path, n, w->shard_docs);
+    memmove(w->buf, w->buf + n, sizeof(uint16_t) * (w->n - n));
+    w->n -= n;
+    w->index++;
+    w->shard_docs = 0;
+}
 
-static void i64_push(I64Vec *v, long long x) {
-    if (v->n == v->cap) {
-        v->cap = v->cap ? v->cap * 2 : 1024;
-        v->a = (long long *)realloc(v->a, sizeof(long long) * v->cap);
-        if (!v->a) fatal("out of memory: document index");
+static void writer_push(ShardWriter *w, const int *ids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] > 65535) fatal("token id %d does not fit in a uint16 shard", ids[i]);
+        if (w->n == w->cap) {
+            long long nc = w->cap ? w->cap * 2 : 1 << 20;
+            if (w->shard_tokens && nc > w->shard_tokens) nc = w->shard_tokens;
+            uint16_t *nb = (uint16_t *)realloc(w->buf, sizeof(uint16_t) * nc);
+            if (!nb) fatal("out of memory: %lld tokens", nc);
+            w->buf = nb; w->cap = nc;
+        }
+        w->buf[w->n++] = (uint16_t)ids[i];
+        w->total++;
+        if (w->shard_tokens && w->n == w->shard_tokens) writer_flush(w, w->n);
     }
-    v->a[v->n++] = x;
+}
+
+static void writer_doc(ShardWriter *w) {   // a document starts: its EOT
+    int eot = GPT2_EOT;
+    w->docs++; w->shard_docs++;
+    writer_push(w, &eot, 1);
+}
+
+static void writer_finish(ShardWriter *w) {
+    if (w->n > 0 || w->index == 0) writer_flush(w, w->n);
+    free(w->buf);
 }
 
 // Is p a place where the pre-tokenization of the whole text splits, so that the two sides
@@ -264,8 +304,9 @@ static int safe_split(const char *s, size_t end, size_t p) {
 
 typedef struct {
     Tokenizer tok;
-    U16Vec tokens;
-    I64Vec doc_start;          // token index where each document (its EOT) starts
+    ShardWriter *train, *val, *dst;   // val: NULL without --val-fraction; dst: the current document's
+    long long val_period;      // documents d with d % P == P - 1 go to val (0: none)
+    long long docs;
     size_t chunk_bytes;
     int quiet;
     size_t bytes_total, bytes_done;
@@ -289,16 +330,18 @@ static void encode_text(Encoder *e, const char *s, size_t n) {
         }
         int *ids = NULL;
         size_t m = tokenizer_encode(&e->tok, s + pos, end - pos, &ids);
-        u16_push(&e->tokens, ids, m);
+        writer_push(e->dst, ids, m);
         free(ids);
         e->bytes_done += end - pos;
         pos = end;
         double now = wall_time();
         if (!e->quiet && e->bytes_total > (16u << 20) && now - e->last_report > 2.0) {
             e->last_report = now;
-            fprintf(stderr, "prepare_data: %5.1f%% (%.1f of %.1f MB), %lld tokens, %.1f MB/s\n",
-                    100.0 * e->bytes_done / e->bytes_total, e->bytes_done / 1e6, e->bytes_total / 1e6,
-                    e->tokens.n, e->bytes_done / 1e6 / (now - e->t0));
+            long long toks = e->train->total + (e->val ? e->val->total : 0);
+            int shards = e->train->index + (e->val ? e->val->index : 0);
+            fprintf(stderr, "prepare_data: %5.1f%% (%.1f of %.1f MB), %lld documents, %lld tokens, %d shard%s written, %.1f MB/s\n",
+                    100.0 * e->bytes_done / e->bytes_total, e->bytes_done / 1e6, e->bytes_total / 1e6, e->docs,
+                    toks, shards, shards == 1 ? "" : "s", e->bytes_done / 1e6 / (now - e->t0));
         }
     }
 }
@@ -309,9 +352,9 @@ static void encode_file(Encoder *e, const char *text, size_t len) {
     for (;;) {
         const char *sep = (const char *)memmem(text + pos, len - pos, EOT_TEXT, EOT_TEXT_LEN);
         size_t end = sep ? (size_t)(sep - text) : len;
-        i64_push(&e->doc_start, e->tokens.n);
-        int eot = GPT2_EOT;
-        u16_push(&e->tokens, &eot, 1);
+        e->dst = e->val_period && e->docs % e->val_period == e->val_period - 1 ? e->val : e->train;
+        e->docs++;
+        writer_doc(e->dst);
         encode_text(e, text + pos, end - pos);
         if (!sep) break;
         pos = end + EOT_TEXT_LEN;
@@ -319,81 +362,88 @@ static void encode_file(Encoder *e, const char *text, size_t len) {
     }
 }
 
-static void write_shard(const char *path, const uint16_t *a, long long n, long long docs, int quiet) {
-    if (n > 0x7fffffffLL) fatal("%s: %lld tokens do not fit in one shard (at most 2147483647); split the input", path, n);
-    mkdir_parents(path);
-    shard_write(path, a, n);
-    if (!quiet) printf("wrote %s: %lld documents, %lld tokens\n", path, docs, n);
+// an input file, memory-mapped (read-only; never copied whole into memory)
+static const char *map_text(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) fatal("%s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", path);
+    if (st.st_size == 0) fatal("%s: empty file: no text to tokenize", path);
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) fatal("%s: cannot memory-map (%s)", path, strerror(errno));
+    close(fd);
+    *len = (size_t)st.st_size;
+    return (const char *)p;
 }
 
-static void run_input(char **inputs, int n_inputs, const char *prefix, double val_fraction,
+// does the text hold a separator after its first document starts (more than one document)?
+static int has_second_document(const char *text, size_t len) {
+    size_t pos = len >= EOT_TEXT_LEN && memcmp(text, EOT_TEXT, EOT_TEXT_LEN) == 0 ? EOT_TEXT_LEN : 0;
+    return memmem(text + pos, len - pos, EOT_TEXT, EOT_TEXT_LEN) != NULL;
+}
+
+static void run_input(char **inputs, int n_inputs, const char *prefix, double val_fraction, long long shard_tokens,
                       const char *tok_path, size_t chunk_bytes, int quiet) {
     Encoder e;
     memset(&e, 0, sizeof(e));
     e.chunk_bytes = chunk_bytes; e.quiet = quiet;
     // check every input before the slow part
+    int several_docs = n_inputs > 1;
     for (int i = 0; i < n_inputs; i++) {
-        FILE *f = fopen_or_die(inputs[i], "rb");
-        struct stat st;
-        if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", inputs[i]);
-        e.bytes_total += (size_t)file_size_or_die(f, inputs[i]);
-        fclose(f);
+        size_t len;
+        const char *text = map_text(inputs[i], &len);
+        e.bytes_total += len;
+        several_docs |= has_second_document(text, len);
+        munmap((void *)text, len);
     }
+    // --val-fraction: every P-th document to val; a single document: its last X of tokens (known
+    // only at the end, so the whole input stays in memory: not with --shard-tokens)
+    ShardWriter train, val;
+    char path[1100];
+    int split_tokens = val_fraction > 0 && !several_docs;
+    if (split_tokens && shard_tokens)
+        fatal("%s: --val-fraction with --shard-tokens needs documents separated by %s, and the input is one document",
+              inputs[0], EOT_TEXT);
+    if (val_fraction > 0) {
+        snprintf(path, sizeof(path), "%s_train", prefix);
+        writer_init(&train, path, shard_tokens, quiet);
+        snprintf(path, sizeof(path), "%s_val", prefix);
+        writer_init(&val, path, shard_tokens, quiet);
+        e.val = &val;
+        if (!split_tokens) {
+            e.val_period = llround(1.0 / val_fraction);
+            if (e.val_period < 2) e.val_period = 2;
+        }
+    } else writer_init(&train, prefix, shard_tokens, quiet);
+    e.train = &train;
     tokenizer_init(&e.tok, tok_path);
     if (tokenizer_vocab_size(&e.tok) <= GPT2_EOT) fatal("%s: vocabulary of %d has no EOT token %d", tok_path, tokenizer_vocab_size(&e.tok), GPT2_EOT);
     e.t0 = e.last_report = wall_time();
     for (int i = 0; i < n_inputs; i++) {
         size_t len;
-        char *text = read_all(inputs[i], &len);
-        if (len == 0) fatal("%s: empty file: no text to tokenize", inputs[i]);
+        const char *text = map_text(inputs[i], &len);
         encode_file(&e, text, len);
-        free(text);
+        munmap((void *)text, len);
     }
     double secs = wall_time() - e.t0;
-    long long N = e.tokens.n, D = e.doc_start.n;
+    long long N = train.total + (e.val ? val.total : 0);
     if (!quiet)
         fprintf(stderr, "prepare_data: %d file(s), %.2f MB, %lld documents -> %lld tokens in %.2f s (%.1f MB/s, %.0f tokens/s)\n",
-                n_inputs, e.bytes_total / 1e6, D, N, secs, e.bytes_total / 1e6 / (secs > 0 ? secs : 1e-9), N / (secs > 0 ? secs : 1e-9));
-    char path[1100];
-    if (val_fraction <= 0) {
-        snprintf(path, sizeof(path), "%s.bin", prefix);
-        write_shard(path, e.tokens.a, N, D, quiet);
-    } else {
-        U16Vec tr = {0}, va = {0};
-        long long dtr = 0, dva = 0;
-        if (D >= 2) {
-            long long P = llround(1.0 / val_fraction);
-            if (P < 2) P = 2;
-            for (long long d = 0; d < D; d++) {
-                long long a = e.doc_start.a[d], b = d + 1 < D ? e.doc_start.a[d + 1] : N;
-                U16Vec *dst = (d % P == P - 1) ? &va : &tr;
-                if (dst == &va) dva++; else dtr++;
-                if (dst->n + (b - a) > dst->cap) {
-                    long long nc = dst->cap ? dst->cap : 1 << 16;
-                    while (nc < dst->n + (b - a)) nc *= 2;
-                    dst->a = (uint16_t *)realloc(dst->a, sizeof(uint16_t) * nc);
-                    if (!dst->a) fatal("out of memory splitting %lld tokens", N);
-                    dst->cap = nc;
-                }
-                memcpy(dst->a + dst->n, e.tokens.a + a, sizeof(uint16_t) * (b - a));
-                dst->n += b - a;
-            }
-            if (dva == 0) fprintf(stderr, "warning: %lld documents and --val-fraction %g: the validation shard is empty\n", D, val_fraction);
-        } else {
-            long long nv = llround(val_fraction * N);
-            if (nv < 1) nv = 1;
-            if (nv >= N) fatal("--val-fraction %g leaves no training tokens out of %lld", val_fraction, N);
-            tr.a = e.tokens.a; tr.n = N - nv;
-            va.a = e.tokens.a + (N - nv); va.n = nv;
-            dtr = 1; dva = 0;
-        }
-        snprintf(path, sizeof(path), "%s_train.bin", prefix);
-        write_shard(path, tr.a, tr.n, dtr, quiet);
-        snprintf(path, sizeof(path), "%s_val.bin", prefix);
-        write_shard(path, va.a, va.n, dva, quiet);
-        if (D >= 2) { free(tr.a); free(va.a); }
-    }
-    free(e.tokens.a); free(e.doc_start.a);
+                n_inputs, e.bytes_total / 1e6, e.docs, N, secs, e.bytes_total / 1e6 / (secs > 0 ? secs : 1e-9), N / (secs > 0 ? secs : 1e-9));
+    if (split_tokens) {   // one document: its last round(X * N) tokens (all still in train's buffer) to val
+        long long nv = llround(val_fraction * N);
+        if (nv < 1) nv = 1;
+        if (nv >= N) fatal("--val-fraction %g leaves no training tokens out of %lld", val_fraction, N);
+        int *tail = (int *)xmalloc(sizeof(int) * nv, "val tokens");
+        for (long long i = 0; i < nv; i++) tail[i] = train.buf[N - nv + i];
+        train.n -= nv; train.total -= nv;
+        writer_push(&val, tail, (size_t)nv);
+        free(tail);
+    } else if (e.val && val.docs == 0)
+        fprintf(stderr, "warning: %lld documents and --val-fraction %g: the validation shard is empty\n", e.docs, val_fraction);
+    writer_finish(&train);
+    if (e.val) writer_finish(&val);
     tokenizer_free(&e.tok);
 }
 
@@ -450,26 +500,15 @@ static void run_decode(const char *tok_path) {
 static void run_decode_shard(const char *path, const char *tok_path) {
     Tokenizer t;
     tokenizer_init(&t, tok_path);
-    FILE *f = fopen_or_die(path, "rb");
-    long long size = file_size_or_die(f, path);
-    int32_t header[SHARD_HEADER_INTS];
-    if (size < (long long)sizeof(header)) fatal("%s: truncated file: %lld bytes is shorter than the 1024-byte header", path, size);
-    fread_or_die(header, sizeof(int32_t), SHARD_HEADER_INTS, f, path, "header");
-    if (header[0] != SHARD_MAGIC) fatal("%s: bad magic number %d (expected %d): not a token shard", path, header[0], SHARD_MAGIC);
-    if (header[1] != SHARD_VERSION) fatal("%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION);
-    long long n = (uint32_t)header[2];
-    if (size != (long long)sizeof(header) + 2 * n)
-        fatal("%s: header says %lld tokens but the file has %lld bytes of tokens", path, n, size - (long long)sizeof(header));
-    uint16_t *tok = (uint16_t *)xmalloc(2 * n, "shard");
-    fread_or_die(tok, 2, n, f, path, "tokens");
-    fclose(f);
-    for (long long i = 0; i < n; i++) {
-        if (tok[i] >= tokenizer_vocab_size(&t)) fatal("%s: token %d at position %lld out of range", path, tok[i], i);
+    Shard sh;
+    shard_open(&sh, path);   // dataloader.h: the header checks, memory-mapped
+    for (long long i = 0; i < sh.n; i++) {
+        if (sh.tokens[i] >= tokenizer_vocab_size(&t)) fatal("%s: token %d at position %lld out of range", path, sh.tokens[i], i);
         size_t m;
-        const unsigned char *b = tokenizer_decode(&t, tok[i], &m);
+        const unsigned char *b = tokenizer_decode(&t, sh.tokens[i], &m);
         out_bytes(b, m);
     }
-    free(tok);
+    munmap(sh.map, sh.map_bytes);
     tokenizer_free(&t);
 }
 
@@ -482,6 +521,7 @@ int main(int argc, char **argv) {
     int n_inputs = 0, quiet = 0;
     double val_fraction = 0;
     size_t chunk_bytes = 1 << 20;
+    long long shard_tokens = 0;
     if (argc < 2) { usage(stderr); return 2; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -507,6 +547,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--val-fraction")) {
             char *e; val_fraction = strtod(argv[++i], &e);
             if (*e || e == argv[i] || !(val_fraction >= 0 && val_fraction < 1)) fatal("--val-fraction: expected a number in [0, 1), got '%s'", argv[i]);
+        } else if (!strcmp(a, "--shard-tokens")) {
+            char *e; long long v = strtoll(argv[++i], &e, 10);
+            if (*e || e == argv[i] || v < 1 || v > 0x7fffffffLL) fatal("--shard-tokens: expected a token count in [1, 2147483647], got '%s'", argv[i]);
+            shard_tokens = v;
         } else if (!strcmp(a, "--chunk-bytes")) {
             char *e; long long v = strtoll(argv[++i], &e, 10);
             if (*e || e == argv[i] || v < 1) fatal("--chunk-bytes: expected a positive integer, got '%s'", argv[i]);
@@ -517,7 +561,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "--make-tokenizer")) make_tokenizer(mk[0], mk[1], mk[2]);
     else if (!strcmp(mode, "--input")) {
         if (!out) fatal("--input: missing --out PREFIX");
-        run_input(inputs, n_inputs, out, val_fraction, tok_path, chunk_bytes, quiet);
+        run_input(inputs, n_inputs, out, val_fraction, shard_tokens, tok_path, chunk_bytes, quiet);
     } else if (!strcmp(mode, "--encode")) run_encode(tok_path);
     else if (!strcmp(mode, "--decode")) run_decode(tok_path);
     else run_decode_shard(shard, tok_path);

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     DebugState ds;
     debug_state_read(&ds, state_path);
     debug_state_apply(&ds, &tc);
-    char dev_desc[256];
+    char dev_desc[384];
     gpu_setup(&tc, &comm, dev_desc, sizeof(dev_desc));
     GPT m;
     gpt_build(&m, &tc, &comm);

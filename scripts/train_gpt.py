@@ -15,6 +15,8 @@ Usage (same flags as the C trainer, plus --device, --world, --debug-state):
 
 Every error is one line on stderr ("error: ...") and exit status 1.
 """
+import bisect
+import glob
 import json
 import math
 import os
@@ -82,7 +84,8 @@ ARCH_NAMES = ["gpt2", "llama"]
 # name, n_layer, n_head, n_kv_head (llama), d_model, max_seq, what
 PRESETS = [
     ("tiny", 2, 4, 2, 64, 64, "2 layers, 4 heads, C=64: tests"),
-    ("small", 4, 4, 2, 128, 128, "4 layers, 4 heads, C=128: the CPU demo"),
+    ("mini", 4, 4, 2, 64, 64, "4 layers, 4 heads, C=64: the CPU demo (llama)"),
+    ("small", 4, 4, 2, 128, 128, "4 layers, 4 heads, C=128"),
     ("gpt2-124m", 12, 12, 4, 768, 1024, "GPT-2 small (124M with gpt2), the GPU demo"),
     ("gpt2-350m", 24, 16, 4, 1024, 1024, "GPT-2 medium"),
 ]
@@ -140,6 +143,7 @@ class TrainConfig:
         self.model = ModelConfig()
         self.arch, self.preset = "gpt2", "tiny"
         self.train_path, self.val_path = "data/brown/train.bin", "data/brown/val.bin"
+        self.shuffle = 0
         self.tokenizer_path = "data/gpt2_tokenizer.bin"
         # B, accum, total_batch: 0 until given; resolve_batch derives the rest as DeepSpeed does
         self.B, self.T, self.accum, self.total_batch, self.steps = 0, 64, 0, 0, 50
@@ -220,7 +224,8 @@ model
   --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N
                            override one size of the preset
 data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)
-  --train FILE --val FILE  token shards (default data/brown/{train,val}.bin)
+  --train PATH --val PATH  a token shard, a directory of shards or a glob (default data/brown/{train,val}.bin)
+  --shuffle 0|1            shuffle shard order and sequences each epoch, seeded by --seed (default 0)
   --batch B                micro batch per rank (default 4)
   --seq T                  sequence length (default 64)
   --accum K                gradient accumulation steps (default 1)
@@ -458,6 +463,7 @@ def parse_args(argv):
         elif a == "--max-seq": m.max_seq = parse_int_or_die(a, v, 1, 1 << 20)
         elif a == "--train": c.train_path = v
         elif a == "--val": c.val_path = v
+        elif a == "--shuffle": c.shuffle = parse_int_or_die(a, v, 0, 1)
         elif a == "--batch": c.B = int(flag_number(a, v, R_BATCH))
         elif a == "--seq": c.T = parse_int_or_die(a, v, 1, 1 << 20)
         elif a == "--accum": c.accum = int(flag_number(a, v, R_ACCUM))
@@ -793,38 +799,106 @@ def read_shard(path):
         return np.frombuffer(f.read(2 * n), dtype="<u2").astype(np.int64)
 
 
-class DataLoader:
-    """dataloader.h: rank `rank` of `world` takes sequences rank*B .. rank*B+B-1 of each micro-step's
-    chunk of world*B sequences. The trainer uses rank 0 of world 1 with micro batch world*B."""
+def data_files(spec):
+    """dataloader.h data_files(): one shard, every *.bin of a directory, or a glob; sorted by name (bytes)."""
+    if os.path.isdir(spec):
+        names = [os.path.join(spec, n) for n in os.listdir(spec) if n.endswith(".bin") and len(n) >= 5 and not n.startswith(".")]
+        if not names:
+            fatal("%s: directory holds no .bin token shards" % spec)
+    elif any(ch in spec for ch in "*?["):
+        names = glob.glob(spec)
+        if not names:
+            fatal("%s: no file matches the pattern" % spec)
+    else:
+        names = [spec]
+    return sorted(names, key=lambda s: s.encode())
 
-    def __init__(self, path, B, T, vocab_size, rank=0, world=1, tokens=None):
+
+def data_rng_state(seed, epoch, what):
+    """dataloader.h data_rng(): the splitmix64 state of one permutation (what = -1: the shard order)."""
+    s = int(splitmix64_block(seed, 0, 1)[0]) ^ (epoch & 0xFFFFFFFFFFFFFFFF)
+    return int(splitmix64_block(s, 0, 1)[0]) ^ ((what + 1) & 0xFFFFFFFFFFFFFFFF)
+
+
+def data_permute(n, state):
+    """dataloader.h data_permute(): Fisher-Yates from the top, j = rng % (i + 1)."""
+    a = list(range(n))
+    z = splitmix64_block(state, 0, max(n - 1, 0)).tolist()
+    for k, i in enumerate(range(n - 1, 0, -1)):
+        j = z[k] % (i + 1)
+        a[i], a[j] = a[j], a[i]
+    return a
+
+
+class DataLoader:
+    """dataloader.h: the shards end to end (in name order or, shuffled, a seeded order per epoch) cut
+    into sequences at multiples of T; each shard's sequences in order or a seeded permutation; rank
+    `rank` of `world` takes entries rank*B .. rank*B+B-1 of each micro-step's world*B. The trainer
+    uses rank 0 of world 1 with micro batch world*B."""
+
+    def __init__(self, path, B, T, vocab_size, rank=0, world=1, tokens=None, shuffle=0, seed=0):
         self.path, self.B, self.T, self.rank, self.world = path, B, T, rank, world
-        self.tokens = read_shard(path) if tokens is None else tokens
-        n = len(self.tokens)
+        self.shuffle, self.seed = shuffle, seed
+        files = [path] if tokens is not None else data_files(path)
+        self.shards = [tokens] if tokens is not None else [read_shard(f) for f in files]
+        self.n_tokens = n = sum(len(s) for s in self.shards)
         need = world * B * T + 1
         if n < need:
-            fatal("%s: %d tokens is too few for one micro-step of %d ranks x %d sequences x %d tokens (+1)"
-                  % (path, n, world, B, T))
-        if n and self.tokens.max() >= vocab_size:
-            i = int(np.argmax(self.tokens >= vocab_size))
-            fatal("%s: token id %d at position %d is out of range for vocabulary size %d"
-                  % (path, self.tokens[i], i, vocab_size))
-        self.n_tokens = n
-        self.pos = 0
+            fatal("%s: %d tokens%s is too few for one micro-step of %d ranks x %d sequences x %d tokens (+1)"
+                  % (path, n, " in all shards" if len(files) > 1 else "", world, B, T))
+        for f, s in zip(files, self.shards):
+            if len(s) and s.max() >= vocab_size:
+                i = int(np.argmax(s >= vocab_size))
+                fatal("%s: token id %d at position %d is out of range for vocabulary size %d" % (f, s[i], i, vocab_size))
+        self.n_seq = (n - 1) // T
+        self.layout(0)
+
+    def layout(self, epoch):
+        K, T = len(self.shards), self.T
+        self.epoch = epoch
+        self.order = data_permute(K, data_rng_state(self.seed, epoch, -1)) if self.shuffle else list(range(K))
+        self.start, self.first, s = [], [], 0
+        for k in range(K):
+            self.start.append(s)
+            self.first.append(min((s + T - 1) // T, self.n_seq))
+            s += len(self.shards[self.order[k]])
+        self.start.append(s)
+        self.first.append(self.n_seq)
+        self.perm_k = -1
+        self.next_entry = 0
+
+    def sequence(self, e):
+        """T + 1 tokens of entry e of the epoch's list"""
+        k = bisect.bisect_right(self.first, e, 0, len(self.shards)) - 1
+        j = e
+        if self.shuffle:
+            if self.perm_k != k:
+                m = self.first[k + 1] - self.first[k]
+                self.perm = data_permute(m, data_rng_state(self.seed, self.epoch, self.order[k]))
+                self.perm_k = k
+            j = self.first[k] + self.perm[e - self.first[k]]
+        off, need, parts = j * self.T - self.start[k], self.T + 1, []
+        while need > 0:
+            s = self.shards[self.order[k]]
+            part = s[off:off + need]
+            parts.append(part)
+            need -= len(part)
+            k, off = k + 1, 0
+        return np.concatenate(parts)
 
     def next(self):
-        stride = self.world * self.B * self.T
-        if self.pos + stride + 1 > self.n_tokens:
-            self.pos = 0
-        s = self.pos + self.rank * self.B * self.T
-        buf = self.tokens[s:s + self.B * self.T + 1]
-        x = buf[:-1].reshape(self.B, self.T)
-        y = buf[1:].reshape(self.B, self.T)
-        self.pos += stride
-        return x, y
+        stride = self.world * self.B
+        if self.next_entry + stride > self.n_seq:
+            self.layout(self.epoch + 1)
+        e0 = self.next_entry + self.rank * self.B
+        buf = np.stack([self.sequence(e0 + b) for b in range(self.B)])
+        self.next_entry += stride
+        return buf[:, :-1], buf[:, 1:]
 
     def reset(self):
-        self.pos = 0
+        if self.epoch != 0:
+            self.layout(0)
+        self.next_entry = 0
 
 
 # ----------------------------------------------------------------------------
@@ -1489,7 +1563,7 @@ def run(argv):
     flat0 = load_model(c.init_path, m, num_params) if c.init_path and not hf_init else None
     BW = c.B * c.world
     need_train = c.steps > 0 or bool(c.debug_state)
-    train = DataLoader(c.train_path, BW, c.T, m.vocab_size) if need_train else None
+    train = DataLoader(c.train_path, BW, c.T, m.vocab_size, shuffle=c.shuffle, seed=c.seed) if need_train else None
     val = DataLoader(c.val_path, BW, c.T, m.vocab_size) if (c.val_every > 0 and c.steps > 0 and not c.debug_state) else None
     if c.debug_state:
         d = os.path.dirname(c.debug_state)

