@@ -42,7 +42,9 @@
 //       zero_fetch / zero_release             the step's parameters, around its compute
 //       zero_grads_open / zero_grads_close    backward: its gradients, around its compute
 //     zero_end_pass, zero_micro_step_end
-//   zero_step_end                             reduce, clip, AdamW, re-gather
+//   zero_step_end                             reduce, clip, AdamW, re-gather: zero_step_reduce,
+//                                             zero_global_norm, zero_step_update (train_loop.h calls
+//                                             the three itself, step_guard.h's overflow check between)
 // Each call is a few `#if ZERO_STAGE` blocks that follow the paper's data
 // movement, written against a handful of primitives (allocate, copy, accumulate
 // a reduced slice, sum of squares, AdamW on a segment, wait for the collectives)
@@ -267,13 +269,15 @@ static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); free(p->fetc
 // ----------------------------------------------------------------------------
 // where the model states live
 //
-//                        CPU trainer (fp32)            GPU trainer (bf16 + fp32 master)
-//   params               full or shard; the master     full or shard, bf16 working copy
+//                        CPU trainer (fp32)            GPU trainer (floatX: bf16, or fp16 + fp32 master)
+//   params               full or shard; the master     full or shard, floatX working copy
 //   master               (params are the master)       fp32 partition (device, or pinned host: offload)
-//   grads (stages 0-1)   full, fp32                    full, bf16 (micro-steps add in bf16, as llm.c)
-//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced bf16 slices
+//   grads (stages 0-1)   full, fp32                    full, floatX (micro-steps add in floatX, as llm.c)
+//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced floatX slices
 //   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
-// ZERO_SEPARATE_MASTER (set by the primitives' header) says which column applies.
+// z->separate_master (zb_separate_master: the primitives' header) says which column applies;
+// the CPU trainer's fp16 mode (--fp16 1) takes the GPU's column: a separate fp32 master, and
+// parameters and gradients stored as fp16 values (zero_host.h says where they are rounded).
 
 typedef struct {
     ZeroPlan plan;
@@ -285,10 +289,11 @@ typedef struct {
     size_t host_mem[N_MEM];     // GPU trainer: pinned host bytes (offload), by kind
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host
     int offload_param;          // stage 3: the parameter shard in host memory
+    int separate_master;        // an fp32 master beside floatX working parameters (GPU; CPU with --fp16 1)
 
     // model states (one allocation each)
     floatX *params;             // stages 0-2: full padded parameters; stage 3: this rank's shard
-    float *master;              // ZERO_SEPARATE_MASTER: the fp32 master of this rank's partition
+    float *master;              // separate_master: the fp32 master of this rank's partition
     floatX *resident;           // stage 3: full copies of the persistent units
     floatX *grads;              // stages 0-1: full padded gradients (accumulated over micro-steps)
     float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
@@ -328,6 +333,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     const ZeroPlan *p = &z->plan;
     z->offload = cfg->offload;
     z->offload_param = cfg->offload_param;
+    z->separate_master = zb_separate_master(cfg);
     zb_init(&z->be, comm, cfg, p->shard_elems, p->n_slots, z->host_mem);
     size_t X = sizeof(floatX);
 #if ZERO_STAGE <= 2
@@ -350,7 +356,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     // memory with ZeRO-Offload
     int opt_where = z->offload ? ZMEM_HOST : ZMEM_WORK;
     size_t ob = p->shard_elems * sizeof(float);
-    if (ZERO_SEPARATE_MASTER) z->master = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
+    if (z->separate_master) z->master = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
     z->opt_m = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
     z->opt_v = (float *)zero_alloc(z, MEM_OPTIM, ob, opt_where);
 
@@ -392,17 +398,15 @@ static zgrad_t *zero_grad_slice(Zero *z, int u) {
     return z->grad_shard + U->shard_off;
 #endif
 }
-// the fp32 master of this rank's slice of unit u
+// the fp32 master of this rank's slice of unit u (without a separate master floatX
+// is float: the CPU trainer's parameters are the master)
 static float *zero_master_slice(Zero *z, int u) {
-#if ZERO_SEPARATE_MASTER
-    return z->master + z->plan.u[u].shard_off;
-#else
-    return zero_param_slice(z, u);
-#endif
+    if (z->separate_master) return z->master + z->plan.u[u].shard_off;
+    return (float *)zero_param_slice(z, u);
 }
 // whether this rank holds every unit's whole fp32 master (CPU: stages 0-2;
 // GPU: one partition). Then its slice sits at part * shard of the padded unit.
-static int zero_master_whole(const Zero *z) { return ZERO_SEPARATE_MASTER ? z->plan.P == 1 : ZERO_STAGE <= 2; }
+static int zero_master_whole(const Zero *z) { return z->separate_master ? z->plan.P == 1 : ZERO_STAGE <= 2; }
 
 // ----------------------------------------------------------------------------
 // loading and saving full parameters (flat, unpadded fp32: the model file)
@@ -417,7 +421,7 @@ static void zero_load_params(Zero *z, const float *flat) {
         memset(slice, 0, U->padded * sizeof(float));
         memcpy(slice, flat + z->layout->units[i].flat_offset, U->numel * sizeof(float));
         const float *mine = slice + (size_t)p->part * U->shard;
-        if (ZERO_SEPARATE_MASTER) zb_upload(&z->be, zero_master_slice(z, i), mine, U->shard * sizeof(float));
+        if (z->separate_master) zb_upload(&z->be, zero_master_slice(z, i), mine, U->shard * sizeof(float));
         // the working parameters are the master rounded to floatX (nearest even)
 #if ZERO_STAGE <= 2
         zb_upload_floatX(&z->be, z->params + U->full_off, slice, U->padded);
@@ -629,6 +633,7 @@ static void zero_grads_close(Zero *z, const PassStep *s) {
     int step = (int)(s - z->layout->schedule.bwd);
     for (int k = 0; k < s->n_grads; k++) {
         int u = s->grads[k];
+        zb_grads_stored(&z->be, z->unit_grads[u], z->plan.u[u].padded);   // the step's gradients, as floatX stores them
         if (z->plan.u[u].last_grad_step != step) continue;
         zero_grads_end(z, u);
         if (ZERO_STAGE >= 2) z->unit_grads[u] = NULL;
@@ -667,7 +672,7 @@ static float zero_global_norm(Zero *z) {
 }
 
 // AdamW on this rank's partition, segment by segment (weight decay per tensor);
-// grad_scale (the clip coefficient) multiplies every gradient first.
+// grad_scale (the clip coefficient, / the loss scale with fp16) multiplies every gradient first.
 static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
     const ZeroPlan *p = &z->plan;
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale, !z->cfg->adam_w_mode};
@@ -680,11 +685,12 @@ static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) 
     }
 }
 
-// At the accumulation boundary: reduce the gradients to their owners, clip by
-// the global norm, run AdamW on this rank's partition, and give every rank the
-// parameters it needs for the next step. Returns the global gradient norm.
-static float zero_step_end(Zero *z, const ZeroOptim *o) {
+// At the accumulation boundary: reduce the gradients to their owners, so that
+// each rank holds the averaged gradient of its own partition.
+static void zero_step_reduce(Zero *z) {
+#if ZERO_STAGE <= 1
     const ZeroPlan *p = &z->plan;
+#endif
 #if ZERO_STAGE == 0
     // plain data parallel: all-reduce (average) the full gradients
     comm_all_reduce(z->comm, z->grads, p->full_elems, ZPARAM_DT, OP_AVG);
@@ -699,11 +705,22 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
 #endif
     // (stages 2-3 reduced every unit during the backward)
     zb_wait_collectives(&z->be);
+}
 
-    float norm = zero_global_norm(z);
-    float clip = o->grad_clip > 0 && o->grad_clip / (norm + 1e-6f) < 1.0f ? o->grad_clip / (norm + 1e-6f) : 1.0f;
-    zero_adamw_partition(z, o, clip);
+// Global-norm clipping: the coefficient the gradients are multiplied by,
+// clip / (norm + 1e-6) when that is below 1 (grad_clip 0: off)
+static float zero_clip_coef(float grad_clip, float norm) {
+    return grad_clip > 0 && grad_clip / (norm + 1e-6f) < 1.0f ? grad_clip / (norm + 1e-6f) : 1.0f;
+}
 
+// AdamW on this rank's partition, grad_scale multiplied into every gradient
+// first (the clip coefficient; with fp16 loss scaling also 1 / the scale), then
+// every rank gets the parameters it needs for the next step.
+static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
+    zero_adamw_partition(z, o, grad_scale);
+#if ZERO_STAGE >= 1
+    const ZeroPlan *p = &z->plan;
+#endif
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
     // every rank updated its slice: all-gather the updated parameters, in place
     for (int i = 0; i < p->n_units; i++)
@@ -718,5 +735,14 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
         comm_all_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     }
 #endif
+}
+
+// The whole boundary as the paper has it: reduce the gradients to their owners,
+// clip by the global norm, run AdamW on this rank's partition, and give every
+// rank the parameters it needs. Returns the global gradient norm.
+static float zero_step_end(Zero *z, const ZeroOptim *o) {
+    zero_step_reduce(z);
+    float norm = zero_global_norm(z);
+    zero_step_update(z, o, zero_clip_coef(o->grad_clip, norm));
     return norm;
 }

@@ -25,8 +25,7 @@
 #include "cuda/common.cuh"
 #include "cuda/global_norm.cuh"
 
-#define ZPARAM_DT DT_BF16
-#define ZERO_SEPARATE_MASTER 1   // bf16 working parameters, an fp32 master in the optimizer partition
+#define ZPARAM_DT DT_FLOATX
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
 
@@ -60,6 +59,9 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
     if (!p) return;
     cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
 }
+
+// floatX working parameters, an fp32 master in the optimizer partition
+static int zb_separate_master(const TrainConfig *cfg) { return 1; }
 
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, size_t shard_elems, int n_slots, size_t *host_mem) {
     memset(b, 0, sizeof(*b));
@@ -107,7 +109,10 @@ static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, siz
     free(bits);
 }
 
-// acc (fp32) = (first ? 0 : acc) + src (bf16): the fp32 accumulation of a reduced gradient slice
+// the kernels store floatX themselves
+static void zb_grads_stored(ZeroBackend *b, floatX *g, size_t n) {}
+
+// acc (fp32) = (first ? 0 : acc) + src (floatX): the fp32 accumulation of a reduced gradient slice
 __global__ static void zb_accumulate_kernel(float *acc, const floatX *src, size_t n, int first) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         acc[i] = (first ? 0.0f : acc[i]) + bf2f(src[i]);

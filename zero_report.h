@@ -28,14 +28,15 @@ static void zero_plan_print(const Zero *z) {
 // reports: measured memory and communication beside the paper's formulas
 
 // Bytes per parameter of each model state: (param, grad, optimizer) =
-// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v),
-// (2, 2 or 4, 12) for the bf16 GPU trainer (bf16 gradients, fp32 shards from
-// stage 2; fp32 master, m and v).
+// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v;
+// 4, 4, 12 in its fp16 mode, whose fp16 values sit in fp32 buffers beside a
+// separate master), (2, 2 or 4, 12) for the GPU trainer (bf16 or fp16
+// gradients, fp32 shards from stage 2; fp32 master, m and v).
 typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
-// this build's, from its types
-static ZeroBytesPerParam zero_bytes_per_param(void) {
-    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (ZERO_SEPARATE_MASTER ? 4 : 0)};
+// this run's, from its types
+static ZeroBytesPerParam zero_bytes_per_param(const Zero *z) {
+    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (z->separate_master ? 4 : 0)};
 }
 
 // The paper's formula for one model state at a stage and world size, for psi parameters.
@@ -91,7 +92,7 @@ static cJSON *zero_estimate(const ModelLayout *L, int world, int print) {
 // Prints the per-rank memory table (rank 0) and returns it as a JSONL record.
 static cJSON *zero_memory_report(Zero *z, int print) {
     const ZeroPlan *p = &z->plan;
-    ZeroBytesPerParam b = zero_bytes_per_param();
+    ZeroBytesPerParam b = zero_bytes_per_param(z);
     double psi = (double)p->num_params, psi_pad = (double)p->full_elems;
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "memory");
