@@ -207,8 +207,13 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         }
         if (have_tok && ((step + 1) % tc->sample_every == 0 || last)) gpt_sample(m, &tok, &sample_rng, tc->sample_len, say);
         if (tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last)) {
+            // a skipped step leaves the last applied step's state, which is saved; but not when the
+            // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
             TrainState now = {step + 1, train.pos, sample_rng.state, *guard};
-            train_save(m, tc, &now, say);
+            if (isfinite(step_loss)) train_save(m, tc, &now, say);
+            else if (comm->rank == 0) diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the parameters "
+                                           "(those of the last applied step) diverge; the last checkpoint in %s stays the latest",
+                                           step + 1, step_loss, tc->save_dir);
         }
     }
     if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights

@@ -19,8 +19,8 @@
 // ZeRO-Offload (--offload): the fp32 master, m and v live in pinned host memory.
 // Each unit's gradient slice is copied to a pinned staging buffer as soon as it
 // is final (zb_grad_slice_final), CPU-Adam (adamw_cpu_step_tiled) updates the
-// partition tile by tile and writes bf16 parameters, and each finished tile is
-// copied back to the GPU while the next one computes.
+// partition tile by tile and writes floatX parameters (bf16, or fp16 in the fp16
+// build), and each finished tile is copied back to the GPU while the next one computes.
 #pragma once
 #include "cuda/common.cuh"
 #include "cuda/global_norm.cuh"
@@ -39,7 +39,7 @@ typedef struct {
     int n_sumsq;                 // segments summed into norm_dev this step
     int offload;
     void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
-    uint16_t *host_bf16;         // offload: pinned bf16 parameters, copied to the device tile by tile
+    uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
 } ZeroBackend;
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
@@ -75,10 +75,10 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, size_t s
     cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
     b->offload = cfg->offload;
     if (b->offload) {
-        size_t grad_bytes = shard_elems * sizeof(zgrad_t), bf16_bytes = shard_elems * sizeof(uint16_t);
+        size_t grad_bytes = shard_elems * sizeof(zgrad_t), x_bytes = shard_elems * sizeof(uint16_t);
         b->host_grad = zb_alloc(b, grad_bytes, ZMEM_HOST, "offload gradient staging");
-        b->host_bf16 = (uint16_t *)zb_alloc(b, bf16_bytes, ZMEM_HOST, "offload parameter staging");
-        host_mem[MEM_GRAD_BUCKETS] += grad_bytes + bf16_bytes;
+        b->host_x = (uint16_t *)zb_alloc(b, x_bytes, ZMEM_HOST, "offload parameter staging");
+        host_mem[MEM_GRAD_BUCKETS] += grad_bytes + x_bytes;
     }
 }
 static void zb_destroy(ZeroBackend *b) {
@@ -86,7 +86,7 @@ static void zb_destroy(ZeroBackend *b) {
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
     cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
-    zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_bf16, ZMEM_HOST);
+    zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
 }
 
 static void zb_fill(ZeroBackend *b, void *p, int byte, size_t bytes) { cudaCheck(cudaMemsetAsync(p, byte, bytes, b->stream)); }
@@ -103,8 +103,8 @@ static void zb_download(ZeroBackend *b, void *host, const void *src, size_t byte
     cudaCheck(cudaStreamSynchronize(b->stream));
 }
 static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, size_t n) {
-    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "bf16 staging");
-    for (size_t i = 0; i < n; i++) bits[i] = float_to_bf16_rne(host[i]);
+    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "floatX staging");
+    for (size_t i = 0; i < n; i++) bits[i] = float_to_floatX_bits(host[i]);
     zb_upload(b, dst, bits, n * sizeof(uint16_t));
     free(bits);
 }
@@ -155,7 +155,7 @@ static double zb_sumsq_take(ZeroBackend *b) {
     return sq;
 }
 
-// offload: CPU-Adam writes a tile of bf16 parameters, this copies it to the GPU
+// offload: CPU-Adam writes a tile of floatX parameters, this copies it to the GPU
 // while the next tile computes
 typedef struct { ZeroBackend *b; const uint16_t *host; floatX *dev; } ZeroTileCopy;
 static void zb_copy_tile(size_t off, size_t n, void *ctx) {
@@ -164,14 +164,15 @@ static void zb_copy_tile(size_t off, size_t n, void *ctx) {
 }
 
 // AdamW on n elements of this rank's partition (shard offset so): the fp32
-// master, m and v updated, the bf16 working parameters written to param_out.
+// master, m and v updated, the floatX working parameters written to param_out.
 // Offload: on the host from the staged gradient (zb_sumsq_take left the streams
 // idle, so every staging copy is complete).
 static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *grad, float *m, float *v, floatX *param_out,
                      size_t n, AdamWParams ap) {
     if (b->offload) {
-        ZeroTileCopy tc = {b, b->host_bf16 + so, param_out};
-        adamw_cpu_step_tiled(master, (const zgrad_t *)b->host_grad + so, sizeof(zgrad_t) == 2, m, v, b->host_bf16 + so, n, ap,
+        ZeroTileCopy tc = {b, b->host_x + so, param_out};
+        ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
+        adamw_cpu_step_tiled(master, (const zgrad_t *)b->host_grad + so, sizeof(zgrad_t) == 2, m, v, b->host_x + so, n, ap,
                              ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
         return;
     }
