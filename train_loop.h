@@ -162,7 +162,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     jsonl_record(&log, memrec);
 
     Rng sample_rng = {st.rng};
-    long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last step's communication
+    long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last applied step's communication
     long long tokens_per_step = (long long)tc->total_batch * tc->T;
     double flops_per_step = model_flops_per_token(mc, tc->T) * tokens_per_step;
     StepGuard *guard = &st.guard;
@@ -190,8 +190,10 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, zero_global_norm(&m->zero), tc->grad_clip);
         if (v.apply) zero_step_update(&m->zero, &opt, v.grad_scale);
         double dt = wall_time() - t0;
-        memcpy(comm_bytes, comm->bytes, sizeof(comm_bytes));
-        memcpy(comm_calls, comm->calls, sizeof(comm_calls));
+        if (v.apply || step == st.step) {   // (a skipped step has no parameter all-gather)
+            memcpy(comm_bytes, comm->bytes, sizeof(comm_bytes));
+            memcpy(comm_calls, comm->calls, sizeof(comm_calls));
+        }
         StepStats s = {step + 1, step_loss, opt.lr, v.norm, dt * 1e3, tokens_per_step / dt,
                        ZERO_STAGE == 3 ? (long long)m->zero.peak_live : -1, v.skipped, guard->skipped,
                        guard->fp16 ? v.scale : 0};

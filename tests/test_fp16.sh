@@ -15,6 +15,8 @@
 #   4. non-finite steps without fp16: skipped, counted, logged (JSONL "nan"/"inf" strings);
 #      --max-skips stops the run with one error line and a non-zero exit, no checkpoint is
 #      written from a diverged or non-finite model, the last good one stays the latest
+#   5. bad flags; the GPU trainer's precision checks (the configuration code compiled by nvcc as
+#      train_gpt compiles it, bf16 and fp16 builds: no GPU needed): one line naming the build to use
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z2/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
@@ -222,4 +224,31 @@ grep -m1 "error: step 0" "$TMP/poison0.out" | sed 's/^/       /'
 run poison16 1 0 --init "$TMP/poison.bin" --steps 10 --fp16 1 --max-skips 4
 [ "$(cat "$TMP/poison16.rc")" != 0 ] && grep -q "error: step 4: 4 consecutive steps skipped (non-finite loss" "$TMP/poison16.out"
 check "fp16: a NaN loss counts toward --max-skips (the scaler cannot fix it): stopped at step 4" $?
+
+echo "== 5. bad flags; a precision the GPU build does not train"
+T0="./build/z0/train_gpt_cpu $M --steps 1"
+expect_error "--inject-nonfinite without a rank" "--inject-nonfinite: expected STEP:RANK\[:inf\|nan\]\[,...\] with STEP >= 1 and RANK in \[0, 1\), got '3'" 1 $T0 --inject-nonfinite 3
+expect_error "--inject-nonfinite: a rank the run does not have (every rank says so)" "--inject-nonfinite: .*RANK in \[0, 3\), got '2:1,4:3'" 1 \
+    $MPIRUN -np 3 $T0 --inject-nonfinite 2:1,4:3
+expect_error "--inject-nonfinite: neither inf nor nan" "--inject-nonfinite: .*got '2:0:zero'" 1 $T0 --inject-nonfinite 2:0:zero
+expect_error "--max-skips -1" "--max-skips: expected an integer in \[0, 1073741824\], got '-1'" 1 $T0 --max-skips -1
+expect_error "--fp16 2" "--fp16: expected an integer in \[0, 1\], got '2'" 1 $T0 --fp16 2
+expect_error "fp16 with bf16 (DeepSpeed's rule)" "--fp16: bfloat16 and fp16 modes cannot be simultaneously enabled" 1 \
+    $T0 --fp16 1 --config "$(cfg b16 '{"bf16": {"enabled": true}}')"
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+if [ -x "$NVCC" ] || command -v "$NVCC" > /dev/null 2>&1; then
+    make -s build/config_test_gpu build/config_test_gpu_fp16 NVCC="$NVCC" || exit 1
+    F16=$(cfg f16 '{"fp16": {"enabled": true}}')
+    expect_error "fp16.enabled on train_gpt's bf16 build" 'f16.json: fp16.enabled: true: this train_gpt trains in bf16; fp16 training needs the fp16 build \(make train_gpt FP16=1\)' 1 \
+        ./build/config_test_gpu lr --config "$F16"
+    expect_error "--fp16 0 on the fp16 build" '--fp16: false: this train_gpt is the fp16 build \(make train_gpt FP16=1\); bf16 training needs the default build' 1 \
+        ./build/config_test_gpu_fp16 lr --fp16 0
+    expect_error "bf16.enabled on the fp16 build" 'b16.json: bf16.enabled: true: this train_gpt is the fp16 build' 1 \
+        ./build/config_test_gpu_fp16 lr --config "$TMP/b16.json"
+    ./build/config_test_gpu_fp16 resolved --config "$F16" | grep -q '"precision":"fp16"' &&
+        ./build/config_test_gpu resolved | grep -q '"precision":"bf16"' && ./build/config_test_gpu_fp16 resolved | grep -q '"precision":"fp16"'
+    check "the fp16 build trains fp16 by default and with fp16.enabled, the default build bf16 (the resolved configuration)" $?
+else
+    echo "  (no nvcc: the GPU build's precision checks skipped)"
+fi
 [ $fails -eq 0 ]
