@@ -2,13 +2,14 @@
 #   make demo                  prepare the Brown data, build, train (GPU if found, else CPU on 4 ranks), sample
 #   make test                  the test suite (GPU tests skip without a GPU)
 #   make train_gpt_cpu ZERO=k  CPU trainer with ZeRO stage k (0..3)
-#   make train_gpt ZERO=k      GPU trainer
+#   make train_gpt ZERO=k      GPU trainer (OFFLOAD=1: optimizer offload on by default; FP16=1: fp16 instead of bf16)
 #   make compare ARCH=gpt2 STEPS=200   C vs PyTorch loss curves
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
 
 ZERO ?= 0
 OFFLOAD ?= 0
+FP16 ?= 0
 ARCH ?= gpt2
 STEPS ?= 200
 PYTHON ?= /usr/bin/python3
@@ -25,7 +26,7 @@ LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
 NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
 
-HEADERS := common.h config.h ds_config.h loss_scaler.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h launch.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
+HEADERS := common.h config.h ds_config.h loss_scaler.h step_guard.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h launch.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
            safetensors.h hf.h hf_config.h
 BUILD := build
 
@@ -56,7 +57,9 @@ $(BUILD)/gpu_z%_o$(OFFLOAD)/train_gpt: train_gpt.cu $(HEADERS) $(wildcard cuda/*
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=$* -DOFFLOAD=$(OFFLOAD) -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
 
-train_gpt: $(BUILD)/gpu_z$(ZERO)_o$(OFFLOAD)/train_gpt
+# FP16=1: floatX = __half (fp16 parameters, gradients and activations, DeepSpeed's loss scaling),
+# built by mk/gpu.mk's rules into build/gpu_z<k>_o<o>_fp16/
+train_gpt: $(BUILD)/gpu_z$(ZERO)_o$(OFFLOAD)$(if $(filter 1,$(FP16)),_fp16)/train_gpt
 	@cp $< $@
 
 -include mk/*.mk

@@ -22,7 +22,7 @@
 //     d  = fmaf(sqrtf(v), ibc2, eps)         // sqrt(v)/sqrt(1-beta2^t) + eps
 //     p  = fmaf(p, nlrwd, p)                 // p -= lr*wd*p, skipped when nlrwd == 0
 //     p  = fmaf(m / d, nstep, p)             // p -= lr/(1-beta1^t) * m/d
-//     out_bf16 = bf16_rne(p)                 // optional
+//     out16 = bf16_rne(p) or fp16_rne(p)     // optional (hp.fp16 picks the 16-bit format)
 // FMA is used deliberately (it is what DeepSpeed's SIMD code does): the
 // scalar fallback calls fmaf() at the same places, and there is no bare a*b+c
 // left for the compiler to contract, so -ffp-contract settings do not change
@@ -30,14 +30,18 @@
 // approximations): they are cheap next to the 28 bytes of memory traffic per
 // element. Do not build with -ffast-math.
 //
-// bf16 output rounding is round-to-nearest-even on the float bits (ties to the
-// even bf16), overflow rounds to +-Inf, Inf stays Inf, NaN stays NaN (quiet,
-// sign and top payload bits kept), denormals are rounded like any other value
-// (no flush to zero). RNE rather than stochastic rounding: deterministic, the
-// same on CPU and GPU, so a resumed run is bitwise identical to an unbroken one.
+// 16-bit gradients and the 16-bit output copy are bf16, or IEEE fp16 with
+// hp.fp16 (the fp16 GPU build: make train_gpt FP16=1). The output rounding is
+// round-to-nearest-even (common.h's float_to_bf16_rne / float_to_fp16_rne; the
+// SIMD paths use F16C's vcvtps2ph for fp16, which rounds the same way): overflow
+// rounds to +-Inf, Inf stays Inf, NaN stays NaN (quiet, sign and top payload
+// bits kept), denormals are rounded like any other value (no flush to zero).
+// RNE rather than stochastic rounding: deterministic, the same on CPU and GPU,
+// so a resumed run is bitwise identical to an unbroken one.
 //
-// API (all static; bf16 on the host = uint16_t bits):
-//   typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; float grad_scale; int l2_decay; } AdamWParams;
+// API (all static; a 16-bit value on the host = its uint16_t bits; "bf16" in the
+// names below means the 16-bit format hp.fp16 picks):
+//   typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; float grad_scale; int l2_decay; int fp16; } AdamWParams;
 //   void adamw_cpu_step(float *param, const float *grad, float *m, float *v,
 //                       uint16_t *param_bf16 /* NULL: skip */, size_t n, AdamWParams hp);
 //   void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v,
@@ -49,9 +53,9 @@
 //   int  adamw_cpu_set_path(int path);  int adamw_cpu_path(void);  int adamw_cpu_path_supported(int path);
 //   const char *adamw_path_name(int path);   // ADAMW_PATH_AUTO / _SCALAR / _AVX2 / _AVX512
 //   float adamw_bf16_round(float);   (the bf16 conversion itself is common.h's float_to_bf16_rne / bf16_to_float)
-//   CUDA only: void adamw_gpu_step(float *master, const float *grad | const __nv_bfloat16 *grad,
-//                    float *m, float *v, __nv_bfloat16 *param_out /* NULL: skip */, size_t n,
-//                    AdamWParams hp, cudaStream_t stream);
+//   CUDA only: void adamw_gpu_step(float *master, const float *grad | const floatX *grad,
+//                    float *m, float *v, floatX *param_out /* NULL: skip */, size_t n,
+//                    AdamWParams hp, cudaStream_t stream);   (floatX: the build's bf16 or fp16)
 // Threads: OpenMP's omp_get_max_threads() (set OMP_NUM_THREADS / omp_set_num_threads); a call
 // made inside a parallel region, or with n < 32768, runs on the calling thread alone.
 // GPU bitwise equality with the CPU needs the default nvcc float modes (no --use_fast_math / -ftz=true).
@@ -76,6 +80,7 @@
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #endif
 
 // ----------------------------------------------------------------------------
@@ -86,11 +91,13 @@ typedef struct {
     int t;              // 1-based step number (bias correction)
     float grad_scale;   // multiplied into every gradient first (clip coef / 1/loss_scale); 1 = none
     int l2_decay;       // 0: decoupled weight decay (AdamW); 1: weight decay added to the gradient (Adam, L2)
+    int fp16;           // 16-bit gradients and output are IEEE fp16 (0: bf16)
 } AdamWParams;
 
 // the per-call constants, derived once (in double, rounded to float once)
 typedef struct {
     float beta1, beta2, c1, c2, ibc2, eps, nlrwd, l2wd, nstep, grad_scale;
+    int fp16;
 } AdamWConsts;
 
 static AdamWConsts adamw_consts(AdamWParams hp) {
@@ -108,13 +115,17 @@ static AdamWConsts adamw_consts(AdamWParams hp) {
     k.l2wd = hp.l2_decay ? hp.weight_decay : 0.0f;
     k.nstep = (float)(-((double)hp.lr / bc1));
     k.grad_scale = hp.grad_scale;
+    k.fp16 = hp.fp16;
     return k;
 }
 
 // ----------------------------------------------------------------------------
-// bf16 (common.h has the one conversion, float_to_bf16_rne / bf16_to_float)
+// the 16-bit formats (common.h has the conversions, float_to_bf16_rne / bf16_to_float,
+// float_to_fp16_rne / fp16_to_float)
 
 HOST_DEVICE static inline float adamw_bf16_round(float f) { return bf16_to_float(float_to_bf16_rne(f)); }
+HOST_DEVICE static inline float adamw_x16_to_float(int fp16, uint16_t b) { return fp16 ? fp16_to_float(b) : bf16_to_float(b); }
+HOST_DEVICE static inline uint16_t adamw_float_to_x16(int fp16, float f) { return fp16 ? float_to_fp16_rne(f) : float_to_bf16_rne(f); }
 
 // ----------------------------------------------------------------------------
 // the reference element update (shared by the scalar CPU path, SIMD tails and
@@ -146,7 +157,7 @@ HOST_DEVICE static inline void adamw_elem(const AdamWConsts *k, float grad, floa
 
 // ----------------------------------------------------------------------------
 // CPU paths. Each updates [0, n) of the pointers it is given; exactly one of
-// gf (fp32 grads) / gb (bf16 grads) is non-NULL; out (bf16 params) may be NULL.
+// gf (fp32 grads) / gb (16-bit grads) is non-NULL; out (16-bit params) may be NULL.
 
 enum { ADAMW_PATH_AUTO = -1, ADAMW_PATH_SCALAR = 0, ADAMW_PATH_AVX2 = 1, ADAMW_PATH_AVX512 = 2 };
 
@@ -154,14 +165,14 @@ static void adamw_range_scalar(const AdamWConsts *k, float *__restrict__ p, cons
                                const uint16_t *__restrict__ gb, float *__restrict__ m, float *__restrict__ v,
                                uint16_t *__restrict__ out, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        float g = gf ? gf[i] : bf16_to_float(gb[i]);
+        float g = gf ? gf[i] : adamw_x16_to_float(k->fp16, gb[i]);
         adamw_elem(k, g, &p[i], &m[i], &v[i]);
-        if (out) out[i] = float_to_bf16_rne(p[i]);
+        if (out) out[i] = adamw_float_to_x16(k->fp16, p[i]);
     }
 }
 
 #if ADAMW_X86
-__attribute__((target("avx2,fma")))
+__attribute__((target("avx2,fma,f16c")))
 static void adamw_range_avx2(const AdamWConsts *k, float *__restrict__ p, const float *__restrict__ gf,
                              const uint16_t *__restrict__ gb, float *__restrict__ m, float *__restrict__ v,
                              uint16_t *__restrict__ out, size_t n) {
@@ -176,6 +187,7 @@ static void adamw_range_avx2(const AdamWConsts *k, float *__restrict__ p, const 
     for (; i + 8 <= n; i += 8) {
         __m256 g;
         if (gf) g = _mm256_loadu_ps(gf + i);
+        else if (k->fp16) g = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + i)));
         else g = _mm256_castsi256_ps(_mm256_slli_epi32(
                  _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(gb + i))), 16));
         g = _mm256_mul_ps(g, gs);
@@ -189,7 +201,9 @@ static void adamw_range_avx2(const AdamWConsts *k, float *__restrict__ p, const 
         _mm256_storeu_ps(m + i, mm);
         _mm256_storeu_ps(v + i, vv);
         _mm256_storeu_ps(p + i, pp);
-        if (out) {
+        if (out && k->fp16) {
+            _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(pp, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        } else if (out) {
             __m256i u = _mm256_castps_si256(pp);
             __m256i hi = _mm256_srli_epi32(u, 16);
             __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, r7fff), _mm256_and_si256(hi, one)), 16);
@@ -219,6 +233,7 @@ static void adamw_range_avx512(const AdamWConsts *k, float *__restrict__ p, cons
     for (; i + 16 <= n; i += 16) {
         __m512 g;
         if (gf) g = _mm512_loadu_ps(gf + i);
+        else if (k->fp16) g = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + i)));
         else g = _mm512_castsi512_ps(_mm512_slli_epi32(
                  _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(gb + i))), 16));
         g = _mm512_mul_ps(g, gs);
@@ -232,7 +247,9 @@ static void adamw_range_avx512(const AdamWConsts *k, float *__restrict__ p, cons
         _mm512_storeu_ps(m + i, mm);
         _mm512_storeu_ps(v + i, vv);
         _mm512_storeu_ps(p + i, pp);
-        if (out) {
+        if (out && k->fp16) {
+            _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtps_ph(pp, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        } else if (out) {
             __m512i u = _mm512_castps_si512(pp);
             __m512i hi = _mm512_srli_epi32(u, 16);
             __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, r7fff), _mm512_and_si512(hi, one)), 16);
@@ -255,7 +272,7 @@ static int adamw_cpu_path_supported(int path) {
     if (path == ADAMW_PATH_SCALAR) return 1;
 #if ADAMW_X86
     __builtin_cpu_init();
-    if (path == ADAMW_PATH_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (path == ADAMW_PATH_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     if (path == ADAMW_PATH_AVX512) return __builtin_cpu_supports("avx512f");
 #endif
     return 0;
@@ -348,7 +365,8 @@ static inline void adamw_chunk(size_t len, int tid, int nt, size_t *a, size_t *b
 typedef void (*AdamWTileFn)(size_t offset, size_t n, void *ctx);
 
 // The general entry point. grad is const float * (grad_is_bf16 = 0) or const
-// uint16_t * bf16 bits (grad_is_bf16 = 1). param_bf16 may be NULL.
+// uint16_t * 16-bit bits (grad_is_bf16 = 1; bf16, or fp16 with hp.fp16). param_bf16
+// (the 16-bit output, same format) may be NULL.
 //
 // Tiled: the n elements are processed in tiles of tile_elems (rounded up to a
 // multiple of 64; 0 = one tile). After ALL of a tile's outputs (param, m, v,
@@ -407,7 +425,7 @@ static void adamw_cpu_step(float *param, const float *grad, float *m, float *v, 
     adamw_cpu_step_tiled(param, grad, 0, m, v, param_bf16, n, hp, 0, NULL, NULL);
 }
 
-// Same, bf16 gradients (uint16_t bits).
+// Same, 16-bit gradients (uint16_t bits: bf16, or fp16 with hp.fp16).
 static void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v, uint16_t *param_bf16,
                                     size_t n, AdamWParams hp) {
     adamw_cpu_step_tiled(param, grad, 1, m, v, param_bf16, n, hp, 0, NULL, NULL);
@@ -439,13 +457,14 @@ static void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems) {
 
 __device__ __forceinline__ float adamw_grad_to_float(float g) { return g; }
 __device__ __forceinline__ float adamw_grad_to_float(__nv_bfloat16 g) { return __bfloat162float(g); }
+__device__ __forceinline__ float adamw_grad_to_float(__half g) { return __half2float(g); }
 
 // VEC: 4 elements per thread per iteration with 16-byte loads of param/m/v
-// (and fp32 grads), 8-byte loads of bf16 grads and 8-byte stores of bf16 out;
+// (and fp32 grads), 8-byte loads of floatX grads and 8-byte stores of floatX out;
 // the launcher picks VEC only when every pointer is aligned for it. Grid-stride.
 template <typename G, bool VEC>
 __global__ void adamw_kernel(float *__restrict__ master, const G *__restrict__ grad, float *__restrict__ m,
-                             float *__restrict__ v, __nv_bfloat16 *__restrict__ param_out, size_t n, AdamWConsts k) {
+                             float *__restrict__ v, floatX *__restrict__ param_out, size_t n, AdamWConsts k) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     uint16_t *out = reinterpret_cast<uint16_t *>(param_out);
@@ -461,8 +480,8 @@ __global__ void adamw_kernel(float *__restrict__ master, const G *__restrict__ g
                 g[0] = g4.x; g[1] = g4.y; g[2] = g4.z; g[3] = g4.w;
             } else {
                 uint2 gb = reinterpret_cast<const uint2 *>(grad)[j];
-                g[0] = __uint_as_float(gb.x << 16); g[1] = __uint_as_float(gb.x & 0xffff0000u);
-                g[2] = __uint_as_float(gb.y << 16); g[3] = __uint_as_float(gb.y & 0xffff0000u);
+                g[0] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.x & 0xffffu)); g[1] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.x >> 16));
+                g[2] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.y & 0xffffu)); g[3] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.y >> 16));
             }
             adamw_elem(&k, g[0], &p4.x, &m4.x, &v4.x);
             adamw_elem(&k, g[1], &p4.y, &m4.y, &v4.y);
@@ -473,27 +492,28 @@ __global__ void adamw_kernel(float *__restrict__ master, const G *__restrict__ g
             reinterpret_cast<float4 *>(v)[j] = v4;
             if (out) {
                 uint2 o;
-                o.x = (uint32_t)float_to_bf16_rne(p4.x) | ((uint32_t)float_to_bf16_rne(p4.y) << 16);
-                o.y = (uint32_t)float_to_bf16_rne(p4.z) | ((uint32_t)float_to_bf16_rne(p4.w) << 16);
+                o.x = (uint32_t)adamw_float_to_x16(k.fp16, p4.x) | ((uint32_t)adamw_float_to_x16(k.fp16, p4.y) << 16);
+                o.y = (uint32_t)adamw_float_to_x16(k.fp16, p4.z) | ((uint32_t)adamw_float_to_x16(k.fp16, p4.w) << 16);
                 reinterpret_cast<uint2 *>(out)[j] = o;
             }
         }
         for (size_t i = nv * 4 + idx; i < n; i += stride) {   // tail (< 4 elements)
             adamw_elem(&k, adamw_grad_to_float(grad[i]), &master[i], &m[i], &v[i]);
-            if (out) out[i] = float_to_bf16_rne(master[i]);
+            if (out) out[i] = adamw_float_to_x16(k.fp16, master[i]);
         }
     } else {
         for (size_t i = idx; i < n; i += stride) {
             adamw_elem(&k, adamw_grad_to_float(grad[i]), &master[i], &m[i], &v[i]);
-            if (out) out[i] = float_to_bf16_rne(master[i]);
+            if (out) out[i] = adamw_float_to_x16(k.fp16, master[i]);
         }
     }
 }
 
 template <typename G>
-static void adamw_gpu_launch(float *master, const G *grad, float *m, float *v, __nv_bfloat16 *param_out,
+static void adamw_gpu_launch(float *master, const G *grad, float *m, float *v, floatX *param_out,
                              size_t n, AdamWParams hp, cudaStream_t stream) {
     if (n == 0) return;
+    hp.fp16 = FLOATX_FP16;   // the 16-bit type is the build's floatX
     AdamWConsts k = adamw_consts(hp);
     int dev = 0, sms = 132;
     if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -509,15 +529,15 @@ static void adamw_gpu_launch(float *master, const G *grad, float *m, float *v, _
 }
 
 // One AdamW step on the GPU: fp32 master/m/v updated in place, param_out
-// (bf16, may be NULL) written with RNE. Asynchronous on `stream`; check errors
+// (floatX, may be NULL) written with RNE. Asynchronous on `stream`; check errors
 // with cudaGetLastError() as usual.
-static void adamw_gpu_step(float *master, const float *grad, float *m, float *v, __nv_bfloat16 *param_out,
+static void adamw_gpu_step(float *master, const float *grad, float *m, float *v, floatX *param_out,
                            size_t n, AdamWParams hp, cudaStream_t stream) {
     adamw_gpu_launch<float>(master, grad, m, v, param_out, n, hp, stream);
 }
-static void adamw_gpu_step(float *master, const __nv_bfloat16 *grad, float *m, float *v, __nv_bfloat16 *param_out,
+static void adamw_gpu_step(float *master, const floatX *grad, float *m, float *v, floatX *param_out,
                            size_t n, AdamWParams hp, cudaStream_t stream) {
-    adamw_gpu_launch<__nv_bfloat16>(master, grad, m, v, param_out, n, hp, stream);
+    adamw_gpu_launch<floatX>(master, grad, m, v, param_out, n, hp, stream);
 }
 
 #endif  // __CUDACC__

@@ -10,7 +10,8 @@
 //   model.bin                 the full fp32 parameters (the master weights)
 //   optim_rank_RRRRR.bin      AdamW m and v of partition R, as that run's plan laid them out
 //   manifest.json             config, stage, world size, partitions, step, data position,
-//                             sampling RNG, file sizes and CRC-32s
+//                             sampling RNG, skipped steps and the fp16 loss scaler's state
+//                             (step_guard.h), file sizes and CRC-32s
 // It is written as DIR/.ckpt_SSSSSSSS.tmp and renamed into place only when every
 // file is complete and synced, then DIR/latest names it (also by rename): a
 // crash never leaves a half-written checkpoint where --resume would find it.
@@ -20,6 +21,7 @@
 // arithmetic, zero.h) and reads the pieces of its own partition.
 #pragma once
 #include "zero.h"
+#include "step_guard.h"
 #include "hf.h"
 #include "dataloader.h"
 #include <sys/stat.h>
@@ -180,9 +182,10 @@ static void model_file_write(Zero *z, const char *path) {
 // checkpoints
 
 typedef struct {
-    int step;               // optimizer steps completed
+    int step;               // optimizer steps completed (applied or skipped)
     DataState data;         // train loader position and shuffle state (dataloader.h)
     uint64_t rng;           // sampling RNG state
+    StepGuard guard;        // skipped steps, the fp16 loss scaler (step_guard.h)
 } TrainState;
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -252,6 +255,7 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         char rng[32];
         snprintf(rng, sizeof(rng), "%016llx", (unsigned long long)st->rng);
         cJSON_AddStringToObject(m, "rng", rng);
+        step_guard_to_json(&st->guard, m);
         cJSON_AddNumberToObject(m, "zero_stage", ZERO_STAGE);
         cJSON_AddNumberToObject(m, "world", c->world);
         cJSON_AddNumberToObject(m, "partitions", p->P);
@@ -445,7 +449,8 @@ static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainStat
     free(piece);
     st->step = j_step->valueint;
     st->rng = strtoull(j_rng->valuestring, NULL, 16);
-    return 1;
+    snprintf(path, sizeof(path), "%s/manifest.json", ck);
+    return step_guard_from_json(&st->guard, m, path, err, errn);
 }
 #undef CK_FAIL
 

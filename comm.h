@@ -40,12 +40,13 @@ enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
 #define COMM_DEVICE 0
 #endif
 
-typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8 } CommDType;
+typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8, DT_F16 } CommDType;
+#define DT_FLOATX (FLOATX_FP16 ? DT_F16 : DT_BF16)   // the GPU build's floatX (common.h)
 typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
 typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, N_COLL } CollKind;
 static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 
-static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 ? 2 : t == DT_U8 ? 1 : 4; }
+static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 || t == DT_F16 ? 2 : t == DT_U8 ? 1 : 4; }
 
 typedef struct {
     int rank, world;
@@ -86,7 +87,7 @@ static MPI_Datatype mpi_dtype(CommDType t) {
     case DT_F64: return MPI_DOUBLE;
     case DT_I32: return MPI_INT;
     case DT_U8: return MPI_BYTE;
-    default: fatal("comm: the MPI backend reduces fp32, fp64 and int32 only (bf16 travels as bytes in gathers)"); return MPI_BYTE;
+    default: fatal("comm: the MPI backend reduces fp32, fp64 and int32 only (bf16 and fp16 travel as bytes in gathers)"); return MPI_BYTE;
     }
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
@@ -245,6 +246,7 @@ static ncclDataType_t nccl_dtype(CommDType t) {
     switch (t) {
     case DT_F32: return ncclFloat32;
     case DT_BF16: return ncclBfloat16;
+    case DT_F16: return ncclFloat16;
     case DT_F64: return ncclFloat64;
     case DT_I32: return ncclInt32;
     default: return ncclUint8;
@@ -280,20 +282,24 @@ static void *comm_stage(Comm *c, size_t bytes) {
     }
     return c->stage;
 }
-// Reductions of bf16 over MPI: widen to fp32 on the host, reduce, round back.
+// Reductions of bf16 or fp16 over MPI: widen to fp32 on the host, reduce, round back.
 static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in, size_t n_out, CommDType t, CommOp op, int scatter) {
-    size_t es = dtype_size(t), wide = t == DT_BF16 ? 4 : es;
+    int x16 = t == DT_BF16 || t == DT_F16;
+    size_t es = dtype_size(t), wide = x16 ? 4 : es;
     char *h = (char *)comm_stage(c, n_in * wide + n_in * es);
     char *raw = h + n_in * wide;
     cudaCheck(cudaStreamSynchronize(c->compute));
     cudaCheck(cudaMemcpy(raw, send, n_in * es, cudaMemcpyDeviceToHost));
-    if (t == DT_BF16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = bf16_to_float(((uint16_t *)raw)[i]);
+    const uint16_t *bits = (const uint16_t *)raw;
+    if (x16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = t == DT_F16 ? fp16_to_float(bits[i]) : bf16_to_float(bits[i]);
     else memcpy(h, raw, n_in * es);
-    CommDType wt = t == DT_BF16 ? DT_F32 : t;
+    CommDType wt = x16 ? DT_F32 : t;
     if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
     else MPI_Allreduce(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
     if (op == OP_AVG && c->world > 1) scale_buffer(h, n_out, wt, 1.0 / c->world);
-    if (t == DT_BF16) for (size_t i = 0; i < n_out; i++) ((uint16_t *)raw)[i] = float_to_bf16_rne(((float *)h)[i]);
+    const float *wide_out = (const float *)h;
+    if (x16) for (size_t i = 0; i < n_out; i++)
+        ((uint16_t *)raw)[i] = t == DT_F16 ? float_to_fp16_rne(wide_out[i]) : float_to_bf16_rne(wide_out[i]);
     else memcpy(raw, h, n_out * es);
     cudaCheck(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
 }

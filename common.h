@@ -115,15 +115,27 @@ static void atomic_commit(AtomicFile *a) {
 
 // ----------------------------------------------------------------------------
 // floatX: the storage type of parameters, gradients and activations (llm.c's
-// name): fp32 in the CPU trainer, bf16 in the GPU trainer. Master weights, the
-// optimizer state and every accumulation are fp32 in both.
+// name): fp32 in the CPU trainer; in the GPU trainer bf16, or IEEE fp16 in the
+// fp16 build (make train_gpt FP16=1, which defines FLOATX_FP16). Master weights,
+// the optimizer state and every accumulation are fp32 in all of them.
 
+#ifndef FLOATX_FP16
+#define FLOATX_FP16 0
+#endif
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#if FLOATX_FP16
+typedef __half floatX;
+#else
 typedef __nv_bfloat16 floatX;
+#endif
 #define HOST_DEVICE __host__ __device__
 #else
+#if FLOATX_FP16
+#error "FLOATX_FP16 is for the GPU trainer (the CPU trainer's fp16 mode is the run-time flag --fp16 1)"
+#endif
 typedef float floatX;
 #define HOST_DEVICE
 #endif
@@ -141,6 +153,44 @@ HOST_DEVICE static inline uint16_t float_to_bf16_rne(float f) {
     return (uint16_t)(u >> 16);
 }
 HOST_DEVICE static inline float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+// IEEE fp16 (half) values as their uint16_t bits: the one conversion (CPU-Adam's
+// fp16 output, host staging in the fp16 GPU build, the CPU trainer's fp16 mode).
+// Round to nearest even, as x86's F16C (vcvtps2ph) and CUDA's __float2half_rn do:
+// magnitudes from 65520 up (half-way above the largest half, 65504) become +-Inf,
+// subnormal halves (multiples of 2^-24) are rounded like any other value and
+// smaller magnitudes go to +-0; NaN stays a quiet NaN (sign and top payload bits).
+HOST_DEVICE static inline uint16_t float_to_fp16_rne(float f) {
+    uint32_t u = float_bits(f), a = u & 0x7fffffffu;
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);              // >= 65520 (and Inf)
+    if (a >= 0x38800000u) {                                                // >= 2^-14: a normal half
+        uint32_t r = a - 0x38000000u;                                      // exponent rebiased 127 -> 15
+        r += 0x0fffu + ((r >> 13) & 1u);
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (a < 0x33000000u) return sign;                                      // < 2^-25: to zero (2^-25 is a tie)
+    uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;   // a = mant * 2^(e-150)
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1u))) h++;                // may carry into the smallest normal
+    return (uint16_t)(sign | h);
+}
+HOST_DEVICE static inline float fp16_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return bits_float(sign | 0x7f800000u | (m << 13));     // Inf, NaN
+    if (e == 0) { float v = (float)m * 5.9604644775390625e-8f; return sign ? -v : v; }   // m * 2^-24, exact
+    return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+// f rounded to the nearest fp16 value (the CPU trainer's fp16 mode stores these)
+HOST_DEVICE static inline float fp16_round(float f) { return fp16_to_float(float_to_fp16_rne(f)); }
+
+#ifdef __CUDACC__
+// floatX of the GPU build as host bits (host staging, CPU-Adam's output, tests)
+static inline uint16_t float_to_floatX_bits(float f) { return FLOATX_FP16 ? float_to_fp16_rne(f) : float_to_bf16_rne(f); }
+static inline float floatX_bits_to_float(uint16_t b) { return FLOATX_FP16 ? fp16_to_float(b) : bf16_to_float(b); }
+#define FLOATX_NAME (FLOATX_FP16 ? "fp16" : "bf16")
+#endif
 
 // ----------------------------------------------------------------------------
 // the process's peak resident memory (what /usr/bin/time -v calls maximum resident set size)

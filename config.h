@@ -15,9 +15,9 @@
 #define OFFLOAD 0       // make train_gpt OFFLOAD=1: optimizer offload on by default (--offload 0 turns it off)
 #endif
 #ifdef __CUDACC__
-#define TRAINER_IS_GPU 1   // train_gpt (bf16 on the GPU)
+#define TRAINER_IS_GPU 1   // train_gpt (bf16 on the GPU; fp16 in the FP16=1 build)
 #else
-#define TRAINER_IS_GPU 0   // train_gpt_cpu (fp32)
+#define TRAINER_IS_GPU 0   // train_gpt_cpu (fp32; --fp16 1: parameters and gradients rounded to fp16)
 #endif
 
 // ----------------------------------------------------------------------------
@@ -115,7 +115,7 @@ enum { OPT_DEFAULT = 0, OPT_ADAM, OPT_ADAMW };
 // settings whose origin messages name: a flag ("--batch"), a config key path, or NULL (zeroc's default)
 enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PARAM, FROM_SCHED, FROM_WARMUP,
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
-       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, N_FROM };
+       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16, N_FROM };
 
 typedef struct {
     ModelConfig model;
@@ -139,11 +139,14 @@ typedef struct {
     float warmup_min_ratio;         // WarmupCosineLR: the warm-up start as a fraction of lr
     float cos_min_ratio;            // WarmupCosineLR: the cosine's end as a fraction of lr
     int sched_total;                // total_num_steps: WarmupDecayLR/WarmupCosineLR's horizon (0: --steps)
-    // precision: DeepSpeed's fp16 block (validated; used once the step is wired: FP16_WIRED in
-    // ds_config.h) and bf16 block (-1: not given)
+    // precision: DeepSpeed's fp16 block (step_guard.h, loss_scaler.h) and bf16 block (-1: not given).
+    // fp16: the CPU trainer's fp16 mode; the GPU trainer's must match its build (FLOATX_FP16)
     int fp16, bf16;
     float loss_scale, min_loss_scale;   // loss_scale 0: dynamic
     int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
+    // non-finite steps (step_guard.h)
+    int max_skips;                  // stop after this many consecutive counted skips; 0: never
+    char inject_nonfinite[256];     // tests: --inject-nonfinite STEP:RANK[:inf|nan][,...]
     // run
     uint64_t seed;
     char init_path[512], save_dir[512], resume_dir[512], log_path[512], config_path[512];
@@ -181,6 +184,8 @@ static void train_config_defaults(TrainConfig *c) {
     c->sched = SCHED_COSINE; c->warmup = 0; c->warmup_log = 1; c->min_lr_frac = 0.1f;
     c->warmup_min_lr = 0.0f; c->warmup_min_ratio = 0.0f; c->cos_min_ratio = 1e-4f;   // DeepSpeed's defaults
     c->bf16 = -1;
+    c->fp16 = TRAINER_IS_GPU && FLOATX_FP16;   // the fp16 build of train_gpt trains in fp16
+    c->max_skips = 5;
     c->loss_scale = 0.0f; c->initial_scale_power = 16; c->loss_scale_window = 1000; c->hysteresis = 2;   // DeepSpeed's
     c->consecutive_hysteresis = 0; c->min_loss_scale = 1.0f;                                            // documented defaults
     c->seed = 1337;
@@ -312,6 +317,14 @@ static void print_help(const char *prog) {
            "  --tokenizer FILE --quiet 0|1\n"
            "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
            "  --config-keys            print every DeepSpeed key and what it does here, exit\n"
+           "precision and non-finite steps\n"
+           "  --fp16 0|1               fp16 with DeepSpeed's dynamic loss scaling (the fp16 config block sets\n"
+           "                           the scaler): train_gpt_cpu stores parameters and gradients as fp16\n"
+           "                           values; train_gpt must be the fp16 build (make train_gpt FP16=1)\n"
+           "  --max-skips N            stop after N consecutive skipped steps (non-finite loss or gradients;\n"
+           "                           fp16 overflows the loss scaler handles are not counted); 0: never (default 5)\n"
+           "  --inject-nonfinite STEP:RANK[:inf|nan][,...]\n"
+           "                           TESTS ONLY: Inf (or NaN) into rank RANK's reduced gradient at step STEP\n"
            "ZeRO (compiled stage: %d)\n"
            "  --zero-stage K           must equal the compiled stage (make ZERO=K)\n"
            "  --persistence-threshold N  stage 3: units this small stay whole\n"
@@ -391,17 +404,23 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   "as in DeepSpeed); for Adam with L2 weight decay write \"type\": \"Adam\"");
         c->adam_w_mode = 1;
     }
-    // precision
-    if (c->fp16 && c->bf16 == 1) report_at(r, MSG_ERROR, "fp16.enabled", "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's rule)");
-    else if (c->fp16 && !FP16_WIRED)
-        report_at(r, MSG_WARNING, "fp16.enabled", "fp16 training is not wired into the trainers yet: this run trains in %s; the fp16 settings "
-                  "were validated (loss scale %s, initial 2^%d, window %d, hysteresis %d, min %g) and are not used",
-                  TRAINER_IS_GPU ? "bf16" : "fp32", c->loss_scale > 0 ? "static" : "dynamic", c->initial_scale_power,
-                  c->loss_scale_window, c->hysteresis, c->min_loss_scale);
+    // precision: the GPU trainer's 16-bit type is a build choice (make train_gpt FP16=1)
+    const char *fp16_from = c->from[FROM_FP16] ? c->from[FROM_FP16] : "fp16.enabled";
+    if (TRAINER_IS_GPU && FLOATX_FP16 && c->bf16 == 1)
+        report_at(r, MSG_ERROR, c->from[FROM_BF16], "true: this train_gpt is the fp16 build (make train_gpt FP16=1); "
+                  "bf16 training needs the default build (make train_gpt)");
+    else if (c->fp16 && c->bf16 == 1)
+        report_at(r, MSG_ERROR, fp16_from, "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's rule)");
+    else if (TRAINER_IS_GPU && c->fp16 != FLOATX_FP16)
+        report_at(r, MSG_ERROR, fp16_from, c->fp16 ? "true: this train_gpt trains in bf16; fp16 training needs the fp16 build "
+                  "(make train_gpt FP16=1)" : "false: this train_gpt is the fp16 build (make train_gpt FP16=1); bf16 training "
+                  "needs the default build (make train_gpt)");
     if (c->bf16 == 1 && !TRAINER_IS_GPU && !c->fp16)
-        report_at(r, MSG_NOTE, c->from[FROM_BF16], "true: the CPU trainer trains in fp32 (bf16 is train_gpt's precision)");
+        report_at(r, MSG_NOTE, c->from[FROM_BF16], "true: the CPU trainer trains in fp32 (bf16 is train_gpt's precision; "
+                  "fp16.enabled is the CPU trainer's 16-bit mode)");
     if (c->bf16 == 0 && TRAINER_IS_GPU && !c->fp16)
-        report_at(r, MSG_NOTE, c->from[FROM_BF16], "false: the GPU trainer always trains in bf16 (fp32 master weights and optimizer)");
+        report_at(r, MSG_NOTE, c->from[FROM_BF16], "false: this train_gpt trains in bf16 (fp32 master weights and optimizer); "
+                  "fp16 training is the fp16 build (make train_gpt FP16=1)");
     // ZeRO
     if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
         report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
@@ -509,6 +528,9 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--sample-len")) c->sample_len = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--tokenizer")) copy_str_or_die(c->tokenizer_path, sizeof(c->tokenizer_path), a, v);
         else if (!strcmp(a, "--quiet")) c->quiet = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--fp16")) { c->fp16 = flag_int(a, v, 0, 1); c->from[FROM_FP16] = "--fp16"; }
+        else if (!strcmp(a, "--max-skips")) c->max_skips = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--inject-nonfinite")) copy_str_or_die(c->inject_nonfinite, sizeof(c->inject_nonfinite), a, v);
         else if (!strcmp(a, "--zero-stage")) { c->zero_stage = (int)flag_number(a, v, &R_STAGE); c->from[FROM_STAGE] = "--zero-stage"; }
         else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = (long long)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--max-live")) c->max_live_elems = (long long)flag_number(a, v, &R_COUNT);

@@ -8,7 +8,6 @@
 //   honoured          sets a zeroc setting (the flag named in the table)
 //   no effect         accepted; a one-line note says why it changes nothing here
 //   unsupported       an error that says what to do instead
-//   validated, not used yet   fp16: parsed and checked; the step does not use it yet
 // `./train_gpt_cpu --config-keys` prints the table; README.md's config section is
 // that output (tests/test_config.sh compares them).
 //
@@ -28,24 +27,14 @@
 #include <ctype.h>
 #include <strings.h>
 
-enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED, DS_PENDING };
-static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported", "validated, not used yet"};
-
-// fp16 (the "fp16" block) is parsed into TrainConfig and validated, and its loss
-// scaler (loss_scaler.h) is ready, but the trainers' step does not use them yet:
-// fp16.enabled: true trains in the trainer's own precision with a warning. When the
-// step uses them, build with FP16_WIRED 1: the fp16 keys become "honoured" and the
-// warning goes away (then regenerate README's table: see tests/test_config.sh).
-#ifndef FP16_WIRED
-#define FP16_WIRED 0
-#endif
-#define DS_FP16 (FP16_WIRED ? DS_HONOURED : DS_PENDING)
+enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED };
+static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported"};
 
 // value types: a block (object, its keys checked), an open block (object, not
 // looked into), a boolean, an integer, a number, a string, or a pair of numbers
 enum { JT_BLOCK, JT_OPEN, JT_BOOL, JT_INT, JT_NUM, JT_STR, JT_PAIR };
 
-// what an honoured (or fp16) key sets: handled in ds_apply()
+// what an honoured key sets: handled in ds_apply()
 enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP_COMM, K_PERSISTENCE,
        K_MAX_LIVE, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_OPT_TYPE, K_LR, K_BETAS,
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
@@ -81,10 +70,10 @@ static const DsKey DS_KEYS[] = {
     {"steps_per_print", NULL, DS_NO_EFFECT, JT_INT, &R_WINDOW, K_NONE, NULL, "zeroc prints every step (`--quiet 1`: none) and logs every step to `--log`"},
     {"wall_clock_breakdown", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "each step line and JSONL record has the step's time (ms) and tokens/s; there is no per-phase breakdown"},
     {"zero_allow_untested_optimizer", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc's ZeRO runs only its own Adam/AdamW"},
-    {"communication_data_type", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "\"fp32\"", "the CPU trainer communicates fp32, the GPU trainer bf16 parameters and gradients"},
+    {"communication_data_type", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "\"fp32\"", "the CPU trainer communicates fp32, the GPU trainer its 16-bit parameters and gradients (bf16, or fp16 in the fp16 build)"},
     {"prescale_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are averaged by the reduction itself"},
     {"gradient_predivide_factor", NULL, DS_NO_EFFECT, JT_NUM, &R_ANY_NUM, K_NONE, "1", "gradients are averaged by the reduction itself"},
-    {"amp", NULL, DS_UNSUPPORTED, JT_OPEN, NULL, K_NONE, NULL, "Apex AMP is not available: remove the block (precision: fp32 on the CPU trainer, bf16 on the GPU trainer)"},
+    {"amp", NULL, DS_UNSUPPORTED, JT_OPEN, NULL, K_NONE, NULL, "Apex AMP is not available: remove the block (for 16-bit training use the fp16 block, or the GPU trainer's bf16)"},
 
     // ZeRO (zero.h)
     {"zero_optimization", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO (`zero.h`); unknown keys inside are errors"},
@@ -173,21 +162,21 @@ static const DsKey DS_KEYS[] = {
     {"scheduler.params.cos_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_COS_MIN_RATIO, NULL, "`--cos-min-ratio` (WarmupCosineLR): the cosine's end as a fraction of the lr"},
     {"scheduler.params.last_batch_iteration", NULL, DS_HONOURED, JT_INT, &R_ANY_INT, K_LAST_BATCH_ITERATION, NULL, "-1 only (the start); the schedule's position is the step (`--resume` restores it)"},
 
-    // fp16 (loss_scaler.h): parsed and validated; the step does not use it yet (FP16_WIRED)
-    {"fp16", NULL, DS_FP16, JT_BLOCK, NULL, K_NONE, NULL, "fp16 training with DeepSpeed's loss scaling (`loss_scaler.h`)"},
-    {"fp16.enabled", NULL, DS_FP16, JT_BOOL, NULL, K_FP16, NULL, FP16_WIRED ? "fp16 training" : "true: a warning that fp16 training is not wired into the trainers yet (the run trains in fp32 on the CPU, bf16 on the GPU)"},
-    {"fp16.loss_scale", NULL, DS_FP16, JT_NUM, &R_NONNEG, K_LOSS_SCALE, NULL, "0: dynamic loss scaling; > 0: this static scale"},
-    {"fp16.initial_scale_power", NULL, DS_FP16, JT_INT, &R_SCALE_POWER, K_SCALE_POWER, NULL, "dynamic: start at 2^power (default 16)"},
-    {"fp16.loss_scale_window", NULL, DS_FP16, JT_INT, &R_WINDOW, K_SCALE_WINDOW, NULL, "dynamic: double the scale after this many overflow-free steps (default 1000)"},
-    {"fp16.hysteresis", NULL, DS_FP16, JT_INT, &R_WINDOW, K_HYSTERESIS, NULL, "dynamic: the scale halves at the hysteresis-th overflow since the hysteresis was last refilled (default 2)"},
-    {"fp16.consecutive_hysteresis", NULL, DS_FP16, JT_BOOL, NULL, K_CONSECUTIVE_HYSTERESIS, NULL, "dynamic: refill the hysteresis after every overflow-free step (default false)"},
-    {"fp16.min_loss_scale", NULL, DS_FP16, JT_NUM, &R_MIN_SCALE, K_MIN_LOSS_SCALE, NULL, "dynamic: the scale never goes below this (default 1)"},
+    // fp16: DeepSpeed's loss scaling (loss_scaler.h, step_guard.h)
+    {"fp16", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "fp16 training with DeepSpeed's loss scaling and overflow skips (`step_guard.h`)"},
+    {"fp16.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_FP16, NULL, "`--fp16`: train_gpt_cpu stores parameters and gradients as fp16 values (a model of the GPU's fp16 storage; fp32 master); train_gpt must be the fp16 build (`make train_gpt FP16=1`), else one line says which build to use"},
+    {"fp16.loss_scale", NULL, DS_HONOURED, JT_NUM, &R_NONNEG, K_LOSS_SCALE, NULL, "0: dynamic loss scaling; > 0: this static scale"},
+    {"fp16.initial_scale_power", NULL, DS_HONOURED, JT_INT, &R_SCALE_POWER, K_SCALE_POWER, NULL, "dynamic: start at 2^power (default 16)"},
+    {"fp16.loss_scale_window", NULL, DS_HONOURED, JT_INT, &R_WINDOW, K_SCALE_WINDOW, NULL, "dynamic: double the scale after this many overflow-free steps (default 1000)"},
+    {"fp16.hysteresis", NULL, DS_HONOURED, JT_INT, &R_WINDOW, K_HYSTERESIS, NULL, "dynamic: the scale halves at the hysteresis-th overflow since the hysteresis was last refilled (default 2)"},
+    {"fp16.consecutive_hysteresis", NULL, DS_HONOURED, JT_BOOL, NULL, K_CONSECUTIVE_HYSTERESIS, NULL, "dynamic: refill the hysteresis after every overflow-free step (default false)"},
+    {"fp16.min_loss_scale", NULL, DS_HONOURED, JT_NUM, &R_MIN_SCALE, K_MIN_LOSS_SCALE, NULL, "dynamic: the scale never goes below this (default 1); an overflow at this scale stops the run, as in DeepSpeed"},
     {"fp16.auto_cast", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "the inputs are token ids: nothing to cast"},
     {"fp16.fp16_master_weights_and_grads", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "master weights and the optimizer's gradients are always fp32"},
 
     // bf16 (alias "bfloat16", DeepSpeed's old name)
     {"bf16", "bfloat16", DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "bf16 training"},
-    {"bf16.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_BF16, NULL, "the GPU trainer always trains in bf16 (false gives a note); the CPU trainer in fp32 (true gives a note)"},
+    {"bf16.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_BF16, NULL, "train_gpt's default build trains in bf16 (false gives a note; true on the fp16 build is an error); the CPU trainer in fp32 (true gives a note)"},
     {"bf16.immediate_grad_update", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are accumulated in fp32 and applied at the step"},
 
     // activation checkpointing (DeepSpeed's checkpointing config): the block turns zeroc's
@@ -466,7 +455,7 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_LAST_BATCH_ITERATION:
         if (d != -1) report_at(x->r, MSG_ERROR, path, "only -1 (the start) is supported: the schedule's position is the step (--resume restores it)");
         break;
-    case K_FP16: c->fp16 = cJSON_IsTrue(v); break;
+    case K_FP16: c->fp16 = cJSON_IsTrue(v); c->from[FROM_FP16] = path; break;
     case K_LOSS_SCALE: c->loss_scale = (float)d; break;
     case K_SCALE_POWER: c->initial_scale_power = (int)d; break;
     case K_SCALE_WINDOW: c->loss_scale_window = (int)d; break;
@@ -653,17 +642,16 @@ static cJSON *config_json_record(const TrainConfig *c) {
     cJSON_AddStringToObject(cJSON_AddObjectToObject(zo, "offload_optimizer"), "device", c->offload ? "cpu" : "none");
     cJSON_AddStringToObject(cJSON_AddObjectToObject(zo, "offload_param"), "device", c->offload_param ? "cpu" : "none");
 
-    cJSON_AddStringToObject(r, "precision", c->fp16 && FP16_WIRED ? "fp16" : TRAINER_IS_GPU ? "bf16" : "fp32");
+    cJSON_AddStringToObject(r, "precision", c->fp16 ? "fp16" : TRAINER_IS_GPU ? "bf16" : "fp32");
     cJSON *fp = cJSON_AddObjectToObject(r, "fp16");
     cJSON_AddBoolToObject(fp, "enabled", c->fp16);
-    if (c->fp16 && !FP16_WIRED) cJSON_AddStringToObject(fp, "status", "validated, not used yet");
     add_f32(fp, "loss_scale", c->loss_scale);
     cJSON_AddNumberToObject(fp, "initial_scale_power", c->initial_scale_power);
     cJSON_AddNumberToObject(fp, "loss_scale_window", c->loss_scale_window);
     cJSON_AddNumberToObject(fp, "hysteresis", c->hysteresis);
     cJSON_AddBoolToObject(fp, "consecutive_hysteresis", c->consecutive_hysteresis);
     add_f32(fp, "min_loss_scale", c->min_loss_scale);
-    cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "bf16"), "enabled", TRAINER_IS_GPU && !(c->fp16 && FP16_WIRED));
+    cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "bf16"), "enabled", TRAINER_IS_GPU && !c->fp16);
     if (c->recompute) {   // the activation_checkpointing block is present exactly when recompute is on
         cJSON *ac = cJSON_AddObjectToObject(r, "activation_checkpointing");
         cJSON_AddNumberToObject(ac, "number_checkpoints", c->model.n_layer);

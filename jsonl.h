@@ -1,8 +1,12 @@
 // jsonl.h: the --log file, one JSON object per line (rank 0 writes it).
 // One function per record type; the reports of zero_report.h build their own
 // records (memory, comm, estimate) and hand them to jsonl_record.
-//   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms"[, "peak_live_elems"]}
+//   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps"
+//                    [, "skip_reason"][, "loss_scale"][, "peak_live_elems"]}
 //   {"type":"val", "step", "val_loss"}
+// A number that is not finite is written as the string "nan", "inf" or "-inf"
+// (JSON has no such numbers; cJSON would write null): Python's float() reads
+// them back, and a reader can tell a diverged loss from a missing one.
 //   {"type":"config", ...}: ds_config.h's config_json_record (the resolved configuration, first)
 //   {"type":"memory", ...}, {"type":"comm", ...}, {"type":"estimate", ...}: zero_report.h
 #pragma once
@@ -29,12 +33,21 @@ static void jsonl_record(JsonLog *l, cJSON *rec) {
     cJSON_Delete(rec);
 }
 
+// a number, or for Inf / NaN the string "inf", "-inf" or "nan"
+static void jsonl_add_number(cJSON *r, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(r, key, v);
+    else cJSON_AddStringToObject(r, key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
 // what one optimizer step did
 typedef struct {
     int step;                   // 1-based, after the update
-    float loss, lr, grad_norm;
+    float loss, lr, grad_norm;  // grad_norm: of the unscaled gradients
     double ms, tokens_per_sec;
     long long peak_live_elems;  // stage 3: most gathered parameter elements alive; -1: not stage 3
+    const char *skipped;        // why this step was skipped (step_guard.h), NULL: applied
+    long long skipped_steps;    // steps skipped so far, this one included
+    double loss_scale;          // fp16: the loss scale this step's backward used; 0: no fp16
 } StepStats;
 
 static void jsonl_train(JsonLog *l, const StepStats *s) {
@@ -42,11 +55,15 @@ static void jsonl_train(JsonLog *l, const StepStats *s) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "type", "train");
     cJSON_AddNumberToObject(r, "step", s->step);
-    cJSON_AddNumberToObject(r, "loss", s->loss);
+    jsonl_add_number(r, "loss", s->loss);
     cJSON_AddNumberToObject(r, "lr", s->lr);
-    cJSON_AddNumberToObject(r, "grad_norm", s->grad_norm);
+    jsonl_add_number(r, "grad_norm", s->grad_norm);
     cJSON_AddNumberToObject(r, "tokens_per_sec", s->tokens_per_sec);
     cJSON_AddNumberToObject(r, "ms", s->ms);
+    cJSON_AddBoolToObject(r, "skipped", s->skipped != NULL);
+    if (s->skipped) cJSON_AddStringToObject(r, "skip_reason", s->skipped);
+    cJSON_AddNumberToObject(r, "skipped_steps", (double)s->skipped_steps);
+    if (s->loss_scale > 0) cJSON_AddNumberToObject(r, "loss_scale", s->loss_scale);
     if (s->peak_live_elems >= 0) cJSON_AddNumberToObject(r, "peak_live_elems", (double)s->peak_live_elems);
     jsonl_record(l, r);
 }
@@ -56,6 +73,6 @@ static void jsonl_val(JsonLog *l, int step, float val_loss) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "type", "val");
     cJSON_AddNumberToObject(r, "step", step);
-    cJSON_AddNumberToObject(r, "val_loss", val_loss);
+    jsonl_add_number(r, "val_loss", val_loss);
     jsonl_record(l, r);
 }

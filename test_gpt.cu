@@ -39,7 +39,7 @@ static void grads_hook(void *ctx, int u, const floatX *g) {
     size_t n = m->layout.units[u].numel;
     cudaCheck(cudaMemcpyAsync(g_hook_tmp, g, n * sizeof(uint16_t), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
-    for (size_t i = 0; i < n; i++) g_unit_grads[u][i] = bf16_to_float(g_hook_tmp[i]);
+    for (size_t i = 0; i < n; i++) g_unit_grads[u][i] = floatX_bits_to_float(g_hook_tmp[i]);
     g_hook_calls[u]++;
 }
 
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
         uint16_t *lb = (uint16_t *)xmalloc(2 * nl, "logits bf16");
         float *lg = (float *)xmalloc(4 * nl, "logits");
         cudaCheck(cudaMemcpy(lb, m.a.logits, 2 * nl, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < nl; i++) lg[i] = bf16_to_float(lb[i]);
+        for (size_t i = 0; i < nl; i++) lg[i] = floatX_bits_to_float(lb[i]);
         Err el = compare(lg, ref_logits, 0, N, V, Vp);
         ok = el.rel <= tol_logits; fails += !ok;
         printf("  %-24s max abs %.3e  rel %.3e  normwise %.3e  %s\n", "logits", el.max_abs, el.rel, el.norm_rel, ok ? "ok" : "FAIL");

@@ -562,6 +562,9 @@ static void embed_backward(GPT *m, EmbedView g) {
 // logits of position t of the first sequence, on the host (for sampling)
 static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_t)t * m->cfg.padded_vocab; }
 
+// nothing to prepare: the CPU's head_backward applies dloss to the softmax the forward kept
+static void gpt_set_dloss(GPT *m, float dloss) {}
+
 #include "train_loop.h"
 
 // OpenMP and BLAS threads: --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)

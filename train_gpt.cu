@@ -1,9 +1,9 @@
 /*
-train_gpt.cu: GPT-2 and LLaMA-style training on NVIDIA GPUs in bf16 mixed
-precision, with ZeRO stages 0-3 (and optimizer offload) driven by the same
+train_gpt.cu: GPT-2 and LLaMA-style training on NVIDIA GPUs in bf16 (or fp16)
+mixed precision, with ZeRO stages 0-3 (and optimizer offload) driven by the same
 zero.h as the CPU trainer. In the spirit of llm.c's train_gpt2.cu.
 
-    make train_gpt ZERO=3          (OFFLOAD=1: the optimizer on the CPU)
+    make train_gpt ZERO=3          (OFFLOAD=1: the optimizer on the CPU; FP16=1: fp16)
     ./train_gpt --preset gpt2-124m --batch 16 --seq 1024
     mpirun -np 8 ./train_gpt --preset gpt2-124m ...
 
@@ -14,13 +14,18 @@ shared), and the same calls into zero.h in the same order, so every ZeRO stage
 runs here exactly as it runs on the CPU.
 
 Precision:
-  - parameters, parameter gradients and activations are bf16 (floatX);
+  - parameters, parameter gradients and activations are floatX: bf16, or IEEE
+    fp16 in the fp16 build (make train_gpt FP16=1, llm.c's floatX choice), which
+    trains with DeepSpeed's dynamic loss scaling (step_guard.h): the loss is
+    scaled before the backward (gpt_set_dloss: the fused classifier's dlogits),
+    a step whose gradients overflow is skipped on every rank, and the
+    gradients are unscaled in AdamW's multiply;
   - every kernel accumulates in fp32 (cuBLASLt with CUBLAS_COMPUTE_32F, fp32
     reductions in the hand-written kernels under cuda/); norm statistics,
     attention scores before the softmax, the per-position losses and the mean
     loss are fp32;
   - the fp32 master weights, Adam m and v live in zero.h; its AdamW writes the
-    bf16 parameters with round-to-nearest-even, so a resumed run reproduces an
+    floatX parameters with round-to-nearest-even, so a resumed run reproduces an
     unbroken one bit for bit (every kernel here is deterministic: no float
     atomics, fixed reduction orders; cuBLAS is deterministic for a fixed GPU
     model and library version).
@@ -59,9 +64,9 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 // ----------------------------------------------------------------------------
 // small kernels of the trainer itself
 
-// x *= s, in place (bf16, fp32 math): rescales dlogits when the backward's dloss differs
+// x *= s, in place (floatX, fp32 math): rescales dlogits when the backward's dloss differs
 // from the one the forward's fused classifier assumed
-__global__ void scale_bf16_kernel(floatX *x, size_t n, float s) {
+__global__ void scale_floatX_kernel(floatX *x, size_t n, float s) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = f2bf(bf2f(x[i]) * s);
 }
@@ -71,7 +76,7 @@ __global__ void scale_bf16_kernel(floatX *x, size_t n, float s) {
 
 // What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
 // with recompute) and for the head, then scratch, in activations.h's order.
-// bf16 unless marked fp32.
+// floatX unless marked fp32.
 typedef struct {
     floatX *encoded;                         // [BT, C]
     floatX *ln1; float *ln1_mean, *ln1_rstd; // [L][BT, C], fp32 [L][BT] (mean: gpt2 only)
@@ -119,15 +124,15 @@ typedef struct GPT {
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
     float *h_losses;                         // pinned host [BT]
-    floatX *h_logits_bf16;                   // pinned host [Vp]
+    floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
-    float dloss_hint;                        // the dloss the training forward builds dlogits with (1/accum)
+    float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
     float dlogits_scale;                     // d(loss)/d(position loss) the current dlogits carry; 0: none
     float loss;                              // mean loss of the last forward
 } GPT;
 
 
-// the sizes the kernels rely on (16-byte vectors of 8 bf16), one line each
+// the sizes the kernels rely on (16-byte vectors of 8 floatX), one line each
 static void gpt_check_sizes(const ModelConfig *c, int T) {
     int hd = c->d_model / c->n_head;
     if (c->d_model % 8) fatal("the GPU trainer needs --dim divisible by 8 (got %d)", c->d_model);
@@ -189,7 +194,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->inputs = (int *)xcalloc(sizeof(int) * BT, "inputs");
     m->targets = (int *)xcalloc(sizeof(int) * BT, "targets");
     cudaCheck(cudaMallocHost(&m->h_losses, sizeof(float) * BT));
-    cudaCheck(cudaMallocHost(&m->h_logits_bf16, sizeof(floatX) * Vp));
+    cudaCheck(cudaMallocHost(&m->h_logits_x, sizeof(floatX) * Vp));
     m->h_logits = (float *)xmalloc(sizeof(float) * Vp, "logits (host)");
     m->dloss_hint = 1.0f / (tc->accum > 0 ? tc->accum : 1);
     cudaCheck(cudaDeviceSynchronize());
@@ -198,7 +203,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
 static void gpt_free(GPT *m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     encoder_backward_scratch_free(&m->enc_scratch);
-    cudaCheck(cudaFreeHost(m->h_losses)); cudaCheck(cudaFreeHost(m->h_logits_bf16));
+    cudaCheck(cudaFreeHost(m->h_losses)); cudaCheck(cudaFreeHost(m->h_logits_x));
     free(m->h_logits); free(m->inputs); free(m->targets);
     zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // counted by zero.h, owned here
     zb_free(&m->zero.be, m->scratch_memory, ZMEM_WORK);
@@ -405,7 +410,7 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
         size_t n = (size_t)N * Vp;
         int grid = grid_for(n, 256);
         if (grid > 65536) grid = 65536;
-        scale_bf16_kernel<<<grid, 256, 0, s>>>(a->logits, n, want / m->dlogits_scale);
+        scale_floatX_kernel<<<grid, 256, 0, s>>>(a->logits, n, want / m->dlogits_scale);
         cudaCheckLaunch();
     }
     m->dlogits_scale = 0;
@@ -432,13 +437,18 @@ static void embed_backward(GPT *m, EmbedView g) {
 // after a forward without training
 static const float *gpt_logits_host(GPT *m, int t) {
     int Vp = m->cfg.padded_vocab;
-    cudaCheck(cudaMemcpyAsync(m->h_logits_bf16, m->a.logits + (size_t)t * Vp, sizeof(floatX) * Vp,
+    cudaCheck(cudaMemcpyAsync(m->h_logits_x, m->a.logits + (size_t)t * Vp, sizeof(floatX) * Vp,
                               cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
-    const uint16_t *b = (const uint16_t *)m->h_logits_bf16;
-    for (int i = 0; i < Vp; i++) m->h_logits[i] = bf16_to_float(b[i]);
+    const uint16_t *b = (const uint16_t *)m->h_logits_x;
+    for (int i = 0; i < Vp; i++) m->h_logits[i] = floatX_bits_to_float(b[i]);
     return m->h_logits;
 }
+
+// The dloss of the coming training passes (1/accum, times the fp16 loss scale): the
+// fused classifier writes dlogits for it in the forward, so that they are rounded to
+// floatX once, already scaled (rescaling afterwards would lose what underflowed)
+static void gpt_set_dloss(GPT *m, float dloss) { m->dloss_hint = dloss; }
 
 #include "train_loop.h"
 

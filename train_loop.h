@@ -6,8 +6,11 @@
 //                        int B, T; int *inputs, *targets (host, B*T)
 //   gpt_forward, gpt_backward (passes.h), and
 //   const float *gpt_logits_host(GPT *m, int t)   logits of position t of sequence 0, on the host
+//   void gpt_set_dloss(GPT *m, float dloss)        the dloss the coming training backwards take (the
+//                                                  GPU's fused classifier uses it in the forward already)
 //
-// train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16) differ only in those.
+// train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16 or fp16) differ only in those.
+// The optimizer step goes through step_guard.h: fp16 loss scaling, skipped steps.
 #pragma once
 #include "jsonl.h"
 #include "zero_report.h"
@@ -91,7 +94,7 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
 // parameters: resume, --init, or a seeded initialization. Each rank reads or
 // generates only what its ZeRO stage holds (zero_load_params).
 static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
-    TrainState st = {0, {0}, tc->seed ^ 0x5DEECE66DULL};
+    TrainState st = {0, {0}, tc->seed ^ 0x5DEECE66DULL, step_guard_init(tc, m->comm)};
     if (tc->resume_dir[0]) {
         checkpoint_load(&m->zero, tc->resume_dir, &st);
         if (say) printf("resumed from %s at step %d\n", tc->resume_dir, st.step);
@@ -106,9 +109,26 @@ static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
     return st;
 }
 
+// The step line; with fp16 the loss scale, and once a step was skipped, the skips.
 static void print_step(const StepStats *s, int steps, double gflops) {
-    printf("step %4d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s | %.2f GFLOP/s\n",
-           s->step, steps, s->loss, s->lr, s->grad_norm, s->ms, s->tokens_per_sec, gflops);
+    char extra[160] = "";
+    int k = 0;
+    if (s->loss_scale > 0) k += snprintf(extra + k, sizeof(extra) - k, " | scale %.10g", s->loss_scale);
+    if (s->skipped) snprintf(extra + k, sizeof(extra) - k, " | SKIPPED (%s; %lld so far)", s->skipped, s->skipped_steps);
+    else if (s->skipped_steps) snprintf(extra + k, sizeof(extra) - k, " | %lld skipped", s->skipped_steps);
+    printf("step %4d/%d | loss %.6f | lr %.2e | norm %.4f%s | %.1f ms | %.0f tok/s | %.2f GFLOP/s\n",
+           s->step, steps, s->loss, s->lr, s->grad_norm, extra, s->ms, s->tokens_per_sec, gflops);
+}
+
+// A checkpoint of the state after now->step, never of a non-finite model: then
+// every rank stops and the checkpoints already in tc->save_dir stay as they are.
+static void train_save(GPT *m, const TrainConfig *tc, const TrainState *now, FILE *say) {
+    char where[512] = "";
+    if (!step_guard_master_finite(&m->zero, where, sizeof(where)))
+        fatal("step %d: not saving a checkpoint to %s: %s (the checkpoints there are left as they were)",
+              now->step, tc->save_dir, where);
+    checkpoint_save(&m->zero, tc->save_dir, now, tc);
+    if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, now->step);
 }
 
 // The training loop: tc->steps optimizer steps of tc->accum micro-steps each,
@@ -146,31 +166,44 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     jsonl_record(&log, memrec);
 
     Rng sample_rng = {st.rng};
-    long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last step's communication
+    long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last applied step's communication
     long long tokens_per_step = (long long)tc->total_batch * tc->T;
     double flops_per_step = model_flops_per_token(mc, tc->T) * tokens_per_step;
+    StepGuard *guard = &st.guard;
     for (int step = st.step; step < tc->steps; step++) {
         double t0 = wall_time();
         zero_step_begin(&m->zero);
         comm_reset_counters(comm);
+        float dloss = step_guard_dloss(guard, tc->accum);   // times the loss scale with fp16
+        gpt_set_dloss(m, dloss);
         double loss = 0;
         for (int k = 0; k < tc->accum; k++) {
             dataloader_next(&train, m->inputs, m->targets);
             loss += gpt_forward(m, m->targets, 1);
-            gpt_backward(m, m->targets, 1.0f / tc->accum);
+            gpt_backward(m, m->targets, dloss);
             zero_micro_step_end(&m->zero);
         }
         float step_loss = (float)(loss / tc->accum);
         comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
-        ZeroOptim opt = {lr_at(tc, step, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, step + 1};
-        float norm = zero_step_end(&m->zero, &opt);
+        // the step (step_guard.h): reduce, check for Inf/NaN on every rank, update unless skipped;
+        // a skipped step does not advance the schedule or Adam's step count
+        int applied = step - (int)guard->skipped;
+        ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
+        zero_step_reduce(&m->zero);
+        step_guard_inject(guard, &m->zero, step + 1);
+        StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, zero_global_norm(&m->zero), tc->grad_clip);
+        if (v.apply) zero_step_update(&m->zero, &opt, v.grad_scale);
         double dt = wall_time() - t0;
-        memcpy(comm_bytes, comm->bytes, sizeof(comm_bytes));
-        memcpy(comm_calls, comm->calls, sizeof(comm_calls));
-        StepStats s = {step + 1, step_loss, opt.lr, norm, dt * 1e3, tokens_per_step / dt,
-                       ZERO_STAGE == 3 ? (long long)m->zero.peak_live : -1};
+        if (v.apply || step == st.step) {   // (a skipped step has no parameter all-gather)
+            memcpy(comm_bytes, comm->bytes, sizeof(comm_bytes));
+            memcpy(comm_calls, comm->calls, sizeof(comm_calls));
+        }
+        StepStats s = {step + 1, step_loss, opt.lr, v.norm, dt * 1e3, tokens_per_step / dt,
+                       ZERO_STAGE == 3 ? (long long)m->zero.peak_live : -1, v.skipped, guard->skipped,
+                       guard->fp16 ? v.scale : 0};
         if (say) print_step(&s, tc->steps, flops_per_step / dt * 1e-9);
         jsonl_train(&log, &s);
+        if (v.stop[0]) fatal("%s", v.stop);
 
         int last = step + 1 == tc->steps;
         if (do_val && ((step + 1) % tc->val_every == 0 || last)) {
@@ -180,15 +213,18 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         }
         if (have_tok && ((step + 1) % tc->sample_every == 0 || last)) gpt_sample(m, &tok, &sample_rng, tc->sample_len, say);
         if (tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last)) {
-            TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state};
-            checkpoint_save(&m->zero, tc->save_dir, &now, tc);
-            if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, step + 1);
+            // a skipped step leaves the last applied step's state, which is saved; but not when the
+            // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
+            TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state, *guard};
+            if (isfinite(step_loss)) train_save(m, tc, &now, say);
+            else if (comm->rank == 0) diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the parameters "
+                                           "(those of the last applied step) diverge; the last checkpoint in %s stays the latest",
+                                           step + 1, step_loss, tc->save_dir);
         }
     }
     if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
-        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state};
-        checkpoint_save(&m->zero, tc->save_dir, &now, tc);
-        if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, st.step);
+        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state, *guard};
+        train_save(m, tc, &now, say);
     }
     if (tc->steps > st.step) {
         memcpy(comm->bytes, comm_bytes, sizeof(comm_bytes));

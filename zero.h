@@ -42,7 +42,9 @@
 //       zero_fetch / zero_release             the step's parameters, around its compute
 //       zero_grads_open / zero_grads_close    backward: its gradients, around its compute
 //     zero_end_pass, zero_micro_step_end
-//   zero_step_end                             reduce, clip, AdamW, re-gather
+//   zero_step_end                             reduce, clip, AdamW, re-gather: zero_step_reduce,
+//                                             zero_global_norm, zero_step_update (train_loop.h calls
+//                                             the three itself, step_guard.h's overflow check between)
 // Each call is a few `#if ZERO_STAGE` blocks that follow the paper's data
 // movement, written against a handful of primitives (allocate, copy, accumulate
 // a reduced slice, sum of squares, AdamW on a segment, wait for the collectives)
@@ -268,13 +270,15 @@ static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); free(p->fetc
 // ----------------------------------------------------------------------------
 // where the model states live
 //
-//                        CPU trainer (fp32)            GPU trainer (bf16 + fp32 master)
-//   params               full or shard; the master     full or shard, bf16 working copy
+//                        CPU trainer (fp32)            GPU trainer (floatX: bf16, or fp16 + fp32 master)
+//   params               full or shard; the master     full or shard, floatX working copy
 //   master               (params are the master)       fp32 partition (device, or pinned host: offload)
-//   grads (stages 0-1)   full, fp32                    full, bf16 (micro-steps add in bf16, as llm.c)
-//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced bf16 slices
+//   grads (stages 0-1)   full, fp32                    full, floatX (micro-steps add in floatX, as llm.c)
+//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced floatX slices
 //   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
-// ZERO_SEPARATE_MASTER (set by the primitives' header) says which column applies.
+// z->separate_master (zb_separate_master: the primitives' header) says which column applies;
+// the CPU trainer's fp16 mode (--fp16 1) takes the GPU's column: a separate fp32 master, and
+// parameters and gradients stored as fp16 values (zero_host.h says where they are rounded).
 
 typedef struct {
     ZeroPlan plan;
@@ -286,10 +290,11 @@ typedef struct {
     size_t host_mem[N_MEM];     // GPU trainer: pinned host bytes (offload), by kind
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host
     int offload_param;          // stage 3: the parameter shard in host memory
+    int separate_master;        // an fp32 master beside floatX working parameters (GPU; CPU with --fp16 1)
 
     // model states (one allocation each)
     floatX *params;             // stages 0-2: full padded parameters; stage 3: this rank's shard
-    float *master;              // ZERO_SEPARATE_MASTER: the fp32 master of this rank's partition
+    float *master;              // separate_master: the fp32 master of this rank's partition
     floatX *resident;           // stage 3: full copies of the persistent units
     floatX *grads;              // stages 0-1: full padded gradients (accumulated over micro-steps)
     float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
@@ -362,15 +367,16 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     // the model states (stage 3: the parameters' shard in host memory with ZeRO-Infinity's
     // offload_param, each unit's slice copied to the GPU as part of its gather; the optimizer
     // partition in host memory with ZeRO-Offload), then the working buffers
+    z->separate_master = zb_separate_master(cfg);
     ZeroBuffer b[N_ZBUF];
-    zero_buffers(b, p, sizeof(floatX), ZERO_SEPARATE_MASTER, z->offload, z->offload_param);
+    zero_buffers(b, p, sizeof(floatX), z->separate_master, z->offload, z->offload_param);
     void *staging_grad = NULL, *staging_params = NULL;
     void **ptr[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                           (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
                           (void **)&z->grad_slots, (void **)&z->rs_scratch, &staging_grad, &staging_params};
     for (int i = 0; i < N_ZBUF; i++)
         if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
-    zb_init(&z->be, comm, p->n_slots, staging_grad, staging_params);
+    zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
 
     z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
@@ -383,7 +389,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
 
 static void zero_free(Zero *z) {
     ZeroBuffer b[N_ZBUF];
-    zero_buffers(b, &z->plan, sizeof(floatX), ZERO_SEPARATE_MASTER, z->offload, z->offload_param);
+    zero_buffers(b, &z->plan, sizeof(floatX), z->separate_master, z->offload, z->offload_param);
     void *ptr[] = {z->params, z->master, z->opt_m, z->opt_v, z->resident, z->arena, z->grads, z->grad_shard,
                    z->grad_slots, z->rs_scratch};
     for (int i = 0; i < ZB_STAGING_GRAD; i++) zb_free(&z->be, ptr[i], b[i].where);
@@ -409,17 +415,15 @@ static zgrad_t *zero_grad_slice(Zero *z, int u) {
     return z->grad_shard + U->shard_off;
 #endif
 }
-// the fp32 master of this rank's slice of unit u
+// the fp32 master of this rank's slice of unit u (without a separate master floatX
+// is float: the CPU trainer's parameters are the master)
 static float *zero_master_slice(Zero *z, int u) {
-#if ZERO_SEPARATE_MASTER
-    return z->master + z->plan.u[u].shard_off;
-#else
-    return zero_param_slice(z, u);
-#endif
+    if (z->separate_master) return z->master + z->plan.u[u].shard_off;
+    return (float *)zero_param_slice(z, u);
 }
 // whether this rank holds every unit's whole fp32 master (CPU: stages 0-2;
 // GPU: one partition). Then its slice sits at part * shard of the padded unit.
-static int zero_master_whole(const Zero *z) { return ZERO_SEPARATE_MASTER ? z->plan.P == 1 : ZERO_STAGE <= 2; }
+static int zero_master_whole(const Zero *z) { return z->separate_master ? z->plan.P == 1 : ZERO_STAGE <= 2; }
 
 // ----------------------------------------------------------------------------
 // loading and saving full parameters (flat, unpadded fp32: the model file)
@@ -435,22 +439,22 @@ static int zero_master_whole(const Zero *z) { return ZERO_SEPARATE_MASTER ? z->p
 // Returns 1, or 0 with src->err set.
 static int zero_load_params(Zero *z, ParamSource *src) {
     const ZeroPlan *p = &z->plan;
-    float *staging = ZERO_SEPARATE_MASTER ? (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging") : NULL;
+    float *staging = z->separate_master ? (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging") : NULL;
     int ok = 1;
     for (int i = 0; i < p->n_units && ok; i++) {
         const ZeroUnit *U = &p->u[i];
         size_t lo = ZERO_STAGE == 3 ? (size_t)p->part * U->shard : 0, n = ZERO_STAGE == 3 ? U->shard : U->padded;
         floatX *held = z->params + (ZERO_STAGE == 3 ? U->shard_off : U->full_off);
-        float *vals = ZERO_SEPARATE_MASTER ? staging : (float *)held;
+        float *vals = z->separate_master ? staging : (float *)held;
         ok = src->read(src, i, lo, n, vals);
-        if (ok && ZERO_SEPARATE_MASTER) {
+        if (ok && z->separate_master) {
             zb_upload(&z->be, zero_master_slice(z, i), vals + ((size_t)p->part * U->shard - lo), U->shard * sizeof(float));
             zb_upload_floatX(&z->be, held, vals, n);
         }
         if (ok && ZERO_STAGE == 3 && U->persistent) {   // stage 3's resident units are whole
-            float *whole = ZERO_SEPARATE_MASTER ? staging : (float *)(z->resident + U->resident_off);
+            float *whole = z->separate_master ? staging : (float *)(z->resident + U->resident_off);
             ok = src->read(src, i, 0, U->padded, whole);
-            if (ok && ZERO_SEPARATE_MASTER) zb_upload_floatX(&z->be, z->resident + U->resident_off, whole, U->padded);
+            if (ok && z->separate_master) zb_upload_floatX(&z->be, z->resident + U->resident_off, whole, U->padded);
         }
     }
     free(staging);
@@ -643,6 +647,7 @@ static void zero_grads_close(Zero *z, const PassStep *s) {
     int step = (int)(s - z->layout->schedule.bwd);
     for (int k = 0; k < s->n_grads; k++) {
         int u = s->grads[k];
+        zb_grads_stored(&z->be, z->unit_grads[u], z->plan.u[u].padded);   // the step's gradients, as floatX stores them
         if (z->plan.u[u].last_grad_step != step) continue;
         zero_grads_end(z, u);
         if (ZERO_STAGE >= 2) z->unit_grads[u] = NULL;
@@ -681,7 +686,7 @@ static float zero_global_norm(Zero *z) {
 }
 
 // AdamW on this rank's partition, segment by segment (weight decay per tensor);
-// grad_scale (the clip coefficient) multiplies every gradient first.
+// grad_scale (the clip coefficient, / the loss scale with fp16) multiplies every gradient first.
 static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
     const ZeroPlan *p = &z->plan;
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale, !z->cfg->adam_w_mode};
@@ -694,11 +699,12 @@ static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) 
     }
 }
 
-// At the accumulation boundary: reduce the gradients to their owners, clip by
-// the global norm, run AdamW on this rank's partition, and give every rank the
-// parameters it needs for the next step. Returns the global gradient norm.
-static float zero_step_end(Zero *z, const ZeroOptim *o) {
+// At the accumulation boundary: reduce the gradients to their owners, so that
+// each rank holds the averaged gradient of its own partition.
+static void zero_step_reduce(Zero *z) {
+#if ZERO_STAGE <= 1
     const ZeroPlan *p = &z->plan;
+#endif
 #if ZERO_STAGE == 0
     // plain data parallel: all-reduce (average) the full gradients
     comm_all_reduce(z->comm, z->grads, p->full_elems, ZPARAM_DT, OP_AVG);
@@ -713,11 +719,22 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
 #endif
     // (stages 2-3 reduced every unit during the backward)
     zb_wait_collectives(&z->be);
+}
 
-    float norm = zero_global_norm(z);
-    float clip = o->grad_clip > 0 && o->grad_clip / (norm + 1e-6f) < 1.0f ? o->grad_clip / (norm + 1e-6f) : 1.0f;
-    zero_adamw_partition(z, o, clip);
+// Global-norm clipping: the coefficient the gradients are multiplied by,
+// clip / (norm + 1e-6) when that is below 1 (grad_clip 0: off)
+static float zero_clip_coef(float grad_clip, float norm) {
+    return grad_clip > 0 && grad_clip / (norm + 1e-6f) < 1.0f ? grad_clip / (norm + 1e-6f) : 1.0f;
+}
 
+// AdamW on this rank's partition, grad_scale multiplied into every gradient
+// first (the clip coefficient; with fp16 loss scaling also 1 / the scale), then
+// every rank gets the parameters it needs for the next step.
+static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
+    zero_adamw_partition(z, o, grad_scale);
+#if ZERO_STAGE >= 1
+    const ZeroPlan *p = &z->plan;
+#endif
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
     // every rank updated its slice: all-gather the updated parameters, in place
     for (int i = 0; i < p->n_units; i++)
@@ -732,5 +749,14 @@ static float zero_step_end(Zero *z, const ZeroOptim *o) {
         comm_all_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     }
 #endif
+}
+
+// The whole boundary as the paper has it: reduce the gradients to their owners,
+// clip by the global norm, run AdamW on this rank's partition, and give every
+// rank the parameters it needs. Returns the global gradient norm.
+static float zero_step_end(Zero *z, const ZeroOptim *o) {
+    zero_step_reduce(z);
+    float norm = zero_global_norm(z);
+    zero_step_update(z, o, zero_clip_coef(o->grad_clip, norm));
     return norm;
 }

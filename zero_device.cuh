@@ -19,14 +19,13 @@
 // ZeRO-Offload (--offload): the fp32 master, m and v live in pinned host memory.
 // Each unit's gradient slice is copied to a pinned staging buffer as soon as it
 // is final (zb_grad_slice_final), CPU-Adam (adamw_cpu_step_tiled) updates the
-// partition tile by tile and writes bf16 parameters, and each finished tile is
-// copied back to the GPU while the next one computes.
+// partition tile by tile and writes floatX parameters (bf16, or fp16 in the fp16
+// build), and each finished tile is copied back to the GPU while the next one computes.
 #pragma once
 #include "cuda/common.cuh"
 #include "cuda/global_norm.cuh"
 
-#define ZPARAM_DT DT_BF16
-#define ZERO_SEPARATE_MASTER 1   // bf16 working parameters, an fp32 master in the optimizer partition
+#define ZPARAM_DT DT_FLOATX
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
 
@@ -40,7 +39,7 @@ typedef struct {
     int n_sumsq;                 // segments summed into norm_dev this step
     int offload;
     void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
-    uint16_t *host_bf16;         // offload: pinned bf16 parameters, copied to the device tile by tile
+    uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
 } ZeroBackend;
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
@@ -61,9 +60,12 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
     cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
 }
 
+// floatX working parameters, an fp32 master in the optimizer partition
+static int zb_separate_master(const TrainConfig *cfg) { return 1; }
+
 // staging_grad / staging_params: ZeRO-Offload's pinned staging (zero.h's buffer
 // table allocates it; NULL without offload); the backend owns it from here
-static void zb_init(ZeroBackend *b, Comm *comm, int n_slots, void *staging_grad, void *staging_params) {
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
     memset(b, 0, sizeof(*b));
     b->comm = comm;
     b->stream = comm->compute;
@@ -75,14 +77,14 @@ static void zb_init(ZeroBackend *b, Comm *comm, int n_slots, void *staging_grad,
     cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
-    b->host_bf16 = (uint16_t *)staging_params;
+    b->host_x = (uint16_t *)staging_params;
 }
 static void zb_destroy(ZeroBackend *b) {
     cudaCheck(cudaStreamSynchronize(b->stream));
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
     cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
-    zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_bf16, ZMEM_HOST);
+    zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
 }
 
 static void zb_fill(ZeroBackend *b, void *p, int byte, size_t bytes) { cudaCheck(cudaMemsetAsync(p, byte, bytes, b->stream)); }
@@ -99,13 +101,16 @@ static void zb_download(ZeroBackend *b, void *host, const void *src, size_t byte
     cudaCheck(cudaStreamSynchronize(b->stream));
 }
 static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, size_t n) {
-    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "bf16 staging");
-    for (size_t i = 0; i < n; i++) bits[i] = float_to_bf16_rne(host[i]);
+    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "floatX staging");
+    for (size_t i = 0; i < n; i++) bits[i] = float_to_floatX_bits(host[i]);
     zb_upload(b, dst, bits, n * sizeof(uint16_t));
     free(bits);
 }
 
-// acc (fp32) = (first ? 0 : acc) + src (bf16): the fp32 accumulation of a reduced gradient slice
+// the kernels store floatX themselves
+static void zb_grads_stored(ZeroBackend *b, floatX *g, size_t n) {}
+
+// acc (fp32) = (first ? 0 : acc) + src (floatX): the fp32 accumulation of a reduced gradient slice
 __global__ static void zb_accumulate_kernel(float *acc, const floatX *src, size_t n, int first) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         acc[i] = (first ? 0.0f : acc[i]) + bf2f(src[i]);
@@ -148,7 +153,7 @@ static double zb_sumsq_take(ZeroBackend *b) {
     return sq;
 }
 
-// offload: CPU-Adam writes a tile of bf16 parameters, this copies it to the GPU
+// offload: CPU-Adam writes a tile of floatX parameters, this copies it to the GPU
 // while the next tile computes
 typedef struct { ZeroBackend *b; const uint16_t *host; floatX *dev; } ZeroTileCopy;
 static void zb_copy_tile(size_t off, size_t n, void *ctx) {
@@ -157,14 +162,15 @@ static void zb_copy_tile(size_t off, size_t n, void *ctx) {
 }
 
 // AdamW on n elements of this rank's partition (shard offset so): the fp32
-// master, m and v updated, the bf16 working parameters written to param_out.
+// master, m and v updated, the floatX working parameters written to param_out.
 // Offload: on the host from the staged gradient (zb_sumsq_take left the streams
 // idle, so every staging copy is complete).
 static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *grad, float *m, float *v, floatX *param_out,
                      size_t n, AdamWParams ap) {
     if (b->offload) {
-        ZeroTileCopy tc = {b, b->host_bf16 + so, param_out};
-        adamw_cpu_step_tiled(master, (const zgrad_t *)b->host_grad + so, sizeof(zgrad_t) == 2, m, v, b->host_bf16 + so, n, ap,
+        ZeroTileCopy tc = {b, b->host_x + so, param_out};
+        ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
+        adamw_cpu_step_tiled(master, (const zgrad_t *)b->host_grad + so, sizeof(zgrad_t) == 2, m, v, b->host_x + so, n, ap,
                              ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
         return;
     }

@@ -4,11 +4,32 @@
 // master weights, and the optimizer is CPU-Adam (adamw.cuh). zero_device.cuh
 // implements the same calls for the GPU trainer.
 //
+// fp16 mode (--fp16 1, fp16.enabled): a model of what the fp16 GPU build
+// (make train_gpt FP16=1) stores, so that loss scaling and its overflows happen
+// for real. The buffers stay fp32, but every value the GPU would store as fp16
+// is rounded to the nearest fp16 value (fp16_round: round to nearest even,
+// magnitudes from 65520 up become Inf) at the place the GPU stores it:
+//   - parameters: a separate fp32 master (zb_separate_master) is what AdamW
+//     updates and checkpoints hold; the working parameters are the master
+//     rounded (zb_upload_floatX at load, zb_adamw after each update), and those
+//     rounded values are what the all-gathers move and the forward reads;
+//   - gradients: each unit's gradient after every backward step that writes it
+//     (zb_grads_stored: the micro-steps of stages 0-1 accumulate in fp16, as the
+//     GPU's do), and the reduced gradient (stages 0-1: the averaged slice,
+//     zb_grad_slice_final; stages 2-3: the reduce-scatter's output before its
+//     fp32 accumulation, zb_accumulate_reduced; the fp32 shard itself is fp32 on
+//     the GPU too).
+// Not modelled: activations and activation gradients stay fp32 (the GPU's are
+// fp16), and a reduction sums fp16 values in fp32 before its result is rounded
+// (NCCL adds in fp16). Without fp16 nothing here rounds anything.
+//
 //   zb_init / zb_destroy                  the primitives' own state (and the offload staging zero.h allocated)
+//   zb_separate_master                    whether an fp32 master sits beside the floatX parameters
 //   zb_alloc / zb_free                    a zeroed buffer (ZMEM_WORK or ZMEM_HOST: the same here)
 //   zb_fill, zb_copy                      memset, memcpy (queued on the GPU)
 //   zb_upload, zb_download                to / from host memory, complete on return
 //   zb_upload_floatX                      fp32 host values into a floatX buffer
+//   zb_grads_stored                       a backward step wrote these gradients (floatX storage)
 //   zb_accumulate_reduced                 acc (+)= a reduced slice, once its collective is done
 //   zb_grad_slice_final                   a gradient slice is final (offload copies it to the host)
 //   zb_slot_acquire / zb_slot_release     a gradient slot is reused only after its reduction
@@ -19,16 +40,27 @@
 #pragma once
 
 #define ZPARAM_DT DT_F32
-#define ZERO_SEPARATE_MASTER 0   // the fp32 parameters are the master weights
 
 typedef struct {
     Comm *comm;
     double sumsq;                // zb_sumsq_add's running sum
+    int fp16;                    // fp16 mode: values the GPU stores as fp16 are rounded to fp16
 } ZeroBackend;
 
-static void zb_init(ZeroBackend *b, Comm *comm, int n_slots, void *staging_grad, void *staging_params) {
+// the fp32 parameters are the master weights, except in fp16 mode
+static int zb_separate_master(const TrainConfig *cfg) { return cfg->fp16; }
+
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
     b->comm = comm;
     b->sumsq = 0;
+    b->fp16 = cfg->fp16;
+}
+
+// fp16 mode: x[0..n) rounded to fp16 values, in place
+static void zb_round_fp16(ZeroBackend *b, float *x, size_t n) {
+    if (!b->fp16) return;
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) x[i] = fp16_round(x[i]);
 }
 static void zb_destroy(ZeroBackend *b) {}
 
@@ -41,18 +73,26 @@ static void zb_fill(ZeroBackend *b, void *p, int byte, size_t bytes) { memset(p,
 static void zb_copy(ZeroBackend *b, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void zb_upload(ZeroBackend *b, void *dst, const void *host, size_t bytes) { memcpy(dst, host, bytes); }
 static void zb_download(ZeroBackend *b, void *host, const void *src, size_t bytes) { memcpy(host, src, bytes); }
-static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, size_t n) { memcpy(dst, host, n * sizeof(float)); }
+static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, size_t n) {
+    memcpy(dst, host, n * sizeof(float));
+    zb_round_fp16(b, dst, n);
+}
+
+static void zb_grads_stored(ZeroBackend *b, floatX *g, size_t n) { zb_round_fp16(b, g, n); }
 
 // A reduce-scatter was started into src: wait for it, then add the slice into
 // the fp32 accumulator (the first micro-step of a step copies).
-static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, const floatX *src, size_t n, int first) {
+static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, floatX *src, size_t n, int first) {
     comm_wait(b->comm, r);
+    zb_round_fp16(b, src, n);   // the reduced slice as the GPU stores it
     if (first) memcpy(acc, src, n * sizeof(float));
     else for (size_t i = 0; i < n; i++) acc[i] += src[i];
 }
 
-// the optimizer reads the slice where it is
-static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, const zgrad_t *slice, size_t n) {}
+// the optimizer reads the slice where it is; stages 0-1 store the reduced slice as floatX
+static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, zgrad_t *slice, size_t n) {
+    if (ZERO_STAGE <= 1) zb_round_fp16(b, slice, n);
+}
 static void zb_slot_acquire(ZeroBackend *b, int slot) {}   // collectives here finish before
 static void zb_slot_release(ZeroBackend *b, int slot) {}   // the call that started them returns
 static void zb_wait_collectives(ZeroBackend *b) {}
@@ -68,10 +108,15 @@ static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
 static double zb_sumsq_take(ZeroBackend *b) { double s = b->sumsq; b->sumsq = 0; return s; }
 
 // AdamW on n elements of this rank's partition (shard offset so): the master is
-// the parameter slice itself, so there is no separate output to write.
+// the parameter slice itself, except in fp16 mode, where the working parameters
+// are the updated master rounded to fp16.
 static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *grad, float *m, float *v, floatX *param_out,
                      size_t n, AdamWParams ap) {
     adamw_cpu_step(master, grad, m, v, NULL, n, ap);
+    if (param_out != master) {
+        memcpy(param_out, master, n * sizeof(float));
+        zb_round_fp16(b, param_out, n);
+    }
 }
 
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) { *used = *total = 0; return 0; }

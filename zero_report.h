@@ -29,14 +29,15 @@ static void zero_plan_print(const Zero *z) {
 // reports: measured memory and communication beside the paper's formulas
 
 // Bytes per parameter of each model state: (param, grad, optimizer) =
-// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v),
-// (2, 2 or 4, 12) for the bf16 GPU trainer (bf16 gradients, fp32 shards from
-// stage 2; fp32 master, m and v).
+// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v;
+// 4, 4, 12 in its fp16 mode, whose fp16 values sit in fp32 buffers beside a
+// separate master), (2, 2 or 4, 12) for the GPU trainer (bf16 or fp16
+// gradients, fp32 shards from stage 2; fp32 master, m and v).
 typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
-// this build's, from its types
-static ZeroBytesPerParam zero_bytes_per_param(void) {
-    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (ZERO_SEPARATE_MASTER ? 4 : 0)};
+// this run's, from its types
+static ZeroBytesPerParam zero_bytes_per_param(const Zero *z) {
+    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (z->separate_master ? 4 : 0)};
 }
 
 // The paper's formula for one model state at a stage and world size, for psi parameters.
@@ -74,7 +75,7 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     int gpu = trainer == TRAINER_GPU;
     size_t x = gpu ? 2 : 4;   // bytes of floatX: bf16 (or fp16) on the GPU, fp32 on the CPU
     ZeroBuffer b[N_ZBUF];
-    zero_buffers(b, &p, x, gpu, gpu && cfg->offload, gpu && cfg->offload_param && stage == 3);
+    zero_buffers(b, &p, x, gpu || cfg->fp16, gpu && cfg->offload, gpu && cfg->offload_param && stage == 3);   // (the CPU's fp16 mode has a master too)
     for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
     const ModelConfig *c = &L->cfg;
     int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing;
@@ -155,7 +156,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
 // Prints the per-rank memory table (rank 0) and returns it as a JSONL record.
 static cJSON *zero_memory_report(Zero *z, int print) {
     const ZeroPlan *p = &z->plan;
-    ZeroBytesPerParam b = zero_bytes_per_param();
+    ZeroBytesPerParam b = zero_bytes_per_param(z);
     double psi = (double)p->num_params, psi_pad = (double)p->full_elems;
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "memory");
@@ -193,7 +194,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
                  : ZERO_STAGE == 2 ? b.param * psi + (b.grad + b.optim) * psi / p->world : per_param * psi / p->world;
     // the rest of the footprint: ZeRO's working buffers from the plan, the activations and
     // scratch of this micro batch (activations.h), beside what was allocated
-    Footprint fp = zero_footprint(z->layout, z->cfg, ZERO_SEPARATE_MASTER ? TRAINER_GPU : TRAINER_CPU, ZERO_STAGE, p->world);
+    Footprint fp = zero_footprint(z->layout, z->cfg, TRAINER_IS_GPU ? TRAINER_GPU : TRAINER_CPU, ZERO_STAGE, p->world);
     static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (activations.h)",
         "backward and kernel scratch (activations.h)"};
@@ -237,7 +238,7 @@ static cJSON *zero_peak_memory_report(Zero *z, int print) {
     double hi = peak_rss_bytes(), lo = hi, counted = 0;
     comm_all_reduce_host(z->comm, &hi, 1, DT_F64, OP_MAX);
     comm_all_reduce_host(z->comm, &lo, 1, DT_F64, OP_MIN);
-    for (int k = 0; k < N_MEM; k++) counted += (double)(ZERO_SEPARATE_MASTER ? z->host_mem[k] : z->mem[k]);
+    for (int k = 0; k < N_MEM; k++) counted += (double)(TRAINER_IS_GPU ? z->host_mem[k] : z->mem[k]);
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "peak_rss");
     cJSON_AddNumberToObject(rec, "max_bytes", hi);

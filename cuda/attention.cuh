@@ -139,8 +139,8 @@ static void attention_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, in
                            void *C, cudaDataType_t ctype, int ldc, long long sC, int batch, cudaStream_t stream) {
     const float beta = 0.0f;
     cublasCheck(cublasSetStream(g_cublas_handle, stream));
-    cublasCheck(cublasGemmStridedBatchedEx(g_cublas_handle, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, sA,
-                                           Bm, CUDA_R_16BF, ldb, sB, &beta, C, ctype, ldc, sC, batch,
+    cublasCheck(cublasGemmStridedBatchedEx(g_cublas_handle, ta, tb, m, n, k, &alpha, A, CUDA_R_FLOATX, lda, sA,
+                                           Bm, CUDA_R_FLOATX, ldb, sB, &beta, C, ctype, ldc, sC, batch,
                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -188,7 +188,7 @@ static void attention_forward(floatX *out, floatX *qkvr, floatX *att, const floa
     // Y_g = P_g V_g: column-major Y^T[hd, rep*T] = V_g^T[hd, T] x P_g^T[T, rep*T]
     attention_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hd, rep * T, T, 1.0f,
                    v, hd, (long long)T * hd, att, T, (long long)rep * T * T,
-                   scratch_y, CUDA_R_16BF, hd, (long long)rep * T * hd, B * KV, stream);
+                   scratch_y, CUDA_R_FLOATX, hd, (long long)rep * T * hd, B * KV, stream);
     {
         size_t total = (size_t)B * T * H * (hd / 8);
         int grid = grid_for(total, block_size);
@@ -233,7 +233,7 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
     // dV_g = P_g^T dY_g: column-major dV^T[hd, T] = dY_g^T[hd, rep*T] x P_g[rep*T, T] (op T of P^T)
     attention_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hd, T, rep * T, 1.0f,
                    dy, hd, (long long)rep * T * hd, att, T, (long long)rep * T * T,
-                   dv, CUDA_R_16BF, hd, (long long)T * hd, B * KV, stream);
+                   dv, CUDA_R_FLOATX, hd, (long long)T * hd, B * KV, stream);
     {
         const int R = B * H * T;
         attention_softmax_backward_kernel<<<(int)ceil_div(R, block_size / WARP_SIZE), block_size, 0, stream>>>(
@@ -243,11 +243,11 @@ static void attention_backward(floatX *dqkv, const floatX *dout, const floatX *q
     // dQ_g = scale * dS_g K_g: column-major dQ^T[hd, rep*T] = K_g^T[hd, T] x dS_g^T[T, rep*T]
     attention_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hd, rep * T, T, scale,
                    k, hd, (long long)T * hd, scratch_bf16, T, (long long)rep * T * T,
-                   dq, CUDA_R_16BF, hd, (long long)rep * T * hd, B * KV, stream);
+                   dq, CUDA_R_FLOATX, hd, (long long)rep * T * hd, B * KV, stream);
     // dK_g = scale * dS_g^T Q_g: column-major dK^T[hd, T] = Q_g^T[hd, rep*T] x dS_g[rep*T, T] (op T)
     attention_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hd, T, rep * T, scale,
                    q, hd, (long long)rep * T * hd, scratch_bf16, T, (long long)rep * T * T,
-                   dk, CUDA_R_16BF, hd, (long long)T * hd, B * KV, stream);
+                   dk, CUDA_R_FLOATX, hd, (long long)T * hd, B * KV, stream);
     {
         size_t total = (size_t)B * T * (H + 2 * KV) * (hd / 8);
         int grid = grid_for(total, block_size);

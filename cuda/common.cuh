@@ -1,23 +1,26 @@
 // cuda/common.cuh: what every zeroc CUDA kernel header shares.
 //   - cudaCheck / cublasCheck: one-line "file:line: message" errors and exit(1)
-//   - floatX = __nv_bfloat16, the storage type of activations, parameters and grads
-//   - Packed128<T>: 16-byte vectorized loads and stores (8 bf16 or 4 fp32)
+//   - floatX (common.h): the storage type of activations, parameters and grads, __nv_bfloat16,
+//     or __half in the fp16 build (make train_gpt FP16=1: -DFLOATX_FP16=1); bf2f / f2bf convert
+//     floatX to and from fp32 whichever it is, floatX2 is its pair type, CUDA_R_FLOATX its cuBLAS type
+//   - Packed128<T>: 16-byte vectorized loads and stores (8 floatX or 4 fp32)
 //   - warp and block reductions (sum, max), fp32
 //   - device properties cached once (SM count, shared memory limits)
 //
 // Conventions of all kernels under cuda/:
-//   - storage is bf16, arithmetic inside a kernel is fp32, losses are fp32;
+//   - storage is floatX (bf16 or fp16), arithmetic inside a kernel is fp32, losses are fp32;
 //   - every host launcher takes a cudaStream_t and checks the launch;
 //   - parameter gradients are ACCUMULATED (+=): the caller zeroes them once per step;
 //   - activation gradients are overwritten unless the function's comment says "+=";
 //   - reductions across rows (dweight, dbias, dwte, global norm) are deterministic:
 //     fixed assignment of rows to threads and fixed summation order, no float atomics.
 // Vectorized paths need 16-byte aligned pointers (cudaMalloc'd base plus offsets that are
-// multiples of 8 bf16 elements) and row widths that are multiples of 8; the launchers check
+// multiples of 8 floatX elements) and row widths that are multiples of 8; the launchers check
 // what they rely on and fail with a one-line error otherwise.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cublas_v2.h>
 #include <cublasLt.h>
 #include <stdio.h>
@@ -26,7 +29,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "common.h"   // floatX (bf16 here), the bf16 conversion, fatal
+#include "common.h"   // floatX (bf16, or fp16 with FLOATX_FP16), the host conversions, fatal
 
 #define WARP_SIZE 32
 
@@ -183,8 +186,19 @@ __device__ __forceinline__ float blockReduceMax(float val) { return blockReduce<
 // ----------------------------------------------------------------------------
 // small helpers
 
+// floatX <-> fp32, round to nearest even (the names are from the bf16-only days: in the fp16
+// build they convert __half)
+#if FLOATX_FP16
+typedef __half2 floatX2;
+#define CUDA_R_FLOATX CUDA_R_16F
+__device__ __forceinline__ float bf2f(floatX x) { return __half2float(x); }
+__device__ __forceinline__ floatX f2bf(float x) { return __float2half_rn(x); }
+#else
+typedef __nv_bfloat162 floatX2;
+#define CUDA_R_FLOATX CUDA_R_16BF
 __device__ __forceinline__ float bf2f(floatX x) { return __bfloat162float(x); }
 __device__ __forceinline__ floatX f2bf(float x) { return __float2bfloat16_rn(x); }
+#endif
 
 // grid size for a grid-stride loop over n_items work items of block_size threads
 static inline int grid_for(size_t n_items, int block_size) {

@@ -1,4 +1,4 @@
-// cuda/global_norm.cuh: sum of squares of a bf16 or fp32 buffer into an fp32 scalar on the
+// cuda/global_norm.cuh: sum of squares of a floatX (bf16 or fp16) or fp32 buffer into an fp32 scalar on the
 // device (the squared global L2 norm for gradient clipping; take sqrt after combining the
 // pieces / ranks).
 //
@@ -49,7 +49,7 @@ global_norm_final_kernel(float *out, const float *__restrict__ partials, int G, 
     if (threadIdx.x == 0) out[0] = accumulate ? out[0] + total : total;
 }
 
-// out[0] (device fp32) = (accumulate ? out[0] : 0) + sum values[i]^2, values bf16 or fp32 [count],
+// out[0] (device fp32) = (accumulate ? out[0] : 0) + sum values[i]^2, values floatX or fp32 [count],
 // 16-byte aligned, count a multiple of 16 bytes' worth (zero.h's segments are: every tensor
 // and every slice is a multiple of 8 elements and starts on one).
 // scratch: global_norm_scratch_floats() floats. Calls on one stream may share scratch.

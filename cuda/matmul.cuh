@@ -1,4 +1,4 @@
-// cuda/matmul.cuh: linear layers through cuBLASLt, bf16 in/out, fp32 compute and accumulate.
+// cuda/matmul.cuh: linear layers through cuBLASLt, floatX (bf16 or fp16) in/out, fp32 compute and accumulate.
 //
 //   forward:  out[N,OC] = inp[N,C] @ weight[OC,C]^T (+ bias[OC])
 //             with pre_gelu != NULL: pre_gelu = that, out = GELU_tanh(that)
@@ -63,7 +63,7 @@ static uint32_t matmul_ptr_alignment(const void *p) {
     return al;
 }
 
-// Column-major D[m,n] = op(A)[m,k] op(B)[k,n] (+ bias[m]) (+ D if accumulate), bf16 storage.
+// Column-major D[m,n] = op(A)[m,k] op(B)[k,n] (+ bias[m]) (+ D if accumulate), floatX storage.
 // A is stored [k,m] (ld k) when transA, else [m,k] (ld m); B is stored [n,k] (ld n) when
 // transB, else [k,n] (ld k); D is [m,n] (ld m).
 // epilogue: 0 none/bias, 1 GELU forward (aux = pre-GELU written, ld m), 2 DGELU (aux read).
@@ -84,12 +84,12 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
     cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, transA ? &opT : &opN, sizeof(opT)));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, transB ? &opT : &opN, sizeof(opN)));
-    if (transA) cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_16BF, k, m, k));
-    else cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_16BF, m, k, m));
-    if (transB) cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_16BF, n, k, n));
-    else cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_16BF, k, n, k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&Cl, CUDA_R_16BF, m, n, m));
-    cublasCheck(cublasLtMatrixLayoutCreate(&Dl, CUDA_R_16BF, m, n, m));
+    if (transA) cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_FLOATX, k, m, k));
+    else cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_FLOATX, m, k, m));
+    if (transB) cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_FLOATX, n, k, n));
+    else cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_FLOATX, k, n, k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&Cl, CUDA_R_FLOATX, m, n, m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&Dl, CUDA_R_FLOATX, m, n, m));
 
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (epilogue == 1) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -98,7 +98,7 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
     if (epilogue == 2) CUDA_REQUIRE(bias == NULL);
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
-        cudaDataType_t bt = CUDA_R_16BF;
+        cudaDataType_t bt = CUDA_R_FLOATX;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }

@@ -5,7 +5,7 @@
 //   e'[2i]   = e[2i] cos - e[2i+1] sin
 //   e'[2i+1] = e[2i] sin + e[2i+1] cos
 // Backward is the rotation by -angle (the transpose), applied to dqkv.
-// One thread per pair, 4-byte (bf16x2) accesses; fp32 math. In place (out == inp) is fine
+// One thread per pair, 4-byte (floatX2) accesses; fp32 math. In place (out == inp) is fine
 // and is the intended use: the pre-rotation q, k are not needed by any backward pass.
 #pragma once
 #include "cuda/common.cuh"
@@ -23,20 +23,20 @@ __global__ void rope_kernel(floatX *out, const floatX *inp, int B, int T, int n_
         int p = r % half;
         int t = (int)(bt % T);
         size_t off = bt * (size_t)n_heads_total * hd + (size_t)head * hd + 2 * p;
-        __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(inp + off);
+        floatX2 v = *reinterpret_cast<const floatX2 *>(inp + off);
         if (head < n_rot_heads) {
             float freq = 1.0f / powf(theta, (float)(2 * p) / (float)hd);
             float angle = (float)t * freq;
             float sn, cs;
             sincosf(angle, &sn, &cs);
             sn *= sign;
-            float x0 = __bfloat162float(v.x), x1 = __bfloat162float(v.y);
-            __nv_bfloat162 o;
-            o.x = __float2bfloat16_rn(x0 * cs - x1 * sn);
-            o.y = __float2bfloat16_rn(x0 * sn + x1 * cs);
-            *reinterpret_cast<__nv_bfloat162 *>(out + off) = o;
+            float x0 = bf2f(v.x), x1 = bf2f(v.y);
+            floatX2 o;
+            o.x = f2bf(x0 * cs - x1 * sn);
+            o.y = f2bf(x0 * sn + x1 * cs);
+            *reinterpret_cast<floatX2 *>(out + off) = o;
         } else if (copy_v) {
-            *reinterpret_cast<__nv_bfloat162 *>(out + off) = v;
+            *reinterpret_cast<floatX2 *>(out + off) = v;
         }
     }
 }

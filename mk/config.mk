@@ -10,3 +10,13 @@ readme-config-keys: $(BUILD)/config_test
 	@$(BUILD)/config_test lr --config-keys > $(BUILD)/config_keys.md
 	@awk -v f=$(BUILD)/config_keys.md '/<!-- config-keys -->/ { print; while ((getline l < f) > 0) print l; skip = 1; next } \
 	     /<!-- \/config-keys -->/ { skip = 0 } !skip' README.md > README.md.tmp && mv README.md.tmp README.md
+
+# The same configuration code as the GPU trainer compiles it (nvcc: TRAINER_IS_GPU, and the fp16 build's
+# FLOATX_FP16): the precision checks of train_gpt run here without a GPU (tests/test_fp16.sh)
+$(BUILD)/config_test_gpu: tests/config_test.c config.h ds_config.h loss_scaler.h common.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -x cu $< -o $@ -lcjson -lpcre2-8 -lgomp -lm
+
+$(BUILD)/config_test_gpu_fp16: tests/config_test.c config.h ds_config.h loss_scaler.h common.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DFLOATX_FP16=1 -x cu $< -o $@ -lcjson -lpcre2-8 -lgomp -lm

@@ -1,9 +1,10 @@
 # The GPU trainer (train_gpt.cu) and its tests. Everything compiles and links without a GPU.
 #   make gpu-all        train_gpt for ZERO=0,1,2,3 with OFFLOAD=0 and 1, stage 3 with released gather
-#                       buffers poisoned (NaN), and test_gpt
+#                       buffers poisoned (NaN), the fp16 build at stages 0 and 3, and test_gpt
 #   make test_gpt       build/gpu_test/test_gpt (stage 0), copied to ./test_gpt
-#   make train_gpt ZERO=k OFFLOAD=o    (the rule is in the Makefile)
-# Each variant has its own build directory, build/gpu_z<k>_o<o>/train_gpt.
+#   make train_gpt ZERO=k OFFLOAD=o [FP16=1]    (the rule is in the Makefile)
+# Each variant has its own build directory, build/gpu_z<k>_o<o>/train_gpt, and for the fp16
+# build (floatX = __half: -DFLOATX_FP16=1) build/gpu_z<k>_o<o>_fp16/train_gpt.
 .PHONY: gpu-all gpu-bins
 
 GPU_SRCS := train_gpt.cu $(HEADERS) $(wildcard cuda/*.cuh)
@@ -18,6 +19,14 @@ $(BUILD)/gpu_z%_o1/train_gpt: $(GPU_SRCS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=$* -DOFFLOAD=1 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
 
+$(BUILD)/gpu_z%_o0_fp16/train_gpt: $(GPU_SRCS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=$* -DOFFLOAD=0 -DFLOATX_FP16=1 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
+
+$(BUILD)/gpu_z%_o1_fp16/train_gpt: $(GPU_SRCS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=$* -DOFFLOAD=1 -DFLOATX_FP16=1 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
+
 $(BUILD)/gpu_test/test_gpt: test_gpt.cu $(GPU_SRCS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=0 -DOFFLOAD=0 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
@@ -31,6 +40,7 @@ $(BUILD)/gpu_z3_poison/train_gpt: $(GPU_SRCS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -DZERO_STAGE=3 -DOFFLOAD=0 -DZERO_POISON=1 -ccbin $(MPICC) $< -o $@ $(NVLDLIBS)
 
-GPU_BINS := $(foreach z,0 1 2 3,$(foreach o,0 1,$(BUILD)/gpu_z$(z)_o$(o)/train_gpt)) $(BUILD)/gpu_z3_poison/train_gpt
+GPU_BINS := $(foreach z,0 1 2 3,$(foreach o,0 1,$(BUILD)/gpu_z$(z)_o$(o)/train_gpt)) $(BUILD)/gpu_z3_poison/train_gpt \
+            $(BUILD)/gpu_z0_o0_fp16/train_gpt $(BUILD)/gpu_z3_o0_fp16/train_gpt
 gpu-bins: $(GPU_BINS)
 gpu-all: $(GPU_BINS) $(BUILD)/gpu_test/test_gpt

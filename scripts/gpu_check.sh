@@ -5,7 +5,10 @@
 #      (NCCL and cuBLAS from the toolkit, else from the Python wheels), versions
 #   2. build for sm_90: every train_gpt variant, test_gpt, the CPU trainer, dev/cuda programs
 #   3. tests/test_gpu.sh: test_gpt vs PyTorch (gpt2, llama), GPU vs CPU, resume bitwise,
-#      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data
+#      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data, the fp16 build
+#      (loss-scale sequences against DeepSpeed's scaler, fp16 vs the CPU's fp16 mode)
+#   3a. the fp16 build (make train_gpt FP16=1) on GPT-2 124M and Brown: DeepSpeed's dynamic loss
+#      scaling from 2^16, the scale of every step in the log, the loss falls
 #   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
 #      LlamaForCausalLM.from_pretrained, their logits, gradients and AdamW steps against zeroc
 #      (scripts/hf_compare.py, then test_gpt_cpu)
@@ -123,6 +126,28 @@ hf_transformers() {
     return $rc
 }
 
+# the fp16 build on GPT-2 124M and the Brown data, 30 steps: every step's loss scale (and the steps
+# an overflow skipped) printed from the JSONL log; passes when every loss is finite and the loss falls
+fp16_run() {
+    nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
+    [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/ (scripts/prepare_data.sh makes it)"; return 77; }
+    local out="$TMPD/fp16.out"
+    ./build/gpu_z0_o0_fp16/train_gpt --preset gpt2-124m --batch 16 --seq 1024 --steps 30 --lr 6e-4 --warmup 10 \
+        --log "$TMPD/fp16.jsonl" > "$out" 2>&1
+    local rc=$?
+    grep -E "^step +[0-9]+/" "$out" | sed -n '1,8p;$p'
+    [ $rc -eq 0 ] || { tail -n 20 "$out"; return 1; }
+    python3 - "$TMPD/fp16.jsonl" <<'PYEOF'
+import json, math, sys
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
+print("loss scale per step: " + " ".join("%g%s" % (r["loss_scale"], "(skipped)" if r["skipped"] else "") for r in recs))
+loss = [r["loss"] for r in recs if not r["skipped"]]
+fin = all(isinstance(x, float) and math.isfinite(x) for x in loss)
+print("%d steps, %d skipped (overflow); loss %.4f -> %.4f" % (len(recs), sum(r["skipped"] for r in recs), loss[0], loss[-1]))
+sys.exit(0 if len(recs) == 30 and fin and len(loss) >= 20 and loss[-1] < loss[0] - 0.5 else 1)
+PYEOF
+}
+
 # one benchmark run: NAME BINARY STEPS [flags]; appends "name|tok/s|ms|GFLOP/s per tok|loss a->b|mem" to $TMPD/bench.txt
 bench_run() {
     local name=$1 bin=$2 steps=$3; shift 3
@@ -189,11 +214,12 @@ main() {
     cuda_libs
     "$NVCC" --version | tail -n 2
     python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run hf_transformers
+    export -f build sanitize bench bench_run hf_transformers fp16_run
     export TMPD PEAK_SPEC PEAK_MEASURED
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage "build (sm_90)" 200 build
-    stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages)" 200 bash tests/test_gpu.sh
+    stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
+    stage "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
     stage "benchmark: GPT-2 124M on Brown" 120 bench
     stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh

@@ -366,6 +366,9 @@ def apply_json_config(c, path):
                 fatal("%s: betas: expected two numbers [a, b], each %s" % (path, range_text(R_BETA)))
             c.beta1, c.beta2 = f32(b[0]), f32(b[1])
         if (v := get(op, "adam_w_mode")) is not None: c.adam_w_mode = int(v is True or adamw_type)
+    if get(root.get("fp16"), "enabled") is True:
+        sys.stderr.write("note: %s: fp16.enabled: the PyTorch reference trains in fp32 (fp16 and its loss scaling "
+                         "are the C trainers')\n" % path)
     sc = root.get("scheduler")
     if isinstance(sc, dict):
         if isinstance(get(sc, "type"), str):
@@ -512,6 +515,8 @@ def parse_args(argv):
         elif a == "--offload-param": c.offload_param = parse_int_or_die(a, v, 0, 1)
         elif a == "--estimate-memory": fatal("--estimate-memory: a flag of the C trainers (./train_gpt_cpu --estimate-memory N)")
         elif a == "--config-keys": fatal("--config-keys: a flag of the C trainers (./train_gpt_cpu --config-keys)")
+        elif a in ("--fp16", "--max-skips", "--inject-nonfinite"):
+            fatal("%s: a flag of the C trainers (the PyTorch reference trains in fp32 and does not skip steps)" % a)
         elif a == "--comm":
             if v not in ("nccl", "mpi"):
                 fatal("%s: expected nccl or mpi, got '%s'" % (a, v))

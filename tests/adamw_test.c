@@ -1,13 +1,16 @@
 // tests/adamw_test.c: CPU AdamW (adamw.cuh).
 //   (a) every SIMD path (scalar, AVX2, AVX-512 where the CPU has them), threaded, against the
-//       single-threaded scalar reference: odd sizes, fp32/bf16 grads, bf16 output on/off,
-//       special values sprinkled in; max ulp difference reported (limit 1, expected 0)
+//       single-threaded scalar reference: odd sizes, fp32/16-bit grads, 16-bit output on/off, the
+//       16-bit format bf16 or fp16 (hp.fp16), special values sprinkled in; max ulp difference
+//       reported (limit 1, expected 0)
 //   (b) 10 steps against torch.optim.AdamW (tests/adamw_torch_ref.py, /usr/bin/python3 or
 //       $PYTHON), with and without weight decay, and against torch.optim.Adam with L2 weight
 //       decay (l2_decay: DeepSpeed's "Adam" with adam_w_mode false), within 1e-6 relative
 //   (c) the tiled variant: identical results, on_tile covers every element exactly once, in
 //       order, on the calling thread, after the tile's outputs are final
 //   (d) bf16 round-to-nearest-even on hand-picked ties, overflow, NaN and Inf handling
+//   (e) fp16 (common.h's float_to_fp16_rne / fp16_to_float) against the compiler's _Float16:
+//       every half decoded, every tie and its neighbours and 44 million other floats encoded
 // Exit 0 on pass, 1 on failure.
 #include "common.h"
 #include "adamw.cuh"
@@ -34,10 +37,12 @@ static int64_t max_ulp(const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) { int64_t d = ulp_diff(a[i], b[i]); if (d > mx) mx = d; }
     return mx;
 }
-static int64_t max_ulp_bf16(const uint16_t *a, const uint16_t *b, size_t n) {
+static float from_x16(int fp16, uint16_t b);
+// in 16-bit ulps (bf16, or fp16 with fp16 set)
+static int64_t max_ulp_x16(int fp16, const uint16_t *a, const uint16_t *b, size_t n) {
     int64_t mx = 0;
-    for (size_t i = 0; i < n; i++) { int64_t d = ulp_diff(bf16_to_float(a[i]), bf16_to_float(b[i])); if (d > mx) mx = d; }
-    return mx >> 16;   // in bf16 ulps
+    for (size_t i = 0; i < n; i++) { int64_t d = ulp_diff(from_x16(fp16, a[i]), from_x16(fp16, b[i])); if (d > mx) mx = d; }
+    return mx >> (fp16 ? 13 : 16);
 }
 
 static float *falloc(size_t n) { return (float *)xmalloc(n * sizeof(float), "test buffer"); }
@@ -69,8 +74,11 @@ static AdamWParams hparams(float lr, float wd, int t, float gs, int l2) {
     AdamWParams hp;
     hp.lr = lr; hp.beta1 = 0.9f; hp.beta2 = 0.95f; hp.eps = 1e-8f; hp.weight_decay = wd; hp.t = t; hp.grad_scale = gs;
     hp.l2_decay = l2;
+    hp.fp16 = 0;
     return hp;
 }
+static uint16_t to_x16(int fp16, float f) { return fp16 ? float_to_fp16_rne(f) : float_to_bf16_rne(f); }
+static float from_x16(int fp16, uint16_t b) { return fp16 ? fp16_to_float(b) : bf16_to_float(b); }
 
 // ---------------------------------------------------------------------------
 // (a) SIMD paths vs scalar reference
@@ -89,12 +97,13 @@ static void test_paths(void) {
         int cases = 0;
         for (int si = 0; si < nsizes; si++) {
             size_t n = sizes[si];
+            for (int x16 = 0; x16 < (n > 100000 ? 1 : 2); x16++)   // the 16-bit format: bf16, fp16 (variant 0, n <= 65537)
             for (int gbf = 0; gbf < 2; gbf++)
             for (int outon = 0; outon < 2; outon++)
-            for (int variant = 0; variant < 3; variant++) {
+            for (int variant = 0; variant < (x16 ? 1 : 3); variant++) {
                 // variant 0: wd 0.1, grad_scale 1; variant 1: wd 0, grad_scale 0.37, 3 threads;
                 // variant 2: L2 weight decay 0.1 (Adam), grad_scale 0.8
-                Rng r = {1234 + n * 7 + gbf * 3 + outon + variant * 11};
+                Rng r = {1234 + n * 7 + gbf * 3 + outon + variant * 11 + x16 * 101};
                 float *p0 = falloc(n), *g = falloc(n), *pr = falloc(n), *mr = falloc(n), *vr = falloc(n);
                 float *pt = falloc(n), *mt = falloc(n), *vt = falloc(n);
                 uint16_t *gb = halloc(n), *orf = halloc(n), *ot = halloc(n);
@@ -108,9 +117,10 @@ static void test_paths(void) {
 #endif
                 for (int t = 1; t <= 3; t++) {
                     make_grads(&r, g, n, 1);
-                    for (size_t i = 0; i < n; i++) gb[i] = float_to_bf16_rne(g[i]);
+                    for (size_t i = 0; i < n; i++) gb[i] = to_x16(x16, g[i]);
                     AdamWParams hp = hparams(1e-3f * t, variant == 1 ? 0.0f : 0.1f, t, variant == 1 ? 0.37f : (variant ? 0.8f : 1.0f),
                                              variant == 2);
+                    hp.fp16 = x16;
                     AdamWConsts k = adamw_consts(hp);
                     adamw_range_scalar(&k, pr, gbf ? NULL : g, gbf ? gb : NULL, mr, vr, outon ? orf : NULL, n);
                     adamw_cpu_set_path(path);
@@ -121,10 +131,16 @@ static void test_paths(void) {
                 omp_set_num_threads(saved);
 #endif
                 int64_t a = max_ulp(pt, pr, n), b = max_ulp(mt, mr, n), c = max_ulp(vt, vr, n);
-                int64_t d = outon ? max_ulp_bf16(ot, orf, n) : 0;
+                int64_t d = outon ? max_ulp_x16(x16, ot, orf, n) : 0;
                 mp = a > mp ? a : mp; mm = b > mm ? b : mm; mv = c > mv ? c : mv; mo = d > mo ? d : mo;
-                CHECK(a <= 1 && b <= 1 && c <= 1 && d <= 1, "path %s n=%zu gbf16=%d out=%d variant=%d: ulp p %lld m %lld v %lld out %lld",
-                      adamw_path_name(path), n, gbf, outon, variant, (long long)a, (long long)b, (long long)c, (long long)d);
+                CHECK(a <= 1 && b <= 1 && c <= 1 && d <= 1, "path %s n=%zu %s grads16=%d out=%d variant=%d: ulp p %lld m %lld v %lld out %lld",
+                      adamw_path_name(path), n, x16 ? "fp16" : "bf16", gbf, outon, variant, (long long)a, (long long)b, (long long)c, (long long)d);
+                if (outon) {   // the 16-bit copy bit for bit (NaN payloads included)
+                    size_t diff = 0;
+                    for (size_t i = 0; i < n; i++) diff += ot[i] != orf[i];
+                    CHECK(diff == 0, "path %s n=%zu %s: %zu 16-bit outputs differ in their bits", adamw_path_name(path), n,
+                          x16 ? "fp16" : "bf16", diff);
+                }
                 if (!outon) {   // bf16 output off must leave the buffer untouched
                     int touched = 0;
                     for (size_t i = 0; i < n; i++) touched |= ot[i] != 0xffff;
@@ -134,7 +150,7 @@ static void test_paths(void) {
                 cases++;
             }
         }
-        printf("    path %-6s %3d cases: max ulp diff p %lld, m %lld, v %lld, bf16 out %lld%s\n", adamw_path_name(path), cases,
+        printf("    path %-6s %3d cases: max ulp diff p %lld, m %lld, v %lld, 16-bit out %lld%s\n", adamw_path_name(path), cases,
                (long long)mp, (long long)mm, (long long)mv, (long long)mo,
                (mp | mm | mv | mo) == 0 ? " (bitwise identical)" : "");
     }
@@ -466,6 +482,53 @@ static void test_bf16(void) {
     adamw_cpu_set_path(ADAMW_PATH_AUTO);
 }
 
+// ---------------------------------------------------------------------------
+// (e) fp16 against the compiler's _Float16 (GCC: IEEE binary16, round to nearest even)
+static uint16_t f16_bits(_Float16 h) { uint16_t b; memcpy(&b, &h, 2); return b; }
+static void test_fp16(void) {
+    printf("(e) fp16 conversion (common.h) against the compiler's _Float16\n");
+    size_t bad_dec = 0, bad_enc = 0, n_enc = 0, bad_nan = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        _Float16 x;
+        uint16_t b = (uint16_t)h;
+        memcpy(&x, &b, 2);
+        float want = (float)x, got = fp16_to_float(b);
+        if (isnan(want) ? !isnan(got) : f2u(want) != f2u(got)) bad_dec++;
+    }
+    CHECK(bad_dec == 0, "fp16_to_float: %zu of 65536 halves decoded differently from _Float16", bad_dec);
+    // encode: every half-way point between neighbouring halves (the ties), one float ulp either
+    // side, and a stride through all 2^32 float bit patterns
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t count = pass == 0 ? 65536ull * 3 : (1ull << 32) / 97;
+        for (uint64_t i = 0; i < count; i++) {
+            float f;
+            if (pass == 0) {
+                uint16_t h = (uint16_t)(i / 3);
+                if ((h & 0x7c00) == 0x7c00) continue;
+                float lo = fp16_to_float(h), hi = fp16_to_float((uint16_t)(h + 1));
+                if ((h & 0x7fff) == 0x7bff) hi = 65536.0f;   // above the largest half: the next binade
+                if (h & 0x8000) { if ((h & 0x7fff) == 0x7bff) hi = -65536.0f; }
+                float mid = (lo + hi) / 2;                    // exact: fp16 has 11 significant bits
+                f = i % 3 == 0 ? mid : bits_float(f2u(mid) + (i % 3 == 1 ? 1 : -1));
+            } else {
+                f = u2f((uint32_t)(i * 97));
+            }
+            uint16_t want = f16_bits((_Float16)f), got = float_to_fp16_rne(f);
+            n_enc++;
+            if (want != got) {
+                if (isnan(f) && (want & 0x7c00) == 0x7c00 && (want & 0x3ff) && (got & 0x7c00) == 0x7c00 && (got & 0x3ff)) bad_nan++;
+                else if (bad_enc++ < 5) printf("    float 0x%08x: fp16 0x%04x, _Float16 0x%04x\n", f2u(f), got, want);
+            }
+        }
+    }
+    CHECK(bad_enc == 0, "float_to_fp16_rne: %zu of %zu floats encoded differently from _Float16", bad_enc, n_enc);
+    printf("    fp16_to_float: %zu of 65536 halves differ; float_to_fp16_rne: %zu of %zu floats differ (%zu NaNs with another payload)\n",
+           bad_dec, bad_enc, n_enc, bad_nan);
+    CHECK(float_to_fp16_rne(65504.0f) == 0x7bff && float_to_fp16_rne(65519.99f) == 0x7bff && float_to_fp16_rne(65520.0f) == 0x7c00 &&
+          float_to_fp16_rne(-1e6f) == 0xfc00 && fp16_round(5.9604645e-8f) == 5.9604645e-8f && fp16_round(2.9802322e-8f) == 0.0f,
+          "fp16: 65504 is the largest half, 65520 rounds to Inf, 2^-24 is the smallest, 2^-25 ties to 0");
+}
+
 int main(void) {
     int threads = 1;
 #ifdef _OPENMP
@@ -478,6 +541,7 @@ int main(void) {
     else test_torch();
     test_tiled();
     test_bf16();
+    test_fp16();
     printf("adamw_test: %s (%d failure%s, %.1fs)\n", g_fail ? "FAIL" : "PASS", g_fail, g_fail == 1 ? "" : "s", wall_time() - t0);
     return g_fail ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU trainer (train_gpt.cu, bf16) on a GPU. Skips (77) without one.
+# The GPU trainer (train_gpt.cu, bf16, and its fp16 build) on a GPU. Skips (77) without one.
 #   1. test_gpt against the PyTorch reference, both architectures: logits, loss, every gradient
 #      (bf16 tolerances, max abs and rel per tensor), 10 AdamW steps, rerun bitwise
 #   2. agreement with the CPU trainer (fp32) from the same seeded init over 20 steps
@@ -8,6 +8,10 @@
 #      stage 0 (offload: bitwise with the same stage without it)
 #   5. 2 ranks sharing the GPU (--comm mpi) at stages 1-3 agree with 1 rank
 #   6. the Brown data with validation and sampling: finite losses, a val record, a sample
+#   7. the fp16 build (make train_gpt FP16=1): agreement with the CPU trainer's fp16 mode and fp32,
+#      the loss-scale sequence with injected overflows on a rank that does not log (tests/deepspeed_ref.py),
+#      overflows of fp16's range by themselves at a high scale, resume and offload bitwise,
+#      the one-line errors for a precision the build does not train
 # On the lent GPU machine run it through scripts/gpu_check.sh, which sets up .gpu_deps first.
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "GPU"; then
@@ -173,5 +177,60 @@ if [ -f data/brown/train.bin ] && [ -f data/gpt2_tokenizer.bin ]; then
 else
     echo "  (no data/brown: skipped; carry data/ to the GPU machine)"
 fi
+echo "== 7. the fp16 build: DeepSpeed's dynamic loss scaling on the GPU"
+G16=./build/gpu_z0_o0_fp16/train_gpt
+for arch in gpt2 llama; do
+    M="$(model $arch) --train $TMP/train.bin --batch 4 --steps 20 --lr 1e-3 --quiet 1 --seed 7"
+    $TO $G16 $M --log "$TMP/g16_$arch.jsonl" > "$TMP/g16.out" 2>&1 || { tail -n 20 "$TMP/g16.out"; check "$arch: the fp16 build runs 20 steps" 1; continue; }
+    $CPU $M --threads 4 --fp16 1 --log "$TMP/c16_$arch.jsonl" > /dev/null || exit 1
+    cmp_losses "$arch GPU fp16 vs CPU fp16 mode" "$TMP/g16_$arch.jsonl" "$TMP/c16_$arch.jsonl" 2e-2 5e-3
+    check "$arch: fp16 GPU losses within 2e-2 of the CPU's fp16 mode over 20 steps (5e-3 at step 1)" $?
+    cmp_losses "$arch GPU fp16 vs CPU fp32" "$TMP/g16_$arch.jsonl" "$TMP/cpu_$arch.jsonl" 2e-2 5e-3
+    check "$arch: and of the CPU's fp32 (section 2)" $?
+done
+# injected overflows on rank 1 of 2 (sharing the GPU), ZeRO 3: every step's scale and skip as DeepSpeed's scaler
+echo '{"fp16": {"enabled": true, "initial_scale_power": 8, "loss_scale_window": 3, "hysteresis": 2, "min_loss_scale": 1}}' > "$TMP/f16.json"
+INJ="2:1,3:1,4:1,8:1,9:1,13:1"
+if command -v mpirun >/dev/null 2>&1; then
+    $TO $MPIRUN -np 2 ./build/gpu_z3_o0_fp16/train_gpt $(model llama) --train "$TMP/train.bin" --batch 2 --steps 14 --lr 1e-3 --quiet 1 \
+        --comm mpi --config "$TMP/f16.json" --inject-nonfinite "$INJ" --log "$TMP/inj16.jsonl" > "$TMP/inj16.out" 2>&1 || tail -n 20 "$TMP/inj16.out"
+    "$PY" - "$TMP/inj16.jsonl" "$INJ" <<'PYEOF'
+import json, sys
+sys.path.insert(0, "tests")
+import deepspeed_ref as D
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
+inj = {int(x.split(":")[0]) for x in sys.argv[2].split(",")}
+ref, want = D.DynamicLossScaler(2.0 ** 8, 3, 1, 2, False), []
+for k in range(1, 15):
+    want.append((k, ref.scale, k in inj)); ref.update_scale(k in inj)
+got = [(r["step"], r["loss_scale"], r["skipped"]) for r in recs]
+print("       scales %s (DeepSpeed's: %s)" % ([g[1] for g in got], [w[1] for w in want]))
+sys.exit(0 if got == want else 1)
+PYEOF
+    check "stage 3, 2 ranks, Inf on rank 1 at steps $INJ: the loss scale and skips of every step equal DeepSpeed's scaler" $?
+fi
+echo '{"fp16": {"enabled": true, "initial_scale_power": 30, "loss_scale_window": 4}}' > "$TMP/f16hi.json"
+$TO $G16 $(model gpt2) --train "$TMP/train.bin" --batch 4 --steps 30 --lr 1e-3 --quiet 1 --config "$TMP/f16hi.json" \
+    --log "$TMP/hi16.jsonl" > "$TMP/hi16.out" 2>&1 || tail -n 20 "$TMP/hi16.out"
+"$PY" - "$TMP/hi16.jsonl" <<'PYEOF'
+import json, math, sys
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
+sk = [r["step"] for r in recs if r["skipped"]]
+done = [r["loss"] for r in recs if not r["skipped"]]
+print("       initial scale 2^30: skipped steps %s, scales %s, loss %.4f -> %.4f" % (sk, [r["loss_scale"] for r in recs][:20],
+      done[0] if done else math.nan, done[-1] if done else math.nan))
+sys.exit(0 if len(recs) == 30 and len(sk) >= 5 and len(done) >= 10 and done[-1] < done[0] else 1)
+PYEOF
+check "gpt2 fp16 at an initial scale of 2^30: fp16 overflows skip the first steps, the scale comes down, the loss falls" $?
+resume_check gpt2_fp16_z0 $G16 gpt2 --config "$TMP/f16.json" --inject-nonfinite 3:0,7:0
+check "fp16 stage 0 with skipped steps: resume is bitwise identical (the loss scaler is in the checkpoint)" $?
+M="$(model llama) --train $TMP/train.bin --batch 2 --accum 2 --steps 10 --quiet 1 --lr 1e-3 --config $TMP/f16.json --inject-nonfinite 4:0"
+$TO ./build/gpu_z3_o0_fp16/train_gpt $M --log "$TMP/o16a.jsonl" > /dev/null 2>&1
+$TO ./build/gpu_z3_o0_fp16/train_gpt $M --offload 1 --log "$TMP/o16b.jsonl" > /dev/null 2>&1
+cmp_losses "fp16 stage 3 offload vs not" "$TMP/o16b.jsonl" "$TMP/o16a.jsonl" 0
+check "fp16 stage 3 with offload (CPU-Adam writing fp16) is bitwise identical to the GPU AdamW" $?
+expect_error "fp16.enabled on the bf16 build" 'fp16.enabled: true: this train_gpt trains in bf16; fp16 training needs the fp16 build \(make train_gpt FP16=1\)' 1 \
+    $G $(model gpt2) --train "$TMP/train.bin" --steps 1 --config "$TMP/f16.json"
+expect_error "--fp16 0 on the fp16 build" '--fp16: false: this train_gpt is the fp16 build' 1 $G16 $(model gpt2) --train "$TMP/train.bin" --steps 1 --fp16 0
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every GPU trainer variant (train_gpt.cu for ZeRO stages 0-3, with and without optimizer
-# offload, the stage-3 poison build) and the GPU test program test_gpt.cu: `make gpu-all`.
+# offload, the stage-3 poison build, the fp16 build at stages 0 and 3) and the GPU test program
+# test_gpt.cu: `make gpu-all`.
 # Needs the CUDA toolkit and mpicc, no GPU. A compile or link error fails the test.
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
@@ -20,9 +21,11 @@ for b in $bins; do
     echo "  built $b"
     n=$((n + 1))
 done
-[ "$n" -ge 10 ] || { echo "FAIL: expected at least 10 GPU programs, found $n"; exit 1; }
+[ "$n" -ge 12 ] || { echo "FAIL: expected at least 12 GPU programs, found $n"; exit 1; }
+n16=$(echo "$bins" | tr ' ' '\n' | grep -c "_fp16/train_gpt")
+[ "$n16" -ge 2 ] || { echo "FAIL: expected at least 2 fp16 builds (make train_gpt FP16=1), found $n16"; exit 1; }
 # without a GPU they must stop with one line, not crash
 out=$(./build/gpu_test/test_gpt --state /dev/null 2>&1); rc=$?
 if [ $rc -eq 77 ]; then echo "  test_gpt without a GPU: $out"
 elif [ $rc -ne 0 ]; then echo "FAIL: test_gpt exited $rc: $out"; exit 1; fi
-echo "built $n GPU programs"
+echo "built $n GPU programs ($n16 of them the fp16 build)"
