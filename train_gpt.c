@@ -182,6 +182,31 @@ static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B
     }
 }
 
+// One query's attention over n keys and values whose rows lie `stride` floats
+// apart: a[0..n) the softmax probabilities, o[hd] the output. Both the forward
+// and the decode step (KV cache) call it, so they compute the same bits.
+static inline void attend(float *o, float *a, const float *q, const float *k, const float *v, size_t stride,
+                          int n, int hd, float scale) {
+    float mx = -INFINITY;
+    for (int t2 = 0; t2 < n; t2++) {
+        const float *kt = k + t2 * stride;
+        float s = 0;
+        for (int i = 0; i < hd; i++) s += q[i] * kt[i];
+        s *= scale;
+        a[t2] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0;
+    for (int t2 = 0; t2 < n; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+    float inv = 1.0f / sum;
+    for (int t2 = 0; t2 < n; t2++) a[t2] *= inv;
+    for (int i = 0; i < hd; i++) o[i] = 0;
+    for (int t2 = 0; t2 < n; t2++) {
+        const float *vt = v + t2 * stride;
+        for (int i = 0; i < hd; i++) o[i] += a[t2] * vt[i];
+    }
+}
+
 // Causal attention with grouped-query heads. qkv [B,T,(H+2KV)*hd]; query head h
 // reads kv head h / (H/KV). att [B,H,T,T] keeps the probabilities; out [B,T,H*hd].
 static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int H, int KV, int hd) {
@@ -191,29 +216,12 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
     for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
     for (int h = 0; h < H; h++) {
-        const float *q = qkv + ((size_t)b * T + t) * row + h * hd;
+        const float *x = qkv + (size_t)b * T * row;   // this sequence's rows
         int g = h / group;
         float *a = att + (((size_t)b * H + h) * T + t) * T;
-        float mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *k = qkv + ((size_t)b * T + t2) * row + (H + g) * hd;
-            float s = 0;
-            for (int i = 0; i < hd; i++) s += q[i] * k[i];
-            s *= scale;
-            a[t2] = s;
-            if (s > mx) mx = s;
-        }
-        float sum = 0;
-        for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
-        float inv = 1.0f / sum;
-        for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+        attend(out + ((size_t)b * T + t) * C + h * hd, a, x + (size_t)t * row + h * hd, x + (H + g) * hd,
+               x + (H + KV + g) * hd, row, t + 1, hd, scale);
         for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-        float *o = out + ((size_t)b * T + t) * C + h * hd;
-        for (int i = 0; i < hd; i++) o[i] = 0;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *v = qkv + ((size_t)b * T + t2) * row + (H + KV + g) * hd;
-            for (int i = 0; i < hd; i++) o[i] += a[t2] * v[i];
-        }
     }
 }
 
