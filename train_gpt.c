@@ -371,6 +371,19 @@ typedef struct {
     float *dres, *dbuf, *dqkv, *datt, *dfch, *dfch_act;
 } Activations;
 
+// Decoding (sampling, sample.h): a step runs the model on one new position of
+// each of B sequences, so its activations are B rows; the keys and values of
+// the earlier positions wait in the KV cache (gpt_decode_alloc).
+typedef struct {
+    int B, max_len;                          // sequences decoded together, positions the cache holds
+    float *k, *v;                            // [L][B][max_len][KV*hd]: keys (after RoPE for llama) and values
+    float *x;                                // [B, C] the residual stream of the new positions
+    float *ln, *mean, *rstd;                 // [B, C], [B]: each norm's output and statistics in turn
+    float *qkv, *att, *atty, *buf;           // [B, QKV], [B, H, max_len], [B, C], [B, C]
+    float *fch, *fch_act, *logits;           // [B, FC], [B, F], [B, Vp]
+    float *memory;                           // the one allocation the views point into
+} Decode;
+
 typedef struct GPT {
     ModelConfig cfg;
     ModelLayout layout;
@@ -380,10 +393,22 @@ typedef struct GPT {
     int QKV, FC, hd;
     Activations a;
     float *act_memory;
+    Decode dec;                              // sampling with a KV cache (gpt_decode_alloc)
     float *rope_cos, *rope_sin;              // [maxT, hd/2]
     int *inputs, *targets;
     float loss;                              // mean loss of the last forward
 } GPT;
+
+// Views into one allocation of activations, counted by zero.h (each view 64-byte aligned)
+typedef struct { float **p; size_t n; } ActView;
+static float *alloc_views(GPT *m, ActView *views, int nv) {
+    size_t total = 0;
+    for (int i = 0; i < nv; i++) total += round_up(views[i].n, 16);
+    float *mem = (float *)zero_alloc(&m->zero, MEM_ACTIVATIONS, total * sizeof(float), ZMEM_WORK);
+    size_t off = 0;
+    for (int i = 0; i < nv; i++) { *views[i].p = mem + off; off += round_up(views[i].n, 16); }
+    return mem;
+}
 
 static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     memset(m, 0, sizeof(*m));
@@ -399,7 +424,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->FC = c->arch == ARCH_LLAMA ? 2 * F : F;
     size_t BT = (size_t)B * T, att = (size_t)B * H * T * T;
     // one allocation for all activations, views into it
-    struct { float **p; size_t n; } views[] = {
+    ActView views[] = {
         {&m->a.encoded, BT * C},
         {&m->a.ln1, L * BT * C}, {&m->a.ln1_mean, L * BT}, {&m->a.ln1_rstd, L * BT},
         {&m->a.qkv, L * BT * m->QKV}, {&m->a.att, L * att}, {&m->a.atty, L * BT * C}, {&m->a.res2, L * BT * C},
@@ -410,12 +435,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
         {&m->a.dres, BT * C}, {&m->a.dbuf, BT * C}, {&m->a.dqkv, BT * m->QKV}, {&m->a.datt, att},
         {&m->a.dfch, BT * m->FC}, {&m->a.dfch_act, BT * F},
     };
-    int nv = sizeof(views) / sizeof(views[0]);
-    size_t total = 0;
-    for (int i = 0; i < nv; i++) total += round_up(views[i].n, 16);
-    m->act_memory = (float *)zero_alloc(&m->zero, MEM_ACTIVATIONS, total * sizeof(float), ZMEM_WORK);
-    size_t off = 0;
-    for (int i = 0; i < nv; i++) { *views[i].p = m->act_memory + off; off += round_up(views[i].n, 16); }
+    m->act_memory = alloc_views(m, views, sizeof(views) / sizeof(views[0]));
     // RoPE tables: freq_i = 1 / theta^(2i/hd) and angle = t * freq_i, in fp32 (docs/model.md)
     int half = m->hd / 2;
     m->rope_cos = (float *)xmalloc(sizeof(float) * c->max_seq * half, "rope");
@@ -458,14 +478,39 @@ static const float *layer_input(GPT *m, int l) {
     return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
 }
 
-// one transformer layer, forward. w: the layer's parameters
-static void layer_forward(GPT *m, int l, LayerView w) {
-    const float *x = layer_input(m, l);
+// A decode step's attention (pos >= 0): the new positions' q and k rotated to
+// `pos` (llama), their k and v appended to layer l's KV cache, and each query head
+// attending to positions 0..pos of its kv head (the forward's attend()).
+static void attention_decode(GPT *m, int l, float *atty, float *att, float *qkv, int pos) {
     const ModelConfig *c = &m->cfg;
-    Activations *a = &m->a;
-    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    Decode *d = &m->dec;
+    int B = d->B, H = c->n_head, KV = c->n_kv_head, hd = m->hd, kvrow = KV * hd, half = hd / 2;
+    if (c->arch == ARCH_LLAMA)
+        rope_apply(qkv, m->rope_cos + (size_t)pos * half, m->rope_sin + (size_t)pos * half, B, 1, H, KV, hd, 1.0f);
+    size_t seq = (size_t)d->max_len * kvrow;                 // one sequence's cache in one layer
+    float *k = d->k + (size_t)l * B * seq, *v = d->v + (size_t)l * B * seq;
+    for (int b = 0; b < B; b++) {
+        memcpy(k + b * seq + (size_t)pos * kvrow, qkv + (size_t)b * m->QKV + H * hd, sizeof(float) * kvrow);
+        memcpy(v + b * seq + (size_t)pos * kvrow, qkv + (size_t)b * m->QKV + (H + KV) * hd, sizeof(float) * kvrow);
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+        int g = h / (H / KV);
+        attend(atty + (size_t)b * H * hd + h * hd, att + ((size_t)b * H + h) * d->max_len, qkv + (size_t)b * m->QKV + h * hd,
+               k + b * seq + g * hd, v + b * seq + g * hd, kvrow, pos + 1, hd, scale);
+    }
+}
+
+// One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
+// decode step's B rows, one new position `pos` per sequence whose attention reads
+// the earlier positions from the KV cache. s: where the activations go; buf:
+// [rows, C] scratch; w: the layer's parameters.
+static void layer_rows(GPT *m, int l, LayerView w, const float *x, LayerActs s, float *buf, int B, int T, int pos) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
     size_t BTC = (size_t)N * C;
-    LayerActs s = layer_acts(m, l);
     float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
     float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act, *res3 = s.res3;
     int llama = c->arch == ARCH_LLAMA;
@@ -473,17 +518,26 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps);
     else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps);
     matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV);
-    if (llama) rope_apply(qkv, m->rope_cos, m->rope_sin, B, T, H, KV, m->hd, 1.0f);
-    attention_forward(atty, att, qkv, B, T, H, KV, m->hd);
-    matmul_forward(a->dbuf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C);
-    residual_forward(res2, x, a->dbuf, BTC);
+    if (pos < 0) {
+        if (llama) rope_apply(qkv, m->rope_cos, m->rope_sin, B, T, H, KV, m->hd, 1.0f);
+        attention_forward(atty, att, qkv, B, T, H, KV, m->hd);
+    } else {
+        attention_decode(m, l, atty, att, qkv, pos);
+    }
+    matmul_forward(buf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C);
+    residual_forward(res2, x, buf, BTC);
     if (llama) rmsnorm_forward(ln2, ln2_rstd, res2, w.t[T_LN2_W], N, C, c->norm_eps);
     else layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, w.t[T_LN2_W], w.t[T_LN2_B], N, C, c->norm_eps);
     matmul_forward(fch, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, m->FC);
     if (llama) swiglu_forward(fch_act, fch, N, F);
     else gelu_forward(fch_act, fch, (size_t)N * F);
-    matmul_forward(a->dbuf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C);
-    residual_forward(res3, res2, a->dbuf, BTC);
+    matmul_forward(buf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C);
+    residual_forward(res3, res2, buf, BTC);
+}
+
+// one transformer layer, forward
+static void layer_forward(GPT *m, int l, LayerView w) {
+    layer_rows(m, l, w, layer_input(m, l), layer_acts(m, l), m->a.dbuf, m->B, m->T, -1);
 }
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
@@ -519,15 +573,21 @@ static void embed_forward(GPT *m, EmbedView w) {
     encoder_forward(m->a.encoded, m->inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model);
 }
 
-// the head: final norm, logits through lm_head (gpt2: the tied wte), and with
-// targets the mean loss (training: the softmax stays for the backward)
+// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte)
+static void head_rows(GPT *m, HeadView w, const float *x, float *ln, float *mean, float *rstd, float *logits, int N) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model;
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(ln, rstd, x, w.lnf_w, N, C, c->norm_eps);
+    else layernorm_forward(ln, mean, rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps);
+    matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab);
+}
+
+// the head: final norm, logits, and with targets the mean loss (training: the
+// softmax stays for the backward)
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
-    const float *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, w.lnf_w, N, C, c->norm_eps);
-    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps);
-    matmul_forward(m->a.logits, m->a.lnf, w.lm_head, NULL, N, C, Vp);
+    int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
+    head_rows(m, w, layer_input(m, c->n_layer), m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, m->a.logits, N);
     float loss = 0;
     if (targets) {
         crossentropy_forward(m->a.losses, m->a.logits, targets, N, V, Vp, training);
@@ -556,13 +616,56 @@ static void embed_backward(GPT *m, EmbedView g) {
     encoder_backward(g.wte, g.wpe, m->a.dres, m->inputs, m->B, m->T, m->cfg.d_model);
 }
 
+// ----------------------------------------------------------------------------
+// decoding with a KV cache (sample.h): the steps of gpt_decode (passes.h), on the
+// B rows of m->dec with the forward's kernels; only attention differs.
+
+// The KV cache and a step's activations for B sequences of up to max_len positions.
+static void gpt_decode_alloc(GPT *m, int B, int max_len) {
+    const ModelConfig *c = &m->cfg;
+    Decode *d = &m->dec;
+    d->B = B; d->max_len = max_len;
+    size_t C = c->d_model, cache = (size_t)c->n_layer * B * max_len * c->n_kv_head * m->hd;
+    ActView views[] = {
+        {&d->k, cache}, {&d->v, cache}, {&d->x, B * C}, {&d->ln, B * C}, {&d->mean, B}, {&d->rstd, B},
+        {&d->qkv, (size_t)B * m->QKV}, {&d->att, (size_t)B * c->n_head * max_len}, {&d->atty, B * C}, {&d->buf, B * C},
+        {&d->fch, (size_t)B * m->FC}, {&d->fch_act, (size_t)B * c->d_ff}, {&d->logits, (size_t)B * c->padded_vocab},
+    };
+    d->memory = alloc_views(m, views, sizeof(views) / sizeof(views[0]));
+}
+
+static void gpt_decode_free(GPT *m) {
+    zb_free(&m->zero.be, m->dec.memory, ZMEM_WORK);
+    memset(&m->dec, 0, sizeof(m->dec));
+}
+
+// x = wte[tokens] (+ wpe[pos])
+static void embed_decode(GPT *m, EmbedView w, const int *tokens, int pos) {
+    int C = m->cfg.d_model;
+    encoder_forward(m->dec.x, tokens, w.wte, w.wpe ? w.wpe + (size_t)pos * C : NULL, m->dec.B, 1, C);
+}
+
+// one layer on the new positions: the residual stream in place, one buffer per kind
+static void layer_decode(GPT *m, int l, LayerView w, int pos) {
+    Decode *d = &m->dec;
+    LayerActs s = {d->ln, d->mean, d->rstd, d->qkv, d->att, d->atty, d->x, d->ln, d->mean, d->rstd, d->fch, d->fch_act, d->x};
+    layer_rows(m, l, w, d->x, s, d->buf, d->B, 1, pos);
+}
+
+static void head_decode(GPT *m, HeadView w) {
+    Decode *d = &m->dec;
+    head_rows(m, w, d->x, d->ln, d->mean, d->rstd, d->logits, d->B);
+}
+
 #include "passes.h"
 
 // ----------------------------------------------------------------------------
 // what train_loop.h needs besides the passes, and main
 
-// logits of position t of the first sequence, on the host (for sampling)
-static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_t)t * m->cfg.padded_vocab; }
+// logits of position t of sequence b after a forward without training, on the host (sampling)
+static const float *gpt_logits_host(GPT *m, int b, int t) { return m->a.logits + ((size_t)b * m->T + t) * m->cfg.padded_vocab; }
+// the logits [dec.B, Vp] of the last decode step, on the host
+static const float *gpt_decode_logits_host(GPT *m) { return m->dec.logits; }
 
 #include "train_loop.h"
 
@@ -584,7 +687,8 @@ int main(int argc, char **argv) {
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    train(&m, &tc, "train_gpt_cpu", threads);
+    if (tc.sample) sample_run(&m, &tc, "train_gpt_cpu", threads);   // --sample 1: generate text, no training
+    else train(&m, &tc, "train_gpt_cpu", threads);
     gpt_free(&m);
     comm_finalize(&comm);
     return 0;
