@@ -10,7 +10,8 @@
 // whose probabilities (renormalized) first reach --top-p kept (TopPLogitsWarper,
 // Holtzman et al. 2019: the token that crosses p stays); one uniform draw of the
 // splitmix64 RNG picks among them. Temperature 0 is greedy: the argmax (the lowest
-// id among equal logits). Without filters the draw walks the ids in order.
+// id among equal logits). Without filters the draw walks the ids in order; top-k
+// selects its k in O(V log k); top-p alone sorts the vocabulary.
 //
 // The KV cache (default): each step runs the model on ONE new position per
 // sequence (gpt_decode, passes.h), whose keys and values join the cache and whose
@@ -66,8 +67,8 @@ static void sampler_init(Sampler *s, GPT *m, const TrainConfig *tc) {
     s->n_ctx = 1 + (int)np;
     long long positions = (long long)s->n_ctx + s->len - 1;   // every token but the last one generated is fed
     if (positions > c->max_seq)
-        fatal("--sample-len %d after a context of %d tokens (<|endoftext|> and %zu of --prompt) needs %lld positions; the model has %d (--max-seq)",
-              s->len, s->n_ctx, np, positions, c->max_seq);
+        fatal("--sample-len %d after a context of %d token%s (<|endoftext|> and %zu of --prompt) needs %lld positions; the model has %d (--max-seq)",
+              s->len, s->n_ctx, s->n_ctx > 1 ? "s" : "", np, positions, c->max_seq);
     if (!s->kv && (s->n > m->B || positions > m->T))
         fatal("--kv-cache 0: %d sample%s of %d positions need the full forward's --batch >= %d and --seq >= %lld (have %d and %d)",
               s->n, s->n > 1 ? "s" : "", (int)positions, s->n, positions, m->B, m->T);
@@ -99,13 +100,35 @@ static void sampler_free(Sampler *s, GPT *m) {
     free(s->seq); free(s->step); free(s->order); free(s->prob);
 }
 
-// token ids by logit, largest first, the lower id first among equals (a total
-// order: the same result from any sort)
+// Token ids by logit, largest first, the lower id first among equals: a total
+// order, so any sort gives the same result.
+static int logit_before(const float *l, int i, int j) { return l[i] > l[j] || (l[i] == l[j] && i < j); }
 static int sample_by_logit(const void *a, const void *b, void *ctx) {
-    const float *l = (const float *)ctx;
     int i = *(const int *)a, j = *(const int *)b;
-    if (l[i] != l[j]) return l[i] > l[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
+    return i == j ? 0 : logit_before((const float *)ctx, i, j) ? -1 : 1;
+}
+
+// ids[0..k) = the k first ids in that order: one pass over V keeping the k best
+// in a heap whose root is the last of them (O(V log k)), then a sort of the k
+static void top_k_ids(int *ids, int k, const float *l, int V) {
+    for (int i = 0; i < V; i++) {
+        int at;
+        if (i < k) {                                 // grow the heap: sift the new id up
+            for (at = i; at > 0 && logit_before(l, ids[(at - 1) / 2], i); at = (at - 1) / 2) ids[at] = ids[(at - 1) / 2];
+        } else if (logit_before(l, i, ids[0])) {     // better than the worst kept: replace the root, sift down
+            at = 0;
+            for (;;) {
+                int c = 2 * at + 1;
+                if (c >= k) break;
+                if (c + 1 < k && logit_before(l, ids[c], ids[c + 1])) c++;   // the later-ranked child
+                if (!logit_before(l, i, ids[c])) break;
+                ids[at] = ids[c];
+                at = c;
+            }
+        } else continue;
+        ids[at] = i;
+    }
+    qsort_r(ids, k, sizeof(int), sample_by_logit, (void *)l);
 }
 
 // The next token from one row of logits (the first V are real).
@@ -117,12 +140,12 @@ static int sample_pick(Sampler *s, const float *logits, int V, Rng *rng) {
     float t = s->temperature;
     int n = V;
     double sum = 0;
-    if ((s->top_k > 0 && s->top_k < V) || s->top_p < 1) {
-        for (int i = 0; i < V; i++) s->order[i] = i;
-        qsort_r(s->order, V, sizeof(int), sample_by_logit, (void *)logits);
-        if (s->top_k > 0 && s->top_k < V) n = s->top_k;
+    if (s->top_k > 0 && s->top_k < V) {
+        n = s->top_k;
+        top_k_ids(s->order, n, logits, V);
     } else {
         for (int i = 0; i < V; i++) s->order[i] = i;
+        if (s->top_p < 1) qsort_r(s->order, V, sizeof(int), sample_by_logit, (void *)logits);
     }
     for (int j = 0; j < n; j++) { s->prob[j] = exp((logits[s->order[j]] - mx) / t); sum += s->prob[j]; }
     if (s->top_p < 1) {

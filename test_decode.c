@@ -71,6 +71,17 @@ static void sampler_checks(void) {
     check_draws("top-k 1 (greedy)", logits, 1.0f, 1, 1.0f, argmax);
     check_draws("top-p 1e-6 (greedy)", logits, 1.0f, 0, 1e-6f, argmax);
     check_draws("temperature 0 (greedy)", logits, 0.0f, 0, 1.0f, argmax);
+    // top-k's heap selection against a full sort, on 1000 logits with many ties
+    enum { NV = 1000 };
+    static float many[NV];
+    static int sorted[NV], picked[NV];
+    Rng r = {3};
+    for (int i = 0; i < NV; i++) { many[i] = (float)(rng_u64(&r) % 50) * 0.25f; sorted[i] = i; }
+    qsort_r(sorted, NV, sizeof(int), sample_by_logit, many);
+    int same = 1;
+    for (int k = 1; k <= NV; k += 37) { top_k_ids(picked, k, many, NV); same &= !memcmp(picked, sorted, sizeof(int) * k); }
+    g_fails += !same;
+    printf("  %-44s %s\n", "top-k ids (heap) = the first k of a sort", same ? "ok" : "FAIL");
     float tie[4] = {1.0f, 2.0f, 0.5f, 2.0f};
     check_draws("temperature 0, tied logits: the lower id", tie, 0.0f, 0, 1.0f, argmax);
     check_draws("top-k 1, tied logits: the lower id", tie, 1.0f, 1, 1.0f, argmax);
