@@ -17,7 +17,7 @@
 // tensors are floatX (x_bytes: 2) except norm statistics, losses and the fp32
 // attention scratch.
 #pragma once
-#include "config.h"
+#include "zero.h"
 #include "cuda/sizes.h"
 
 // the saved activations, in the order of both trainers' Activations structs
@@ -112,4 +112,12 @@ static size_t act_total(const size_t *t, int n, size_t align) {
 static void act_point(void **const *views, const size_t *t, int n, size_t align, void *base) {
     size_t off = 0;
     for (int i = 0; i < n; i++) { *views[i] = (char *)base + off; off += round_up(t[i], align); }
+}
+
+// One allocation of `kind` (zero.h counts it) holding the n tensors of `bytes`,
+// views[i] pointed at tensor i.
+static void *act_alloc(Zero *z, int kind, void **const *views, const size_t *bytes, int n, size_t align) {
+    void *mem = zero_alloc(z, kind, act_total(bytes, n, align), ZMEM_WORK);
+    act_point(views, bytes, n, align, mem);
+    return mem;
 }

@@ -175,6 +175,8 @@ static void comm_all_reduce_host(Comm *c, void *buf, size_t n, CommDType t, Comm
     comm_wait_mpi(c, &r);
 }
 static void comm_barrier(Comm *c) { MPI_Barrier(c->mpi); }
+// host memory in every build (sampled tokens): root's bytes to every rank, not counted
+static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi); }
 
 #if !COMM_DEVICE
 // CPU build: buffers are host memory, MPI does everything

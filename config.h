@@ -86,7 +86,7 @@ static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0,
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
-                   R_FRAC = {0, 1, 0, 0, 0};
+                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0};
 
 static int range_ok(const Range *r, double v) {
     if (!isfinite(v) || (r->integer && v != floor(v))) return 0;
@@ -152,6 +152,10 @@ typedef struct {
     char init_path[512], save_dir[512], resume_dir[512], log_path[512], config_path[512];
     int save_every, threads;
     int val_every, val_batches, sample_every, sample_len;
+    // sampling (sample.h): --sample 1 samples instead of training; the rest apply to --sample-every too
+    int sample, num_samples, top_k, kv_cache;
+    float temperature, top_p;
+    const char *prompt;   // argv's text ("": the samples start from <|endoftext|> alone)
     int quiet;
     // ZeRO (see zero.h)
     int zero_stage;                 // must equal the compiled ZERO_STAGE
@@ -191,6 +195,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->seed = 1337;
     c->save_every = 0; c->threads = 0;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
+    c->sample = 0; c->num_samples = 1; c->top_k = 0; c->kv_cache = 1; c->temperature = 1.0f; c->top_p = 1.0f; c->prompt = "";
     c->zero_stage = -1;  // not asked for: take the compiled stage
     c->persistence_threshold = 100000LL;
     c->max_live_elems = 1000000000LL;
@@ -325,6 +330,16 @@ static void print_help(const char *prog) {
            "                           fp16 overflows the loss scaler handles are not counted); 0: never (default 5)\n"
            "  --inject-nonfinite STEP:RANK[:inf|nan][,...]\n"
            "                           TESTS ONLY: Inf (or NaN) into rank RANK's reduced gradient at step STEP\n"
+           "sampling (also the samples of --sample-every)\n"
+           "  --sample 1               sample instead of training, from --init FILE or --resume DIR; rank 0 prints\n"
+           "  --prompt TEXT            the text the samples continue (default: none, after <|endoftext|>)\n"
+           "  --sample-len N           tokens generated per sample (default 64)\n"
+           "  --num-samples N          samples generated together (default 1)\n"
+           "  --temperature X          logits / X before the softmax; 0: greedy argmax (default 1)\n"
+           "  --top-k N                sample among the N most likely tokens (default 0: all)\n"
+           "  --top-p X                sample among the most likely tokens whose probabilities sum to X (default 1: all)\n"
+           "  --seed S                 the sampling random numbers (with --sample 1)\n"
+           "  --kv-cache 0|1           1: one position per token with a KV cache (default); 0: a full forward per token\n"
            "ZeRO (compiled stage: %d)\n"
            "  --zero-stage K           must equal the compiled stage (make ZERO=K)\n"
            "  --persistence-threshold N  stage 3: units this small stay whole\n"
@@ -449,6 +464,28 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
 }
 
+// Sampling against the mode: --sample 1 needs weights to sample from, and the
+// flags of the other mode have no effect (one note naming them). The sampling
+// flags also shape the samples of --sample-every.
+static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, char **argv) {
+    static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
+        "--lr-schedule", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
+        "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
+        "--val-batches", "--sample-every", "--log", NULL};
+    static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
+    if (c->sample && !c->init_path[0] && !c->resume_dir[0])
+        report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
+    if (!c->sample && c->sample_every > 0) return;
+    char given[400] = "";
+    for (int i = 1; i + 1 < argc; i += 2)     // every flag takes a value
+        for (const char **f = c->sample ? TRAINING : SAMPLING; *f; f++)
+            if (!strcmp(argv[i], *f) && strlen(given) + strlen(*f) + 3 < sizeof(given))
+                snprintf(given + strlen(given), sizeof(given) - strlen(given), "%s%s", given[0] ? ", " : "", *f);
+    if (given[0] && c->sample) report_at(r, MSG_NOTE, "--sample", "1 samples and does not train: %s ha%s no effect", given, strchr(given, ',') ? "ve" : "s");
+    if (given[0] && !c->sample) report_at(r, MSG_NOTE, NULL, "%s ha%s no effect without --sample 1 or --sample-every N", given, strchr(given, ',') ? "ve" : "s");
+    if (c->sample && c->config_path[0]) report_at(r, MSG_NOTE, "--config", "when sampling only its ZeRO settings apply");
+}
+
 // Parse argv into c. Returns, or exits with the errors (one line each). --help and
 // --config-keys print and exit 0.
 
@@ -526,6 +563,13 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--sample-every")) c->sample_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--sample-len")) c->sample_len = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--sample")) c->sample = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--prompt")) c->prompt = v;
+        else if (!strcmp(a, "--num-samples")) c->num_samples = flag_int(a, v, 1, 4096);
+        else if (!strcmp(a, "--temperature")) c->temperature = (float)flag_number(a, v, &R_NONNEG);
+        else if (!strcmp(a, "--top-k")) c->top_k = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--top-p")) c->top_p = (float)flag_number(a, v, &R_TOP_P);
+        else if (!strcmp(a, "--kv-cache")) c->kv_cache = flag_int(a, v, 0, 1);
         else if (!strcmp(a, "--tokenizer")) copy_str_or_die(c->tokenizer_path, sizeof(c->tokenizer_path), a, v);
         else if (!strcmp(a, "--quiet")) c->quiet = flag_int(a, v, 0, 1);
         else if (!strcmp(a, "--fp16")) { c->fp16 = flag_int(a, v, 0, 1); c->from[FROM_FP16] = "--fp16"; }
@@ -560,6 +604,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
     if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
     config_check(c, &rep);
+    sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);
     c->zero_stage = ZERO_STAGE;
 }

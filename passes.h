@@ -11,6 +11,13 @@
 //   void  layer_backward(GPT *m, int l, LayerView w, LayerView g)
 //   void  embed_backward(GPT *m, EmbedView g)             needs only the token ids
 //
+// and, for decoding with a KV cache (sampling, sample.h), on the B rows of one
+// new position per sequence:
+//
+//   void  embed_decode(GPT *m, EmbedView w, const int *tokens, int pos)
+//   void  layer_decode(GPT *m, int l, LayerView w, int pos)   appends to layer l's KV cache
+//   void  head_decode(GPT *m, HeadView w)                     the logits of the next token
+//
 // and its GPT has `ModelLayout layout` and `Zero zero`. Include this file after
 // those are defined (train_gpt.c, train_gpt.cu).
 #pragma once
@@ -57,6 +64,28 @@ static void gpt_backward(GPT *m, const int *targets, float dloss) {
         }
         zero_release(z, s);
         zero_grads_close(z, s);
+    }
+    zero_end_pass(z);
+}
+
+// One decode step: the model on position `pos` of each sequence of the decode
+// batch (tokens[b] its token), its keys and values joining the KV cache. A
+// forward-only pass over the same schedule, so stage 3 gathers and releases
+// every unit exactly as gpt_forward does, on every rank.
+static void gpt_decode(GPT *m, const int *tokens, int pos) {
+    Zero *z = &m->zero;
+    const ModelLayout *L = &m->layout;
+    const Schedule *S = &L->schedule;
+    zero_begin_pass(z, 0);
+    for (int i = 0; i < S->n_fwd; i++) {
+        const PassStep *s = &S->fwd[i];
+        floatX *const *p = zero_fetch(z, s);
+        switch (s->kind) {
+        case STEP_EMBED: embed_decode(m, embed_view(L, p), tokens, pos); break;
+        case STEP_LAYER: layer_decode(m, s->layer, layer_view(L, p[s->params[0]]), pos); break;
+        case STEP_HEAD:  head_decode(m, head_view(L, p)); break;
+        }
+        zero_release(z, s);
     }
     zero_end_pass(z);
 }

@@ -184,6 +184,31 @@ static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B
     }
 }
 
+// One query's attention over n keys and values whose rows lie `stride` floats
+// apart: a[0..n) the softmax probabilities, o[hd] the output. Both the forward
+// and the decode step (KV cache) call it, so they compute the same bits.
+static inline void attend(float *o, float *a, const float *q, const float *k, const float *v, size_t stride,
+                          int n, int hd, float scale) {
+    float mx = -INFINITY;
+    for (int t2 = 0; t2 < n; t2++) {
+        const float *kt = k + t2 * stride;
+        float s = 0;
+        for (int i = 0; i < hd; i++) s += q[i] * kt[i];
+        s *= scale;
+        a[t2] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0;
+    for (int t2 = 0; t2 < n; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+    float inv = 1.0f / sum;
+    for (int t2 = 0; t2 < n; t2++) a[t2] *= inv;
+    for (int i = 0; i < hd; i++) o[i] = 0;
+    for (int t2 = 0; t2 < n; t2++) {
+        const float *vt = v + t2 * stride;
+        for (int i = 0; i < hd; i++) o[i] += a[t2] * vt[i];
+    }
+}
+
 // Causal attention with grouped-query heads. qkv [B,T,(H+2KV)*hd]; query head h
 // reads kv head h / (H/KV). att [B,H,T,T] keeps the probabilities; out [B,T,H*hd].
 static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int H, int KV, int hd) {
@@ -193,29 +218,12 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
     for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
     for (int h = 0; h < H; h++) {
-        const float *q = qkv + ((size_t)b * T + t) * row + h * hd;
+        const float *x = qkv + (size_t)b * T * row;   // this sequence's rows
         int g = h / group;
         float *a = att + (((size_t)b * H + h) * T + t) * T;
-        float mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *k = qkv + ((size_t)b * T + t2) * row + (H + g) * hd;
-            float s = 0;
-            for (int i = 0; i < hd; i++) s += q[i] * k[i];
-            s *= scale;
-            a[t2] = s;
-            if (s > mx) mx = s;
-        }
-        float sum = 0;
-        for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
-        float inv = 1.0f / sum;
-        for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+        attend(out + ((size_t)b * T + t) * C + h * hd, a, x + (size_t)t * row + h * hd, x + (H + g) * hd,
+               x + (H + KV + g) * hd, row, t + 1, hd, scale);
         for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-        float *o = out + ((size_t)b * T + t) * C + h * hd;
-        for (int i = 0; i < hd; i++) o[i] = 0;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float *v = qkv + ((size_t)b * T + t2) * row + (H + KV + g) * hd;
-            for (int i = 0; i < hd; i++) o[i] += a[t2] * v[i];
-        }
     }
 }
 
@@ -367,6 +375,19 @@ typedef struct {
     float *rope_cos, *rope_sin;
 } Activations;
 
+// Decoding (sampling, sample.h): a step runs the model on one new position of
+// each of B sequences, so its activations are B rows; the keys and values of
+// the earlier positions wait in the KV cache (gpt_decode_alloc).
+typedef struct {
+    int B, max_len;                          // sequences decoded together, positions the cache holds
+    float *k, *v;                            // [L][B][max_len][KV*hd]: keys (after RoPE for llama) and values
+    float *x;                                // [B, C] the residual stream of the new positions
+    float *ln, *mean, *rstd;                 // [B, C], [B]: each norm's output and statistics in turn
+    float *qkv, *att, *atty, *buf;           // [B, QKV], [B, H, max_len], [B, C], [B, C]
+    float *fch, *fch_act, *logits;           // [B, FC], [B, F], [B, Vp]
+    void *memory;                            // the one allocation the views point into
+} Decode;
+
 typedef struct GPT {
     ModelConfig cfg;
     ModelLayout layout;
@@ -377,6 +398,7 @@ typedef struct GPT {
     Activations a;
     void *act_memory, *scratch_memory;       // one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
+    Decode dec;                              // sampling with a KV cache (gpt_decode_alloc)
     int *inputs, *targets;
     float loss;                              // mean loss of the last forward
 } GPT;
@@ -408,10 +430,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     void **scratch_views[N_CPU_SCRATCH] = {
         (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dqkv, (void **)&a->datt, (void **)&a->dfch,
         (void **)&a->dfch_act, (void **)&a->rope_cos, (void **)&a->rope_sin};
-    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, act_total(saved, N_ACT_SAVED, CPU_ACT_ALIGN), ZMEM_WORK);
-    m->scratch_memory = zero_alloc(&m->zero, MEM_SCRATCH, act_total(scratch, N_CPU_SCRATCH, CPU_ACT_ALIGN), ZMEM_WORK);
-    act_point(saved_views, saved, N_ACT_SAVED, CPU_ACT_ALIGN, m->act_memory);
-    act_point(scratch_views, scratch, N_CPU_SCRATCH, CPU_ACT_ALIGN, m->scratch_memory);
+    m->act_memory = act_alloc(&m->zero, MEM_ACTIVATIONS, saved_views, saved, N_ACT_SAVED, CPU_ACT_ALIGN);
+    m->scratch_memory = act_alloc(&m->zero, MEM_SCRATCH, scratch_views, scratch, N_CPU_SCRATCH, CPU_ACT_ALIGN);
     // RoPE tables: freq_i = 1 / theta^(2i/hd) and angle = t * freq_i, in fp32 (docs/model.md)
     int half = m->hd / 2;
     for (int t = 0; c->arch == ARCH_LLAMA && t < c->max_seq; t++)
@@ -456,14 +476,39 @@ static const float *layer_input(GPT *m, int l) {
     return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
 }
 
-// one transformer layer, forward. w: the layer's parameters
-static void layer_forward(GPT *m, int l, LayerView w) {
-    const float *x = layer_input(m, l);
+// A decode step's attention (pos >= 0): the new positions' q and k rotated to
+// `pos` (llama), their k and v appended to layer l's KV cache, and each query head
+// attending to positions 0..pos of its kv head (the forward's attend()).
+static void attention_decode(GPT *m, int l, float *atty, float *att, float *qkv, int pos) {
     const ModelConfig *c = &m->cfg;
-    Activations *a = &m->a;
-    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    Decode *d = &m->dec;
+    int B = d->B, H = c->n_head, KV = c->n_kv_head, hd = m->hd, kvrow = KV * hd, half = hd / 2;
+    if (c->arch == ARCH_LLAMA)
+        rope_apply(qkv, m->a.rope_cos + (size_t)pos * half, m->a.rope_sin + (size_t)pos * half, B, 1, H, KV, hd, 1.0f);
+    size_t seq = (size_t)d->max_len * kvrow;                 // one sequence's cache in one layer
+    float *k = d->k + (size_t)l * B * seq, *v = d->v + (size_t)l * B * seq;
+    for (int b = 0; b < B; b++) {
+        memcpy(k + b * seq + (size_t)pos * kvrow, qkv + (size_t)b * m->QKV + H * hd, sizeof(float) * kvrow);
+        memcpy(v + b * seq + (size_t)pos * kvrow, qkv + (size_t)b * m->QKV + (H + KV) * hd, sizeof(float) * kvrow);
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+        int g = h / (H / KV);
+        attend(atty + (size_t)b * H * hd + h * hd, att + ((size_t)b * H + h) * d->max_len, qkv + (size_t)b * m->QKV + h * hd,
+               k + b * seq + g * hd, v + b * seq + g * hd, kvrow, pos + 1, hd, scale);
+    }
+}
+
+// One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
+// decode step's B rows, one new position `pos` per sequence whose attention reads
+// the earlier positions from the KV cache. s: where the activations go; buf:
+// [rows, C] scratch; w: the layer's parameters.
+static void layer_rows(GPT *m, int l, LayerView w, const float *x, LayerActs s, float *buf, int B, int T, int pos) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
     size_t BTC = (size_t)N * C;
-    LayerActs s = layer_acts(m, l);
     float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
     float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act, *res3 = s.res3;
     int llama = c->arch == ARCH_LLAMA;
@@ -471,17 +516,26 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps);
     else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps);
     matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV);
-    if (llama) rope_apply(qkv, a->rope_cos, a->rope_sin, B, T, H, KV, m->hd, 1.0f);
-    attention_forward(atty, att, qkv, B, T, H, KV, m->hd);
-    matmul_forward(a->dbuf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C);
-    residual_forward(res2, x, a->dbuf, BTC);
+    if (pos < 0) {
+        if (llama) rope_apply(qkv, m->a.rope_cos, m->a.rope_sin, B, T, H, KV, m->hd, 1.0f);
+        attention_forward(atty, att, qkv, B, T, H, KV, m->hd);
+    } else {
+        attention_decode(m, l, atty, att, qkv, pos);
+    }
+    matmul_forward(buf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C);
+    residual_forward(res2, x, buf, BTC);
     if (llama) rmsnorm_forward(ln2, ln2_rstd, res2, w.t[T_LN2_W], N, C, c->norm_eps);
     else layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, w.t[T_LN2_W], w.t[T_LN2_B], N, C, c->norm_eps);
     matmul_forward(fch, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, m->FC);
     if (llama) swiglu_forward(fch_act, fch, N, F);
     else gelu_forward(fch_act, fch, (size_t)N * F);
-    matmul_forward(a->dbuf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C);
-    residual_forward(res3, res2, a->dbuf, BTC);
+    matmul_forward(buf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C);
+    residual_forward(res3, res2, buf, BTC);
+}
+
+// one transformer layer, forward
+static void layer_forward(GPT *m, int l, LayerView w) {
+    layer_rows(m, l, w, layer_input(m, l), layer_acts(m, l), m->a.dbuf, m->B, m->T, -1);
 }
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
@@ -517,15 +571,21 @@ static void embed_forward(GPT *m, EmbedView w) {
     encoder_forward(m->a.encoded, m->inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model);
 }
 
-// the head: final norm, logits through lm_head (gpt2: the tied wte), and with
-// targets the mean loss (training: the softmax stays for the backward)
+// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte)
+static void head_rows(GPT *m, HeadView w, const float *x, float *ln, float *mean, float *rstd, float *logits, int N) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model;
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(ln, rstd, x, w.lnf_w, N, C, c->norm_eps);
+    else layernorm_forward(ln, mean, rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps);
+    matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab);
+}
+
+// the head: final norm, logits, and with targets the mean loss (training: the
+// softmax stays for the backward)
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
-    int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
-    const float *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, w.lnf_w, N, C, c->norm_eps);
-    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps);
-    matmul_forward(m->a.logits, m->a.lnf, w.lm_head, NULL, N, C, Vp);
+    int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
+    head_rows(m, w, layer_input(m, c->n_layer), m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, m->a.logits, N);
     float loss = 0;
     if (targets) {
         crossentropy_forward(m->a.losses, m->a.logits, targets, N, V, Vp, training);
@@ -554,13 +614,57 @@ static void embed_backward(GPT *m, EmbedView g) {
     encoder_backward(g.wte, g.wpe, m->a.dres, m->inputs, m->B, m->T, m->cfg.d_model);
 }
 
+// ----------------------------------------------------------------------------
+// decoding with a KV cache (sample.h): the steps of gpt_decode (passes.h), on the
+// B rows of m->dec with the forward's kernels; only attention differs.
+
+// The KV cache and a step's activations for B sequences of up to max_len positions.
+static void gpt_decode_alloc(GPT *m, int B, int max_len) {
+    const ModelConfig *c = &m->cfg;
+    Decode *d = &m->dec;
+    d->B = B; d->max_len = max_len;
+    size_t C = c->d_model, F4 = sizeof(float), cache = (size_t)c->n_layer * B * max_len * c->n_kv_head * m->hd;
+    void **views[] = {(void **)&d->k, (void **)&d->v, (void **)&d->x, (void **)&d->ln, (void **)&d->mean, (void **)&d->rstd,
+                      (void **)&d->qkv, (void **)&d->att, (void **)&d->atty, (void **)&d->buf, (void **)&d->fch,
+                      (void **)&d->fch_act, (void **)&d->logits};
+    size_t bytes[] = {cache * F4, cache * F4, B * C * F4, B * C * F4, B * F4, B * F4, (size_t)B * m->QKV * F4,
+                      (size_t)B * c->n_head * max_len * F4, B * C * F4, B * C * F4, (size_t)B * m->FC * F4,
+                      (size_t)B * c->d_ff * F4, (size_t)B * c->padded_vocab * F4};
+    d->memory = act_alloc(&m->zero, MEM_KV_CACHE, views, bytes, sizeof(bytes) / sizeof(bytes[0]), CPU_ACT_ALIGN);
+}
+
+static void gpt_decode_free(GPT *m) {
+    zb_free(&m->zero.be, m->dec.memory, ZMEM_WORK);
+    memset(&m->dec, 0, sizeof(m->dec));
+}
+
+// x = wte[tokens] (+ wpe[pos])
+static void embed_decode(GPT *m, EmbedView w, const int *tokens, int pos) {
+    int C = m->cfg.d_model;
+    encoder_forward(m->dec.x, tokens, w.wte, w.wpe ? w.wpe + (size_t)pos * C : NULL, m->dec.B, 1, C);
+}
+
+// one layer on the new positions: the residual stream in place, one buffer per kind
+static void layer_decode(GPT *m, int l, LayerView w, int pos) {
+    Decode *d = &m->dec;
+    LayerActs s = {d->ln, d->mean, d->rstd, d->qkv, d->att, d->atty, d->x, d->ln, d->mean, d->rstd, d->fch, d->fch_act, d->x};
+    layer_rows(m, l, w, d->x, s, d->buf, d->B, 1, pos);
+}
+
+static void head_decode(GPT *m, HeadView w) {
+    Decode *d = &m->dec;
+    head_rows(m, w, d->x, d->ln, d->mean, d->rstd, d->logits, d->B);
+}
+
 #include "passes.h"
 
 // ----------------------------------------------------------------------------
 // what train_loop.h needs besides the passes, and main
 
-// logits of position t of the first sequence, on the host (for sampling)
-static const float *gpt_logits_host(GPT *m, int t) { return m->a.logits + (size_t)t * m->cfg.padded_vocab; }
+// logits of position t of sequence b after a forward without training, on the host (sampling)
+static const float *gpt_logits_host(GPT *m, int b, int t) { return m->a.logits + ((size_t)b * m->T + t) * m->cfg.padded_vocab; }
+// the logits [dec.B, Vp] of the last decode step, on the host
+static const float *gpt_decode_logits_host(GPT *m) { return m->dec.logits; }
 
 // nothing to prepare: the CPU's head_backward applies dloss to the softmax the forward kept
 static void gpt_set_dloss(GPT *m, float dloss) {}
@@ -585,7 +689,8 @@ int main(int argc, char **argv) {
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    train(&m, &tc, "train_gpt_cpu", threads);
+    if (tc.sample) sample_run(&m, &tc, "train_gpt_cpu", threads);   // --sample 1: generate text, no training
+    else train(&m, &tc, "train_gpt_cpu", threads);
     gpt_free(&m);
     comm_finalize(&comm);
     return 0;

@@ -59,6 +59,7 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 #include "cuda/encoder.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/attention.cuh"
+#include "cuda/attention_decode.cuh"
 #include "cuda/classifier.cuh"
 
 // ----------------------------------------------------------------------------
@@ -104,6 +105,24 @@ typedef struct {
     float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
 } Activations;
 
+// Decoding (sampling, sample.h): a step runs the model on one new position of
+// each of B sequences, so its activations are B rows; the keys and values of
+// the earlier positions wait in the KV cache (gpt_decode_alloc). Device memory
+// unless marked.
+typedef struct {
+    int B, max_len;                          // sequences decoded together, positions the cache holds
+    floatX *k, *v;                           // [L][B][KV][max_len][hd]: keys (after RoPE for llama) and values
+    floatX *x;                               // [B, C] the residual stream of the new positions
+    floatX *ln; float *mean, *rstd;          // [B, C], fp32 [B]: each norm's output and statistics in turn
+    floatX *qkv, *atty, *buf;                // [B, QKV], [B, C], [B, C]
+    float *scores;                           // fp32 [B, H, max_len] attention scores, then probabilities
+    floatX *fch, *fch_act, *logits;          // [B, FC], [B, F], [B, Vp]
+    int *d_tokens;                           // [B]
+    void *memory;                            // the one allocation the views point into
+    floatX *h_logits_x;                   // pinned host [B, Vp]
+    float *h_logits;                         // host [B, Vp]
+} Decode;
+
 typedef struct GPT {
     ModelConfig cfg;
     ModelLayout layout;
@@ -120,6 +139,7 @@ typedef struct GPT {
     floatX *ckpt_host;                       // [L-1][BT, C]
     cudaStream_t copy_stream;
     cudaEvent_t ckpt_ready[3], ckpt_copied[3], ckpt_free;
+    Decode dec;                              // sampling with a KV cache (gpt_decode_alloc)
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
@@ -175,10 +195,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
         (void **)&a->qkv, (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dfch, (void **)&a->dfch_act,
         (void **)&a->att_f32, (void **)&a->att_bf16, (void **)&a->att_y, (void **)&a->att_dqkvr,
         (void **)&a->norm_scratch, (void **)&a->dbias_scratch, (void **)&m->d_inputs, (void **)&m->d_targets};
-    m->act_memory = zero_alloc(&m->zero, MEM_ACTIVATIONS, act_total(saved, N_ACT_SAVED, GPU_ACT_ALIGN), ZMEM_WORK);
-    m->scratch_memory = zero_alloc(&m->zero, MEM_SCRATCH, act_total(scratch, N_GPU_SCRATCH, GPU_ACT_ALIGN), ZMEM_WORK);
-    act_point(saved_views, saved, N_ACT_SAVED, GPU_ACT_ALIGN, m->act_memory);
-    act_point(scratch_views, scratch, N_GPU_SCRATCH, GPU_ACT_ALIGN, m->scratch_memory);
+    m->act_memory = act_alloc(&m->zero, MEM_ACTIVATIONS, saved_views, saved, N_ACT_SAVED, GPU_ACT_ALIGN);
+    m->scratch_memory = act_alloc(&m->zero, MEM_SCRATCH, scratch_views, scratch, N_GPU_SCRATCH, GPU_ACT_ALIGN);
     m->zero.mem[MEM_SCRATCH] += gpu_kernel_workspace_bytes(B, T);   // cuBLASLt's workspace, the embedding backward's sort
     if (m->cpu_ckpt) {
         m->ckpt_host = (floatX *)zero_alloc(&m->zero, MEM_ACTIVATIONS, cpu_checkpoint_host_bytes(c, B, T, sizeof(floatX)), ZMEM_HOST);
@@ -276,16 +294,18 @@ static void ckpt_after_layer(GPT *m, int l) {
     cudaCheck(cudaEventRecord(m->ckpt_copied[l % 3], m->copy_stream));
 }
 
-// one transformer layer, forward. w: the layer's parameters
-static void layer_forward(GPT *m, int l, LayerView w) {
-    ckpt_before_layer(m, l);
-    const floatX *x = layer_input(m, l);
+// One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
+// decode step's B rows, one new position `pos` per sequence whose attention reads
+// the earlier positions from layer l's KV cache (attention_decode.cuh). la: where
+// the activations go (a decode step keeps none for a backward); qkv [rows, QKV]
+// and buf [rows, C]: scratch; w: the layer's parameters.
+static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la, floatX *qkv, floatX *buf,
+                       int B, int T, int pos) {
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
-    int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
+    int C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
     size_t BTC = (size_t)N * C;
-    LayerActs la = layer_acts(m, l);
     floatX *ln1 = la.ln1, *qkvr = la.qkvr, *att = la.att, *atty = la.atty, *res2 = la.res2, *ln2 = la.ln2, *fch = la.fch;
     floatX *fch_act = la.fch_act, *res3 = la.res3;
     float *ln1_mean = la.ln1_mean, *ln1_rstd = la.ln1_rstd, *ln2_mean = la.ln2_mean, *ln2_rstd = la.ln2_rstd;
@@ -293,13 +313,20 @@ static void layer_forward(GPT *m, int l, LayerView w) {
 
     if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps, s);
     else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps, s);
-    matmul_forward(a->qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV, NULL, s);
-    if (llama) rope_forward(a->qkv, a->qkv, B, T, H, KV, m->hd, c->rope_theta, s);
-    attention_forward(atty, qkvr, att, a->qkv, a->att_f32, a->att_y, B, T, H, KV, m->hd, s);
-    matmul_forward(a->dbuf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C, NULL, s);
+    matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV, NULL, s);
+    if (pos < 0) {
+        if (llama) rope_forward(qkv, qkv, B, T, H, KV, m->hd, c->rope_theta, s);
+        attention_forward(atty, qkvr, att, qkv, a->att_f32, a->att_y, B, T, H, KV, m->hd, s);
+    } else {
+        Decode *d = &m->dec;
+        size_t layer = (size_t)B * KV * d->max_len * m->hd;   // one layer's cache
+        if (llama) rope_forward_at(qkv, qkv, B, 1, pos, H, KV, m->hd, c->rope_theta, s);
+        attention_decode(atty, qkv, d->k + l * layer, d->v + l * layer, d->scores, B, H, KV, m->hd, pos, d->max_len, s);
+    }
+    matmul_forward(buf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C, NULL, s);
     // res2 = x + attention branch, then the second norm, in one pass
-    if (llama) fused_residual_rmsnorm_forward(res2, ln2, ln2_rstd, x, a->dbuf, w.t[T_LN2_W], N, C, c->norm_eps, s);
-    else fused_residual_layernorm_forward(res2, ln2, ln2_mean, ln2_rstd, x, a->dbuf, w.t[T_LN2_W], w.t[T_LN2_B],
+    if (llama) fused_residual_rmsnorm_forward(res2, ln2, ln2_rstd, x, buf, w.t[T_LN2_W], N, C, c->norm_eps, s);
+    else fused_residual_layernorm_forward(res2, ln2, ln2_mean, ln2_rstd, x, buf, w.t[T_LN2_W], w.t[T_LN2_B],
                                           N, C, c->norm_eps, s);
     if (llama) {
         matmul_forward(fch, ln2, w.t[T_FC_W], NULL, N, C, m->FC, NULL, s);
@@ -308,8 +335,14 @@ static void layer_forward(GPT *m, int l, LayerView w) {
         // GELU fused into the matmul's epilogue: fch = pre-GELU (kept for backward), fch_act = GELU(fch)
         matmul_forward(fch_act, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, F, fch, s);
     }
-    matmul_forward(a->dbuf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C, NULL, s);
-    residual_forward(res3, res2, a->dbuf, BTC, s);
+    matmul_forward(buf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C, NULL, s);
+    residual_forward(res3, res2, buf, BTC, s);
+}
+
+// one transformer layer, forward
+static void layer_forward(GPT *m, int l, LayerView w) {
+    ckpt_before_layer(m, l);
+    layer_rows(m, l, w, layer_input(m, l), layer_acts(m, l), m->a.qkv, m->a.dbuf, m->B, m->T, -1);
     ckpt_after_layer(m, l);
 }
 
@@ -365,6 +398,15 @@ static void embed_forward(GPT *m, EmbedView w) {
     encoder_forward(m->a.encoded, m->d_inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model, m->stream);
 }
 
+// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte)
+static void head_rows(GPT *m, HeadView w, const floatX *x, floatX *ln, float *mean, float *rstd, floatX *logits, int N) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model;
+    if (c->arch == ARCH_LLAMA) rmsnorm_forward(ln, rstd, x, w.lnf_w, N, C, c->norm_eps, m->stream);
+    else layernorm_forward(ln, mean, rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps, m->stream);
+    matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab, NULL, m->stream);
+}
+
 // the head: final norm, logits through lm_head (gpt2: the tied wte), and with
 // targets the mean loss (fp32, on the host). Training: the fused classifier
 // leaves dlogits (for a dloss of 1/accum) in place of the logits; without, the
@@ -372,11 +414,8 @@ static void embed_forward(GPT *m, EmbedView w) {
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
-    int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
-    const floatX *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(m->a.lnf, m->a.lnf_rstd, x, w.lnf_w, N, C, c->norm_eps, s);
-    else layernorm_forward(m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps, s);
-    matmul_forward(m->a.logits, m->a.lnf, w.lm_head, NULL, N, C, Vp, NULL, s);
+    int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
+    head_rows(m, w, layer_input(m, c->n_layer), m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, m->a.logits, N);
     m->dlogits_scale = 0;
     float loss = 0;
     if (targets) {
@@ -428,21 +467,84 @@ static void embed_backward(GPT *m, EmbedView g) {
     cudaCheckLaunch();
 }
 
+// ----------------------------------------------------------------------------
+// decoding with a KV cache (sample.h): the steps of gpt_decode (passes.h), on the
+// B rows of m->dec with the forward's kernels; only attention differs.
+
+// The KV cache and a step's activations for B sequences of up to max_len positions.
+static void gpt_decode_alloc(GPT *m, int B, int max_len) {
+    const ModelConfig *c = &m->cfg;
+    Decode *d = &m->dec;
+    d->B = B; d->max_len = max_len;
+    const size_t X = sizeof(floatX), F4 = sizeof(float), C = c->d_model, Vp = c->padded_vocab;
+    size_t cache = (size_t)c->n_layer * B * max_len * c->n_kv_head * m->hd;
+    void **views[] = {(void **)&d->k, (void **)&d->v, (void **)&d->x, (void **)&d->ln, (void **)&d->mean, (void **)&d->rstd,
+                      (void **)&d->qkv, (void **)&d->atty, (void **)&d->buf, (void **)&d->scores, (void **)&d->fch,
+                      (void **)&d->fch_act, (void **)&d->logits, (void **)&d->d_tokens};
+    size_t bytes[] = {cache * X, cache * X, B * C * X, B * C * X, B * F4, B * F4, (size_t)B * m->QKV * X, B * C * X, B * C * X,
+                      (size_t)B * c->n_head * max_len * F4, (size_t)B * m->FC * X, (size_t)B * c->d_ff * X, B * Vp * X,
+                      B * sizeof(int)};
+    d->memory = act_alloc(&m->zero, MEM_KV_CACHE, views, bytes, sizeof(bytes) / sizeof(bytes[0]), GPU_ACT_ALIGN);
+    cudaCheck(cudaMallocHost(&d->h_logits_x, B * Vp * X));
+    d->h_logits = (float *)xmalloc(B * Vp * F4, "logits (host)");
+}
+
+static void gpt_decode_free(GPT *m) {
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    zb_free(&m->zero.be, m->dec.memory, ZMEM_WORK);
+    cudaCheck(cudaFreeHost(m->dec.h_logits_x));
+    free(m->dec.h_logits);
+    memset(&m->dec, 0, sizeof(m->dec));
+}
+
+// x = wte[tokens] (+ wpe[pos]); the tokens go to the device first (pageable: the
+// call returns once they are staged)
+static void embed_decode(GPT *m, EmbedView w, const int *tokens, int pos) {
+    Decode *d = &m->dec;
+    int C = m->cfg.d_model;
+    cudaCheck(cudaMemcpyAsync(d->d_tokens, tokens, sizeof(int) * d->B, cudaMemcpyHostToDevice, m->stream));
+    encoder_forward(d->x, d->d_tokens, w.wte, w.wpe ? w.wpe + (size_t)pos * C : NULL, d->B, 1, C, m->stream);
+}
+
+// one layer on the new positions: the residual stream in place, one buffer per kind
+static void layer_decode(GPT *m, int l, LayerView w, int pos) {
+    Decode *d = &m->dec;
+    LayerActs la;
+    la.ln1 = la.ln2 = d->ln; la.ln1_mean = la.ln2_mean = d->mean; la.ln1_rstd = la.ln2_rstd = d->rstd;
+    la.qkvr = la.att = NULL;   // the training forward's saved attention tensors: not used here
+    la.atty = d->atty; la.res2 = la.res3 = d->x; la.fch = d->fch; la.fch_act = d->fch_act;
+    layer_rows(m, l, w, d->x, la, d->qkv, d->buf, d->B, 1, pos);
+}
+
+static void head_decode(GPT *m, HeadView w) {
+    Decode *d = &m->dec;
+    head_rows(m, w, d->x, d->ln, d->mean, d->rstd, d->logits, d->B);
+    cudaCheckLaunch();
+}
+
 #include "passes.h"
 
 // ----------------------------------------------------------------------------
 // what train_loop.h needs besides the passes, and main
 
-// logits of position t of the first sequence, on the host (for sampling); valid
-// after a forward without training
-static const float *gpt_logits_host(GPT *m, int t) {
-    int Vp = m->cfg.padded_vocab;
-    cudaCheck(cudaMemcpyAsync(m->h_logits_x, m->a.logits + (size_t)t * Vp, sizeof(floatX) * Vp,
-                              cudaMemcpyDeviceToHost, m->stream));
+// floatX device logits of n rows to fp32 host memory
+static const float *logits_to_host(GPT *m, const floatX *d_logits, floatX *h_x, float *h, size_t n) {
+    cudaCheck(cudaMemcpyAsync(h_x, d_logits, sizeof(floatX) * n, cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
-    const uint16_t *b = (const uint16_t *)m->h_logits_x;
-    for (int i = 0; i < Vp; i++) m->h_logits[i] = floatX_bits_to_float(b[i]);
-    return m->h_logits;
+    const uint16_t *b = (const uint16_t *)h_x;
+    for (size_t i = 0; i < n; i++) h[i] = floatX_bits_to_float(b[i]);
+    return h;
+}
+
+// logits of position t of sequence b after a forward without training, on the host (sampling)
+static const float *gpt_logits_host(GPT *m, int b, int t) {
+    int Vp = m->cfg.padded_vocab;
+    return logits_to_host(m, m->a.logits + ((size_t)b * m->T + t) * Vp, m->h_logits_x, m->h_logits, Vp);
+}
+// the logits [dec.B, Vp] of the last decode step, on the host
+static const float *gpt_decode_logits_host(GPT *m) {
+    Decode *d = &m->dec;
+    return logits_to_host(m, d->logits, d->h_logits_x, d->h_logits, (size_t)d->B * m->cfg.padded_vocab);
 }
 
 // The dloss of the coming training passes (1/accum, times the fp16 loss scale): the
@@ -472,7 +574,8 @@ int main(int argc, char **argv) {
     gpu_setup(&tc, &comm, device, sizeof(device));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    train(&m, &tc, "train_gpt", device);
+    if (tc.sample) sample_run(&m, &tc, "train_gpt", device);   // --sample 1: generate text, no training
+    else train(&m, &tc, "train_gpt", device);
     gpt_free(&m);
     comm_finalize(&comm);
     return 0;

@@ -1,11 +1,11 @@
 // train_loop.h: what both trainers share above the model: start-up (MPI, the
 // flags, the memory estimator), validation, sampling and the training loop.
-// A trainer's main() calls train_startup, builds its model and calls train:
+// A trainer's main() calls train_startup, builds its model and calls train (or,
+// with --sample 1, sample_run):
 //
 //   GPT (its model) has: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
 //                        int B, T; int *inputs, *targets (host, B*T)
-//   gpt_forward, gpt_backward (passes.h), and
-//   const float *gpt_logits_host(GPT *m, int t)   logits of position t of sequence 0, on the host
+//   gpt_forward, gpt_backward, gpt_decode (passes.h), what sample.h lists, and
 //   void gpt_set_dloss(GPT *m, float dloss)        the dloss the coming training backwards take (the
 //                                                  GPU's fused classifier uses it in the forward already)
 //
@@ -14,6 +14,7 @@
 #pragma once
 #include "jsonl.h"
 #include "zero_report.h"
+#include "sample.h"
 
 // A hash of everything the ranks must agree on: the model and the batch shape.
 static long long config_hash(const TrainConfig *c) {
@@ -43,7 +44,13 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
         return 0;
     }
     config_resolve_batch(tc, comm->world);
-    if (comm->rank == 0 && !tc->quiet) config_print_resolved(tc, stdout);
+    if (tc->sample) {
+        // sampling builds no training batch: the KV cache has its own buffers (sampler_init);
+        // --kv-cache 0 runs its full forwards on num_samples x max_seq activations
+        tc->B = tc->kv_cache ? 1 : tc->num_samples;
+        tc->T = tc->kv_cache ? 1 : tc->model.max_seq;
+        tc->accum = 1;
+    } else if (comm->rank == 0 && !tc->quiet) config_print_resolved(tc, stdout);
     comm_setup_backend(comm, tc->comm);
     comm_check_same(comm, config_hash(tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
     return 1;
@@ -62,35 +69,6 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
     return loss;
 }
 
-// Sampling from position 0 after an end-of-text token, one full forward per
-// token (simple, not fast). Every rank runs it in lockstep with the same RNG
-// (under stage 3 the forward needs every rank); rank 0 prints.
-static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
-    const ModelConfig *c = &m->cfg;
-    int T = m->T, V = c->vocab_size;
-    if (len > T - 1) len = T - 1;
-    for (int i = 0; i < m->B * T; i++) m->inputs[i] = GPT2_EOT < V ? GPT2_EOT : 0;
-    if (out) fprintf(out, "sample: ");
-    for (int t = 1; t <= len; t++) {
-        gpt_forward(m, NULL, 0);
-        const float *l = gpt_logits_host(m, t - 1);
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
-        double sum = 0;
-        for (int i = 0; i < V; i++) sum += exp(l[i] - mx);
-        double r = rng_uniform(rng) * sum, acc = 0;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) { acc += exp(l[i] - mx); if (acc > r) { next = i; break; } }
-        m->inputs[t] = next;
-        if (out && tok) {
-            size_t n;
-            const unsigned char *b = tokenizer_decode(tok, next, &n);
-            fwrite(b, 1, n, out);
-        }
-    }
-    if (out) { fprintf(out, "\n"); fflush(out); }
-}
-
 // parameters: resume, --init, or a seeded initialization. Each rank reads or
 // generates only what its ZeRO stage holds (zero_load_params).
 static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
@@ -107,6 +85,12 @@ static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
     params_close(&src);
     if (!comm_agree(m->comm, ok, err, sizeof(err))) fatal("%s", err);
     return st;
+}
+
+static void print_model(GPT *m, const TrainConfig *tc, const char *name) {
+    const ModelConfig *mc = &m->cfg;
+    printf("zeroc %s | %s %s: %d layers, %d heads (%d kv), C=%d, F=%d, V=%d, %zu parameters\n", name, arch_name(mc->arch),
+           tc->preset, mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff, mc->vocab_size, m->layout.num_params);
 }
 
 // The step line; with fp16 the loss scale, and once a step was skipped, the skips.
@@ -140,21 +124,19 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
     char nodes[1024];
     launch_describe(comm, nodes, sizeof(nodes));   // which ranks share a node (launch.h)
-    if (say) printf("zeroc %s | %s %s: %d layers, %d heads (%d kv), C=%d, F=%d, V=%d, %zu parameters\n"
-                    "       ZeRO stage %d | %d rank%s x %s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n"
-                    "       %s\n",
-                    name, arch_name(mc->arch), tc->preset, mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff,
-                    mc->vocab_size, m->layout.num_params, ZERO_STAGE, comm->world, comm->world > 1 ? "s" : "", workers,
-                    tc->B, tc->T, tc->accum, tc->total_batch, nodes);
+    if (say) print_model(m, tc, name);
+    if (say) printf("       ZeRO stage %d | %d rank%s x %s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n"
+                    "       %s\n", ZERO_STAGE, comm->world, comm->world > 1 ? "s" : "", workers, tc->B, tc->T, tc->accum,
+                    tc->total_batch, nodes);
 
     // data first: a bad file fails before anything expensive
     DataLoader train, val;
     dataloader_init(&train, tc->train_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, tc->shuffle, tc->seed);
     int do_val = tc->val_every > 0 && tc->val_batches > 0;
     if (do_val) dataloader_init(&val, tc->val_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, 0, 0);
-    Tokenizer tok;
-    int have_tok = tc->sample_every > 0;
-    if (have_tok) tokenizer_init(&tok, tc->tokenizer_path);
+    Sampler sampler;   // its KV cache allocated now (the memory report's kv_cache line)
+    int do_sample = tc->sample_every > 0;
+    if (do_sample) sampler_init(&sampler, m, tc);
 
     TrainState st = load_start(m, tc, say);
     if (tc->resume_dir[0]) dataloader_seek(&train, &st.data, tc->resume_dir);
@@ -211,7 +193,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
             if (say) printf("step %4d/%d | val loss %.6f\n", step + 1, tc->steps, vl);
             jsonl_val(&log, step + 1, vl);
         }
-        if (have_tok && ((step + 1) % tc->sample_every == 0 || last)) gpt_sample(m, &tok, &sample_rng, tc->sample_len, say);
+        if (do_sample && ((step + 1) % tc->sample_every == 0 || last)) gpt_generate(m, &sampler, &sample_rng, say, "sample");
         if (tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last)) {
             // a skipped step leaves the last applied step's state, which is saved; but not when the
             // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
@@ -236,7 +218,32 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
                m->zero.peak_live, m->zero.plan.live_cap, tc->max_live_elems);
     jsonl_record(&log, zero_peak_memory_report(&m->zero, say != NULL));
     jsonl_close(&log);
-    if (have_tok) tokenizer_free(&tok);
+    if (do_sample) sampler_free(&sampler, m);
     dataloader_free(&train);
     if (do_val) dataloader_free(&val);
+}
+
+// --sample 1: the weights of --init or --resume, the samples, nothing trained.
+// Deterministic for a --seed; rank 0 prints them (also with --quiet 1).
+static void sample_run(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+    Comm *comm = m->comm;
+    FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
+    Sampler s;
+    sampler_init(&s, m, tc);
+    if (say) {
+        print_model(m, tc, name);
+        printf("       ZeRO stage %d | %d rank%s x %s | %d sample%s x %d tokens after %d context tokens | temperature %g, "
+               "top-k %d, top-p %g, seed %llu | %s\n", ZERO_STAGE, comm->world, comm->world > 1 ? "s" : "", workers, s.n,
+               s.n > 1 ? "s" : "", s.len, s.n_ctx, s.temperature, s.top_k, s.top_p, (unsigned long long)tc->seed,
+               s.kv ? "KV cache" : "a full forward per token (--kv-cache 0)");
+        if (s.kv) printf("       KV cache: %.2f MiB per rank\n", s.cache_bytes / 1048576.0);
+    }
+    load_start(m, tc, say);
+    Rng rng = {tc->seed ^ 0x5DEECE66DULL};   // the training loop's sampling stream for this seed
+    double t0 = wall_time();
+    gpt_generate(m, &s, &rng, comm->rank == 0 ? stdout : NULL, NULL);
+    double dt = wall_time() - t0;
+    if (say) printf("sampled %d x %d tokens in %.2f s: %.1f tokens/s (%s)\n", s.n, s.len, dt, s.n * s.len / dt,
+                    s.kv ? "KV cache" : "full forward per token");
+    sampler_free(&s, m);
 }

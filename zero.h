@@ -79,8 +79,9 @@ typedef float zgrad_t;
 #endif
 
 // kinds of memory, as the reports count them
-enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, N_MEM };
-static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations", "scratch"};
+enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE, N_MEM };
+static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations",
+                                            "scratch", "kv_cache"};
 
 // where a buffer lives: the trainer's working memory (the GPU's, or the host's
 // for the CPU trainer), or host memory (pinned, for offload, on the GPU)

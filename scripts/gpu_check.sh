@@ -12,6 +12,9 @@
 #   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
 #      LlamaForCausalLM.from_pretrained, their logits, gradients and AdamW steps against zeroc
 #      (scripts/hf_compare.py, then test_gpt_cpu)
+#   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
+#      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
+#      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
 #   4. GPT-2 124M on the Brown data: tokens/s and MFU (ZeRO 0; ZeRO 3 and offload for overheads)
 #   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
 #   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
@@ -221,6 +224,7 @@ main() {
     stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
     stage "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
+    stage "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
     stage "benchmark: GPT-2 124M on Brown" 120 bench
     stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
     stage "compute-sanitizer memcheck" 80 sanitize

@@ -158,6 +158,7 @@ class TrainConfig:
         self.init_path = self.save_dir = self.resume_dir = self.log_path = self.config_path = ""
         self.save_every, self.threads = 0, 0
         self.val_every, self.val_batches, self.sample_every, self.sample_len = 0, 8, 0, 64
+        self.sampling_flags = []   # --prompt, --temperature, ...: accepted, the reference does not sample
         self.quiet = 0
         self.zero_stage = -1
         self.persistence_threshold, self.max_live_elems = 100000, 1000000000
@@ -243,7 +244,8 @@ run
                            --init X.safetensors: Hugging Face weights (config.json beside X sets the
                            model); the model then computes on them as transformers does
   --threads N --val-every N --val-batches N
-  --sample-every N --sample-len N (accepted; the reference does not sample)
+  --sample-every N --sample-len N --prompt TEXT --num-samples N --temperature X --top-k N --top-p X
+  --kv-cache 0|1 (accepted and range-checked; the reference does not sample: --sample 1 is the C trainers')
   --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
   accepted and ignored: --save-every --resume --tokenizer --zero-stage
   --persistence-threshold --max-live --prefetch --offload --comm
@@ -261,6 +263,7 @@ R_BATCH, R_ACCUM, R_TOTAL = (1, 1 << 20, 0, 0, 1), (1, 1 << 20, 0, 0, 1), (1, 1 
 R_STEPS, R_COUNT = (0, 1 << 30, 0, 0, 1), (0, 9e18, 0, 0, 1)
 R_LR = R_NONNEG = R_WD = R_CLIP = (0, FLT_BIG, 0, 0, 0)
 R_BETA, R_EPS, R_FRAC = (0, 1, 0, 1, 0), (0, FLT_BIG, 1, 0, 0), (0, 1, 0, 0, 0)
+R_TOP_P = (0, 1, 1, 0, 0)
 
 
 def range_ok(r, v):
@@ -505,6 +508,15 @@ def parse_args(argv):
         elif a == "--val-batches": c.val_batches = parse_int_or_die(a, v, 0, 1 << 20)
         elif a == "--sample-every": c.sample_every = parse_int_or_die(a, v, 0, 1 << 30)
         elif a == "--sample-len": c.sample_len = parse_int_or_die(a, v, 1, 1 << 20)
+        elif a == "--sample":
+            if parse_int_or_die(a, v, 0, 1): fatal("--sample: a flag of the C trainers (./train_gpt_cpu --sample 1 --resume DIR)")
+        elif a in ("--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache"):
+            c.sampling_flags.append(a)
+            if a == "--num-samples": parse_int_or_die(a, v, 1, 4096)
+            elif a == "--top-k": parse_int_or_die(a, v, 0, 1 << 30)
+            elif a == "--kv-cache": parse_int_or_die(a, v, 0, 1)
+            elif a == "--temperature": flag_number(a, v, R_NONNEG)
+            elif a == "--top-p": flag_number(a, v, R_TOP_P)
         elif a == "--tokenizer": c.tokenizer_path = v
         elif a == "--quiet": c.quiet = parse_int_or_die(a, v, 0, 1)
         elif a == "--zero-stage": c.zero_stage = parse_int_or_die(a, v, 0, 3)
@@ -1557,7 +1569,7 @@ def run(argv):
             print(s, flush=True)
 
     ignored = [f for f, on in (("--resume", c.resume_dir), ("--save-every", c.save_every), ("--sample-every", c.sample_every),
-                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on]
+                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on] + c.sampling_flags
     if ignored:
         log("note: the reference ignores %s" % ", ".join(ignored))
     # check every file before the (slow) torch import

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every GPU trainer variant (train_gpt.cu for ZeRO stages 0-3, with and without optimizer
-# offload, the stage-3 poison build, the fp16 build at stages 0 and 3) and the GPU test program
-# test_gpt.cu: `make gpu-all`.
+# offload, the stage-3 poison build, the fp16 build at stages 0 and 3) and the GPU test programs
+# test_gpt.cu and test_decode.c: `make gpu-all`.
 # Needs the CUDA toolkit and mpicc, no GPU. A compile or link error fails the test.
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
@@ -12,7 +12,7 @@ fi
 make -j2 gpu-all NVCC="$NVCC" || { echo "FAIL: make gpu-all"; exit 1; }
 bins=$(make -s -f Makefile -f /dev/stdin print-gpu-bins <<'MK'
 print-gpu-bins:
-	@echo $(GPU_BINS) $(BUILD)/gpu_test/test_gpt
+	@echo $(GPU_BINS) $(BUILD)/gpu_test/test_gpt $(BUILD)/gpu_test/test_decode $(BUILD)/gpu_test_z3/test_decode
 MK
 )
 n=0
