@@ -576,9 +576,9 @@ int main(int argc, char **argv) {
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    train(&m, &tc, "train_gpt_cpu", threads);
+    int status = train(&m, &tc, "train_gpt_cpu", threads);   // 0, or EXIT_PREEMPTED (stopped by a signal)
     gpt_free(&m);
     comm_finalize(&comm);
-    return 0;
+    return status;
 }
 #endif

@@ -409,9 +409,9 @@ int main(int argc, char **argv) {
     gpu_setup(&tc, &comm, device, sizeof(device));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    train(&m, &tc, "train_gpt", device);
+    int status = train(&m, &tc, "train_gpt", device);   // 0, or EXIT_PREEMPTED (stopped by a signal)
     gpt_free(&m);
     comm_finalize(&comm);
-    return 0;
+    return status;
 }
 #endif

@@ -11,6 +11,8 @@
 #pragma once
 #include "jsonl.h"
 #include "zero_report.h"
+#include "savedir.h"
+#include "preempt.h"
 
 // A hash of everything the ranks must agree on: the model and the batch shape.
 static long long config_hash(const TrainConfig *c) {
@@ -24,6 +26,7 @@ static long long config_hash(const TrainConfig *c) {
 // train: --estimate-memory prints the per-rank memory of every stage (plan
 // arithmetic only, nothing allocated) and the run ends.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     if (tc->estimate_world > 0) {
@@ -41,6 +44,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     if (comm->rank == 0 && !tc->quiet) config_print_resolved(tc, stdout);
     comm_setup_backend(comm, tc->comm);
     comm_check_same(comm, config_hash(tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
+    if (tc->save_dir[0]) savedir_open(comm, tc->save_dir);   // created, locked, test-written before any training
     return 1;
 }
 
@@ -49,6 +53,7 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
     dataloader_reset(val);
     double s = 0;
     for (int i = 0; i < batches; i++) {
+        comm_phase("validation", g_wd.step);
         dataloader_next(val, m->inputs, m->targets);
         s += gpt_forward(m, m->targets, 0);
     }
@@ -67,6 +72,7 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
     for (int i = 0; i < m->B * T; i++) m->inputs[i] = GPT2_EOT < V ? GPT2_EOT : 0;
     if (out) fprintf(out, "sample: ");
     for (int t = 1; t <= len; t++) {
+        comm_phase("sampling", g_wd.step);
         gpt_forward(m, NULL, 0);
         const float *l = gpt_logits_host(m, t - 1);
         float mx = -INFINITY;
@@ -87,12 +93,12 @@ static void gpt_sample(GPT *m, Tokenizer *tok, Rng *rng, int len, FILE *out) {
 }
 
 // parameters: resume, --init, or a seeded initialization
-static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
-    TrainState st = {0, 0, tc->seed ^ 0x5DEECE66DULL};
+// (st.data_tokens and data_crc identify the train data: a checkpoint records them)
+static TrainState load_start(GPT *m, const TrainConfig *tc, const DataLoader *train, FILE *say) {
+    TrainState st = {0, 0, tc->seed ^ 0x5DEECE66DULL, train->n_tokens, crc32_update(0, train->tokens, 2 * (size_t)train->n_tokens)};
     float *flat = (float *)xmalloc(m->layout.num_params * sizeof(float), "parameters (load)");
     if (tc->resume_dir[0]) {
-        checkpoint_load(&m->zero, tc->resume_dir, &st, flat);
-        if (say) printf("resumed from %s at step %d\n", tc->resume_dir, st.step);
+        checkpoint_load(&m->zero, tc, &st, flat, say != NULL);
     } else if (tc->init_path[0]) {
         char err[1200];
         if (!model_file_read(tc->init_path, &m->cfg, m->layout.num_params, flat, err, sizeof(err))) fatal("%s", err);
@@ -110,10 +116,20 @@ static void print_step(const StepStats *s, int steps, double gflops) {
            s->step, steps, s->loss, s->lr, s->grad_norm, s->ms, s->tokens_per_sec, gflops);
 }
 
+// a checkpoint of the state after `step` steps (collective)
+static void train_save(GPT *m, const TrainConfig *tc, const TrainState *st, int step, long long data_pos, uint64_t rng, FILE *say) {
+    TrainState now = *st;
+    now.step = step; now.data_pos = data_pos; now.rng = rng;
+    comm_phase("checkpoint save", step);
+    checkpoint_save(&m->zero, tc->save_dir, &now, tc);
+    if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, step);
+}
+
 // The training loop: tc->steps optimizer steps of tc->accum micro-steps each,
 // with validation, samples and checkpoints as asked. `name` and `workers` (the
-// threads or the device of each rank) go into the start-up line.
-static void train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+// threads or the device of each rank) go into the start-up line. Returns the exit
+// status: 0, or EXIT_PREEMPTED when a signal stopped the run (preempt.h).
+static int train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
     Comm *comm = m->comm;
     const ModelConfig *mc = &m->cfg;
     FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
@@ -132,7 +148,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     int have_tok = tc->sample_every > 0;
     if (have_tok) tokenizer_init(&tok, tc->tokenizer_path);
 
-    TrainState st = load_start(m, tc, say);
+    TrainState st = load_start(m, tc, &train, say);
     train.pos = st.data_pos;
     JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, st.step > 0);
     jsonl_record(&log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
@@ -145,12 +161,16 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last step's communication
     long long tokens_per_step = (long long)tc->total_batch * tc->T;
     double flops_per_step = model_flops_per_token(mc, tc->T) * tokens_per_step;
+    int status = 0;
+    preempt_install();
+    comm_watchdog_start(comm, comm->rank, tc->timeout);
     for (int step = st.step; step < tc->steps; step++) {
         double t0 = wall_time();
         zero_step_begin(&m->zero);
         comm_reset_counters(comm);
         double loss = 0;
         for (int k = 0; k < tc->accum; k++) {
+            comm_phase("forward/backward", step + 1);
             dataloader_next(&train, m->inputs, m->targets);
             loss += gpt_forward(m, m->targets, 1);
             gpt_backward(m, m->targets, 1.0f / tc->accum);
@@ -158,6 +178,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         }
         float step_loss = (float)(loss / tc->accum);
         comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
+        comm_phase("the optimizer step", step + 1);
         ZeroOptim opt = {lr_at(tc, step, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, step + 1};
         float norm = zero_step_end(&m->zero, &opt);
         double dt = wall_time() - t0;
@@ -175,17 +196,27 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
             jsonl_val(&log, step + 1, vl);
         }
         if (have_tok && ((step + 1) % tc->sample_every == 0 || last)) gpt_sample(m, &tok, &sample_rng, tc->sample_len, say);
-        if (tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last)) {
-            TrainState now = {step + 1, train.pos, sample_rng.state};
-            checkpoint_save(&m->zero, tc->save_dir, &now, tc);
-            if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, step + 1);
+        int saved = tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last);
+        if (saved) train_save(m, tc, &st, step + 1, train.pos, sample_rng.state, say);
+        // SIGTERM / SIGINT / SIGUSR1 on any rank: every rank acts after this same step
+        comm_phase("the per-step signal agreement", step + 1);
+        int req = preempt_poll(comm);
+        if (req && !last) {
+            if (tc->save_dir[0] && !saved) train_save(m, tc, &st, step + 1, train.pos, sample_rng.state, say);
+            if (req & PREEMPT_STOP) {
+                if (comm->rank == 0)
+                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(), step + 1, tc->steps,
+                         tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
+                         EXIT_PREEMPTED);
+                status = EXIT_PREEMPTED;
+                break;
+            }
+            if (!tc->save_dir[0] && comm->rank == 0) diag("warning", "SIGUSR1 asks for a checkpoint, but there is no --save directory");
         }
     }
-    if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
-        TrainState now = {st.step, train.pos, sample_rng.state};
-        checkpoint_save(&m->zero, tc->save_dir, &now, tc);
-        if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, st.step);
-    }
+    comm_watchdog_stop();
+    if (tc->steps == st.step && tc->save_dir[0])   // --steps 0 --save DIR: write the initial weights
+        train_save(m, tc, &st, st.step, train.pos, sample_rng.state, say);
     if (tc->steps > st.step) {
         memcpy(comm->bytes, comm_bytes, sizeof(comm_bytes));
         memcpy(comm->calls, comm_calls, sizeof(comm_calls));
@@ -198,4 +229,5 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     if (have_tok) tokenizer_free(&tok);
     dataloader_free(&train);
     if (do_val) dataloader_free(&val);
+    return status;
 }
