@@ -495,7 +495,7 @@ static void comm_check_same(Comm *c, long long value, const char *what) {
     MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_LONG_LONG, MPI_MIN, c->mpi);
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, c->mpi);
     wd_coll_end();
-    if (mn != mx) fatal("ranks disagree on %s (this rank: %lld; min %lld, max %lld over %d ranks)", what, value, mn, mx, c->world);
+    if (mn != mx) fatal("ranks disagree on %s (values from %lld to %lld over %d ranks)", what, mn, mx, c->world);
 }
 
 // Each rank ran a check that may fail on some ranks only (a file only one of
