@@ -42,6 +42,7 @@ static void diag(const char *level, const char *fmt, ...) {
     va_end(ap);
 }
 
+static void fatal(const char *fmt, ...) __attribute__((noreturn));
 static void fatal(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -26,6 +26,26 @@ typedef struct {
     long long pos;          // start of the next micro-step's global chunk
 } DataLoader;
 
+// A shard's header against the file's size (bytes): the token count, or -1 with a
+// one-line err naming the file. (tests/fuzz/ fuzzes it with shard_find_bad_token.)
+static long long shard_parse_header(const char *path, const int32_t header[SHARD_HEADER_INTS], long long size, char *err, size_t errn) {
+    long long hb = SHARD_HEADER_INTS * 4;
+    if (size < hb) { snprintf(err, errn, "%s: truncated file: %lld bytes is shorter than the %lld-byte header", path, size, hb); return -1; }
+    if (header[0] != SHARD_MAGIC) { snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc/llm.c token shard", path, header[0], SHARD_MAGIC); return -1; }
+    if (header[1] != SHARD_VERSION) { snprintf(err, errn, "%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION); return -1; }
+    long long n = (uint32_t)header[2];
+    long long expect = hb + 2 * n;
+    if (size < expect) { snprintf(err, errn, "%s: truncated file: header says %lld tokens (%lld bytes) but the file has %lld bytes", path, n, expect, size); return -1; }
+    if (size > expect) { snprintf(err, errn, "%s: %lld trailing bytes after %lld tokens", path, size - expect, n); return -1; }
+    return n;
+}
+
+// the position of the first token id >= vocab_size, or -1
+static long long shard_find_bad_token(const uint16_t *tokens, long long n, int vocab_size) {
+    for (long long i = 0; i < n; i++) if (tokens[i] >= vocab_size) return i;
+    return -1;
+}
+
 // Reads and validates a whole shard. Every problem is a one-line error naming the file.
 static void dataloader_init(DataLoader *d, const char *path, int B, int T, int rank, int world, int vocab_size) {
     memset(d, 0, sizeof(*d));
@@ -35,23 +55,18 @@ static void dataloader_init(DataLoader *d, const char *path, int B, int T, int r
     if (!f) fatal("%s: cannot open (%s)%s", path, strerror(errno),
                   strncmp(path, "data/brown/", 11) == 0 ? ": run `make data` to prepare the Brown corpus" : "");
     long long size = file_size_or_die(f, path);
-    int32_t header[SHARD_HEADER_INTS];
-    if (size < (long long)sizeof(header)) fatal("%s: truncated file: %lld bytes is shorter than the 1024-byte header", path, size);
-    fread_or_die(header, sizeof(int32_t), SHARD_HEADER_INTS, f, path, "header");
-    if (header[0] != SHARD_MAGIC) fatal("%s: bad magic number %d (expected %d): not a zeroc/llm.c token shard", path, header[0], SHARD_MAGIC);
-    if (header[1] != SHARD_VERSION) fatal("%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION);
-    long long n = (uint32_t)header[2];
-    long long expect = (long long)sizeof(header) + 2 * n;
-    if (size < expect) fatal("%s: truncated file: header says %lld tokens (%lld bytes) but the file has %lld bytes", path, n, expect, size);
-    if (size > expect) fatal("%s: %lld trailing bytes after %lld tokens", path, size - expect, n);
+    int32_t header[SHARD_HEADER_INTS] = {0};
+    char err[1024];
+    if (size >= (long long)sizeof(header)) fread_or_die(header, sizeof(int32_t), SHARD_HEADER_INTS, f, path, "header");
+    long long n = shard_parse_header(path, header, size, err, sizeof(err));
+    if (n < 0) fatal("%s", err);
     long long need = (long long)world * B * T + 1;
     if (n < need) fatal("%s: %lld tokens is too few for one micro-step of %d ranks x %d sequences x %d tokens (+1)", path, n, world, B, T);
     d->tokens = (uint16_t *)xmalloc(2 * n, "token shard");
     fread_or_die(d->tokens, 2, n, f, path, "tokens");
     fclose(f);
-    for (long long i = 0; i < n; i++)
-        if (d->tokens[i] >= vocab_size)
-            fatal("%s: token id %d at position %lld is out of range for vocabulary size %d", path, d->tokens[i], i, vocab_size);
+    long long bad = shard_find_bad_token(d->tokens, n, vocab_size);
+    if (bad >= 0) fatal("%s: token id %d at position %lld is out of range for vocabulary size %d", path, d->tokens[bad], bad, vocab_size);
     d->n_tokens = n;
 }
 
