@@ -13,6 +13,7 @@
 #include <math.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 // ----------------------------------------------------------------------------
 // errors: every fatal problem is one line on stderr and a non-zero exit.
@@ -207,6 +208,22 @@ static void out_abort(OutFile *o) {
     if (o->f) fclose(o->f);
     o->f = NULL;
     unlink(o->tmp);
+}
+
+// mkdir -p: dir and every missing parent. Returns 1, or 0 with a one-line err.
+static int mkdir_p(const char *dir, char *err, size_t errn) {
+    char p[1100];
+    snprintf(p, sizeof(p), "%s", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        struct stat sb;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) { snprintf(err, errn, "%s: cannot create (%s)", p, strerror(errno)); return 0; }
+        if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(err, errn, "%s: exists and is not a directory", p); return 0; }
+        if (c == 0) return 1;
+        *s = c;
+    }
 }
 
 // the forms for tools, where a failed write ends the program

@@ -22,22 +22,6 @@ static void savedir_unlock(void) {
     g_lock_path[0] = 0;
 }
 
-// mkdir -p: every missing component of path. Returns 1, or 0 with err.
-static int mkdir_parents(const char *path, char *err, size_t errn) {
-    char p[1100];
-    snprintf(p, sizeof(p), "%s", path);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != 0) continue;
-        char c = *s;
-        *s = 0;
-        struct stat sb;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) { snprintf(err, errn, "%s: cannot create (%s)", p, strerror(errno)); return 0; }
-        if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(err, errn, "%s: exists and is not a directory", p); return 0; }
-        if (c == 0) return 1;
-        *s = c;
-    }
-}
-
 // Takes DIR/.lock. Returns 1 (and a note when a stale lock was taken over), or 0 with err.
 static int savedir_lock(const char *dir, char *err, size_t errn, char *note, size_t noten) {
     char path[1100], host[256] = "?", text[512];
@@ -97,7 +81,7 @@ static void savedir_open(Comm *c, const char *dir) {
     char err[4096] = "", note[4096] = "";
     int ok = 1;
     if (c->rank == 0) {
-        ok = mkdir_parents(dir, err, sizeof(err)) && savedir_lock(dir, err, sizeof(err), note, sizeof(note)) &&
+        ok = mkdir_p(dir, err, sizeof(err)) && savedir_lock(dir, err, sizeof(err), note, sizeof(note)) &&
              savedir_test_write(dir, err, sizeof(err));
         if (note[0]) diag("note", "%s", note);
     }

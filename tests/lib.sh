@@ -45,3 +45,16 @@ expect_error() {
         echo "  FAIL $name (exit $rc, $n matching error lines${differ:+, ranks disagree: $differ})"; sed 's/^/       /' "$out" | head -8; fails=$((fails+1))
     fi
 }
+
+# wait_train_steps LOG N [PID]: until the JSONL log LOG has N train records (60 s at most;
+# returns 1 sooner if process PID is gone)
+wait_train_steps() {
+    local i n
+    for i in $(seq 600); do
+        n=$(grep -c '"type":"train"' "$1" 2> /dev/null)
+        [ "${n:-0}" -ge "$2" ] && return 0
+        [ -n "$3" ] && ! kill -0 "$3" 2> /dev/null && return 1
+        sleep 0.1
+    done
+    return 1
+}

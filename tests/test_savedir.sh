@@ -25,7 +25,7 @@ expect_error "a directory that refuses writes (injected ENOSPC)" "--save: cannot
 echo "== one run per directory"
 $B $M --quiet 1 --steps 1000000 --save "$TMP/shared" --log "$TMP/first.jsonl" > /dev/null 2>&1 &
 first=$!
-for i in $(seq 300); do grep -q '"type":"train"' "$TMP/first.jsonl" 2> /dev/null && break; sleep 0.1; done
+wait_train_steps "$TMP/first.jsonl" 1 $first
 expect_error "a second run saving into the same directory" "--save: .*shared is in use by another run \\(pid $first on host $(hostname)" 1 \
     $B $M --steps 1 --save "$TMP/shared"
 kill -9 $first; wait $first 2> /dev/null

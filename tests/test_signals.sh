@@ -15,22 +15,12 @@ make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --lr-schedule constant --threads 1"
 NP=2
 
-# wait_steps LOG N: until the JSONL log has N train records (or the run is gone)
-wait_steps() {
-    for i in $(seq 600); do
-        local n; n=$(grep -c '"type":"train"' "$1" 2> /dev/null)
-        [ "${n:-0}" -ge "$2" ] && return 0
-        kill -0 $run 2> /dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 losses() { grep '"type":"train"' "$1" | grep -o '"loss":[^,]*'; }
 
 echo "== SIGTERM to one rank of $NP: every rank stops after the same step, saves, exits 75"
 $MPIRUN -np $NP $B $M --steps 1000000 --save "$TMP/ck" --log "$TMP/a.jsonl" > "$TMP/a.out" 2> "$TMP/a.err" &
 run=$!; pids="$run"
-wait_steps "$TMP/a.jsonl" 3; check "the run trains" $?
+wait_train_steps "$TMP/a.jsonl" 3 $run; check "the run trains" $?
 grep -q "step    3/1000000" "$TMP/a.out"; check "stdout redirected to a file has the progress lines while the run goes on (line-buffered)" $?
 kill -TERM $(pgrep -P $run | tail -1)
 wait $run; rc=$?
@@ -55,12 +45,12 @@ check "final optimizer state of rank 1 bitwise equal" $?
 echo "== SIGUSR1 to one rank saves and goes on; then SIGINT to the other stops"
 $MPIRUN -np $NP $B $M --quiet 1 --steps 1000000 --save "$TMP/u" --log "$TMP/u.jsonl" > /dev/null 2> "$TMP/u.err" &
 run=$!; pids="$run"
-wait_steps "$TMP/u.jsonl" 2
+wait_train_steps "$TMP/u.jsonl" 2 $run
 kill -USR1 $(pgrep -P $run | head -1)
 for i in $(seq 600); do ls "$TMP/u" | grep -q ckpt_ && break; sleep 0.1; done
 u=$(ls "$TMP/u" | grep ckpt_ | head -1)
 n=$(grep -c '"type":"train"' "$TMP/u.jsonl")
-wait_steps "$TMP/u.jsonl" $((n + 3)); check "after the SIGUSR1 save ($u) the run goes on" $?
+wait_train_steps "$TMP/u.jsonl" $((n + 3)) $run; check "after the SIGUSR1 save ($u) the run goes on" $?
 kill -INT $(pgrep -P $run | tail -1)
 wait $run; rc=$?
 [ $rc -eq 75 ] && [ "$(ls "$TMP/u" | grep -c ckpt_)" -eq 2 ] && grep -q "stopped by SIGINT" "$TMP/u.err"
@@ -71,7 +61,7 @@ echo "== SIGTERM to mpirun (which passes it on to the ranks)"
 # seconds later (default 1): a job whose step and save take longer raises it (README)
 $MPIRUN --mca odls_base_sigkill_timeout 10 -np $NP $B $M --quiet 1 --steps 1000000 --save "$TMP/m" --log "$TMP/m.jsonl" > /dev/null 2> "$TMP/m.err" &
 run=$!; pids="$run"
-wait_steps "$TMP/m.jsonl" 3
+wait_train_steps "$TMP/m.jsonl" 3 $run
 kill -TERM $run
 wait $run; rc=$?
 s=$(sed 's/ckpt_0*//' "$TMP/m/latest" 2> /dev/null)

@@ -19,7 +19,7 @@ $MPIRUN -np 3 $B $M --steps 20 --timeout 5 > "$TMP/ok.out" 2>&1; check "20 steps
 echo "== a stopped rank: the job ends within the timeout"
 $MPIRUN -np 3 $B $M --steps 1000000 --timeout 5 --log "$TMP/log.jsonl" > "$TMP/out.txt" 2>&1 &
 run=$!
-for i in $(seq 600); do n=$(grep -c '"type":"train"' "$TMP/log.jsonl" 2> /dev/null); [ "${n:-0}" -ge 3 ] && break; sleep 0.1; done
+wait_train_steps "$TMP/log.jsonl" 3 $run
 victim=$(pgrep -P $run | sed -n 2p)
 kill -STOP $victim
 t0=$(date +%s)
