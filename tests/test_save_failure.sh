@@ -59,4 +59,9 @@ else
         umount "$TMP/mnt"
     done
 fi
+echo "== a --log file that cannot be written (/dev/full): one warning, the run goes on"
+./build/z0/train_gpt_cpu $M --steps 3 --log /dev/full > "$TMP/devfull.out" 2>&1; rc=$?
+grep warning "$TMP/devfull.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && [ "$(grep -c "warning: /dev/full: write failed (No space left on device)" "$TMP/devfull.out")" -eq 1 ]
+check "exit 0 after 3 steps, one warning" $?
 [ $fails -eq 0 ]
