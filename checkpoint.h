@@ -9,49 +9,43 @@
 // Checkpoint: a directory DIR/ckpt_SSSSSSSS holding
 //   model.bin                 the full fp32 parameters (the master weights)
 //   optim_rank_RRRRR.bin      AdamW m and v of partition R, as that run's plan laid them out
-//   manifest.json             config, stage, world size, partitions, step, data position,
-//                             sampling RNG, skipped steps and the fp16 loss scaler's state
-//                             (step_guard.h), file sizes and CRC-32s
+//   manifest.json             config, stage, world size, partitions, step, data position and
+//                             shuffle state, sampling RNG, skipped steps and the fp16 loss
+//                             scaler's state (step_guard.h), file sizes and CRC-32s
 // It is written as DIR/.ckpt_SSSSSSSS.tmp and renamed into place only when every
 // file is complete and synced, then DIR/latest names it (also by rename): a
 // crash never leaves a half-written checkpoint where --resume would find it.
+// Every write is checked (common.h's OutFile): a save that fails on any rank
+// removes its temporary files, leaves the previous checkpoints and DIR/latest as
+// they were, and stops every rank with the failing rank's one line.
+// --resume DIR takes the newest checkpoint that verifies (the one DIR/latest
+// names, else the next older ckpt_ directory), saying which it skipped and why.
+// --keep-last K removes older checkpoints once a newer one is complete.
+// The formats (manifest, optimizer shard header) are in ckpt_format.h.
 //
 // Resume works at any world size and any stage: each rank recomputes from the
 // manifest where the writer's partitions put each element (the plan is pure
 // arithmetic, zero.h) and reads the pieces of its own partition.
 #pragma once
 #include "zero.h"
-#include "step_guard.h"
 #include "hf.h"
+#include "ckpt_format.h"
 #include "dataloader.h"
+#include "step_guard.h"
 #include <sys/stat.h>
 #include <unistd.h>
 #include <ftw.h>
 #include <fcntl.h>
+#include <dirent.h>
+
+// paths and messages are cut at their buffers' sizes by design (snprintf)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #define MODEL_MAGIC 20251121
 #define MODEL_VERSION 1
-#define OPTIM_MAGIC 20251123
-
-// ----------------------------------------------------------------------------
-// CRC-32 (IEEE), for the manifest's file checksums
-
-static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
-    static uint32_t table[256];
-    static int ready = 0;
-    if (!ready) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        ready = 1;
-    }
-    const uint8_t *p = (const uint8_t *)data;
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
 
 // ----------------------------------------------------------------------------
 // the model file
@@ -66,9 +60,6 @@ static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params
     h[14] = (int32_t)(uint32_t)(num_params & 0xFFFFFFFFu); h[15] = (int32_t)(uint32_t)(num_params >> 32);
 }
 
-// Reads a model file into flat (num_params floats), checking it describes the
-// model this run builds. Returns 0 and sets err (one line) instead of exiting,
-// so that under MPI every rank can agree on the failure first.
 static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *out) {
     size_t numel = s->L->units[u].numel, real = lo >= numel ? 0 : (lo + n < numel ? n : numel - lo);
     off_t at = 1024 + 4 * (off_t)(s->L->units[u].flat_offset + lo);
@@ -142,40 +133,41 @@ static int model_file_read(const char *path, const ModelLayout *L, float *flat, 
     return ok;
 }
 
-// Collective: writes the model file without gathering the model anywhere.
-// Rank 0 creates it (header, full size); then, where the fp32 master is
-// partitioned, every rank writes its own slice of every unit at its place in
-// the flat order, and where every rank holds the whole master, rank 0 writes it
-// all, unit by unit. Every rank learns any rank's failure (the same one line).
-static void model_file_write(Zero *z, const char *path) {
+// Collective: writes the model file without gathering the model anywhere. Rank 0
+// creates it (the header, the full size); then, where the fp32 master is
+// partitioned, every rank writes its own slice of every unit at its place in the
+// flat order, and where every rank holds the whole master, rank 0 writes it all,
+// unit by unit. Returns 1, or 0 with a one-line err (the caller agrees with the
+// other ranks: every rank makes the same calls either way).
+static int model_file_write(Zero *z, const char *path, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     Comm *c = z->comm;
-    char err[1300] = {0};
-    int fd = -1;
+    int ok = 1;
     if (c->rank == 0) {
+        OutFile f;
         int32_t h[256];
         model_header(h, &z->layout->cfg, p->num_params);
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0 || pwrite(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || ftruncate(fd, 1024 + 4 * (off_t)p->num_params) != 0)
-            snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
+        if (out_open(&f, path, 0) && out_write(&f, h, sizeof(h))) out_set_size(&f, 1024 + 4 * (off_t)p->num_params);
+        if (!out_finish(&f)) { snprintf(err, errn, "%s", f.err); ok = 0; }
     }
-    if (!comm_agree(c, err[0] == 0, err, sizeof(err))) fatal("%s", err);
-    int whole = zero_master_whole(z), writer = whole ? c->rank == 0 : 1;
-    if (writer && fd < 0 && (fd = open(path, O_WRONLY)) < 0) snprintf(err, sizeof(err), "%s: cannot open (%s)", path, strerror(errno));
-    float *buf = writer ? (float *)xmalloc((whole ? p->max_padded : p->max_shard) * sizeof(float), "model file buffer") : NULL;
-    for (int i = 0; writer && !err[0] && i < p->n_units; i++) {
+    if (!comm_agree(c, ok, err, errn)) return 0;
+    int whole = zero_master_whole(z);
+    if (whole && c->rank != 0) return 1;
+    OutFile f;
+    out_open_existing(&f, path);
+    float *buf = (float *)xmalloc((whole ? p->max_padded : p->max_shard) * sizeof(float), "model file buffer");
+    for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
         size_t lo = whole ? 0 : (size_t)p->part * U->shard, n = whole ? U->numel : U->shard;
         if (lo >= U->numel) continue;                   // a slice of padding only
         if (lo + n > U->numel) n = U->numel - lo;
         zb_download(&z->be, buf, zero_master_slice(z, i) - ((size_t)p->part * U->shard - lo), n * sizeof(float));
-        off_t at = 1024 + 4 * (off_t)(z->layout->units[i].flat_offset + lo);
-        if (pwrite(fd, buf, n * 4, at) != (ssize_t)(n * 4)) snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
+        out_seek(&f, 1024 + 4 * (off_t)(z->layout->units[i].flat_offset + lo));
+        out_write(&f, buf, n * 4);
     }
-    if (fd >= 0 && !err[0] && fsync(fd) != 0) snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
-    if (fd >= 0 && close(fd) != 0 && !err[0]) snprintf(err, sizeof(err), "%s: write failed (%s)", path, strerror(errno));
     free(buf);
-    if (!comm_agree(c, err[0] == 0, err, sizeof(err))) fatal("%s", err);
+    if (!out_finish(&f)) { snprintf(err, errn, "%s", f.err); return 0; }
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -186,6 +178,8 @@ typedef struct {
     DataState data;         // train loader position and shuffle state (dataloader.h)
     uint64_t rng;           // sampling RNG state
     StepGuard guard;        // skipped steps, the fp16 loss scaler (step_guard.h)
+    long long data_tokens;  // the train data the position points into: its token count
+    uint32_t data_crc;      // and its fingerprint (dataloader_fingerprint)
 } TrainState;
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -193,46 +187,136 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 }
 static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-static uint32_t file_crc(const char *path, long long *size) {
-    FILE *f = fopen_or_die(path, "rb");
-    char buf[1 << 16];
-    uint32_t crc = 0;
+// size and CRC-32 of a file. Returns 1, or 0 with a one-line err.
+static int file_crc(const char *path, long long *size, uint32_t *crc, char *err, size_t errn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    static char buf[1 << 16];
     size_t n;
+    *crc = 0;
     *size = 0;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) { crc = crc32_update(crc, buf, n); *size += n; }
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) { *crc = crc32_update(*crc, buf, n); *size += n; }
+    int bad = ferror(f);
     fclose(f);
-    return crc;
+    if (bad) { snprintf(err, errn, "%s: read failed", path); return 0; }
+    return 1;
 }
 
-static void write_text_atomic(const char *path, const char *text) {
-    AtomicFile a = atomic_open(path);
-    fwrite_or_die(text, 1, strlen(text), a.f, a.tmp);
-    atomic_commit(&a);
+// "ckpt_00000012" -> 12; -1 for any other name
+static int ckpt_step_of(const char *name) {
+    if (strncmp(name, "ckpt_", 5) != 0 || strlen(name) != 13 || strspn(name + 5, "0123456789") != 8) return -1;
+    return atoi(name + 5);
 }
 
-static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, const TrainConfig *tc) {
-    Comm *c = z->comm;
-    const ZeroPlan *p = &z->plan;
-    char name[64], tmp[1024], final_dir[1024], path[1100];
-    snprintf(name, sizeof(name), "ckpt_%08d", st->step);
-    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
-    snprintf(final_dir, sizeof(final_dir), "%s/%s", dir, name);
-    if (c->rank == 0) {
-        mkdir(dir, 0755);
-        rm_tree(tmp);
-        if (mkdir(tmp, 0755) != 0) fatal("%s: cannot create checkpoint directory (%s)", tmp, strerror(errno));
+static int cmp_int_desc(const void *a, const void *b) { return *(const int *)b - *(const int *)a; }
+
+// The steps of the checkpoint directories in dir, newest first; returns how many (at most max).
+static int checkpoint_list(const char *dir, int *steps, int max) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0, cap = 64;
+    int *all = (int *)xmalloc(cap * sizeof(int), "checkpoint list");
+    for (struct dirent *e; (e = readdir(d));) {
+        int s = ckpt_step_of(e->d_name);
+        if (s < 0) continue;
+        if (n == cap) { int *b = (int *)xmalloc(2 * cap * sizeof(int), "checkpoint list"); memcpy(b, all, n * sizeof(int)); free(all); all = b; cap *= 2; }
+        all[n++] = s;
     }
-    comm_barrier(c);
-    snprintf(path, sizeof(path), "%s/model.bin", tmp);
-    model_file_write(z, path);
-    // optimizer partitions: in stage 0 every rank holds the same full state, rank 0 writes it
-    if (p->P > 1 || c->rank == 0) {
-        snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", tmp, p->part);
-        FILE *f = fopen_or_die(path, "wb");
-        int32_t h[256] = {0};
-        h[0] = OPTIM_MAGIC; h[1] = 1; h[2] = p->P; h[3] = p->part; h[4] = p->n_units; h[5] = ZERO_ALIGN;
-        h[6] = (int32_t)(p->shard_elems & 0xFFFFFFFFu); h[7] = (int32_t)(p->shard_elems >> 32);
-        fwrite_or_die(h, 4, 256, f, path);
+    closedir(d);
+    qsort(all, n, sizeof(int), cmp_int_desc);
+    if (n > max) n = max;
+    memcpy(steps, all, n * sizeof(int));
+    free(all);
+    return n;
+}
+
+// --keep-last K (rank 0, after a complete save): all but the newest K checkpoints go
+static void checkpoint_prune(const char *dir, int keep, int say) {
+    int steps[4096];
+    int n = checkpoint_list(dir, steps, 4096);
+    for (int i = keep; i < n; i++) {
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/ckpt_%08d", dir, steps[i]);
+        rm_tree(path);
+        if (say) printf("removed %s (--keep-last %d)\n", path, keep);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// saving
+
+// Rank 0, once every file of the checkpoint is written and synced in tmp: the
+// manifest, then DIR/latest written and synced beside the old one, then the
+// directory and latest renamed into place. Any failure undoes what was moved, so
+// the previous checkpoint and latest stay as they were. Returns 1, or 0 with err.
+static int checkpoint_publish(Zero *z, const char *dir, const char *name, const char *tmp, const TrainState *st,
+                              const TrainConfig *tc, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    char path[1100], final_dir[1100], old[1100], latest[1100];
+    Manifest m = {0};
+    m.format = MANIFEST_FORMAT; m.step = st->step; m.rng = st->rng;
+    m.zero_stage = ZERO_STAGE; m.world = z->comm->world; m.partitions = p->P; m.align = ZERO_ALIGN;
+    m.num_params = (long long)p->num_params; m.train_tokens = st->data_tokens; m.train_crc = st->data_crc;
+    m.n_files = p->P + 1;
+    m.files = (ManifestFile *)xcalloc(sizeof(ManifestFile) * m.n_files, "manifest files");
+    for (int i = 0; i < m.n_files; i++) {
+        if (i == 0) snprintf(m.files[i].name, sizeof(m.files[i].name), "model.bin");
+        else snprintf(m.files[i].name, sizeof(m.files[i].name), "optim_rank_%05d.bin", i - 1);
+        snprintf(path, sizeof(path), "%s/%s", tmp, m.files[i].name);
+        if (!file_crc(path, &m.files[i].bytes, &m.files[i].crc, err, errn)) { manifest_free(&m); return 0; }
+    }
+    cJSON *sections = cJSON_CreateObject();
+    data_state_write(sections, &st->data);
+    step_guard_to_json(&st->guard, sections);
+    char *text = manifest_text(&m, &z->layout->cfg, tc, sections);
+    cJSON_Delete(sections);
+    manifest_free(&m);
+    OutFile mf, lf;
+    snprintf(path, sizeof(path), "%s/manifest.json", tmp);
+    if (out_open(&mf, path, 1)) out_write(&mf, text, strlen(text));
+    free(text);
+    if (!out_commit(&mf)) { snprintf(err, errn, "%s", mf.err); return 0; }
+    // latest: written and synced as latest.tmp before anything becomes visible
+    snprintf(latest, sizeof(latest), "%s/latest", dir);
+    char line[80];
+    snprintf(line, sizeof(line), "%s\n", name);
+    if (out_open(&lf, latest, 1)) out_write(&lf, line, strlen(line));
+    if (!out_finish(&lf)) { snprintf(err, errn, "%s", lf.err); return 0; }
+    // into place: the complete directory appears at once (a same-step checkpoint moved aside first)
+    snprintf(final_dir, sizeof(final_dir), "%s/%s", dir, name);
+    snprintf(old, sizeof(old), "%s/.%s.old", dir, name);
+    rm_tree(old);
+    struct stat sb;
+    int replaced = stat(final_dir, &sb) == 0;
+    if (replaced && rename(final_dir, old) != 0) {
+        snprintf(err, errn, "%s: cannot move the existing checkpoint aside (%s)", final_dir, strerror(errno));
+        out_abort(&lf);
+        return 0;
+    }
+    if (rename(tmp, final_dir) != 0) {
+        snprintf(err, errn, "%s: cannot rename into place (%s)", final_dir, strerror(errno));
+        if (replaced) rename(old, final_dir);
+        out_abort(&lf);
+        return 0;
+    }
+    if (!out_rename(&lf)) {   // also syncs DIR, which makes both renames durable
+        snprintf(err, errn, "%s", lf.err);
+        rename(final_dir, tmp);
+        if (replaced) rename(old, final_dir);
+        return 0;
+    }
+    rm_tree(old);
+    return 1;
+}
+
+// this rank's optimizer partition: header, m, v
+static int optim_file_write(Zero *z, const char *path, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    OutFile f;
+    if (out_open(&f, path, 0)) {
+        int32_t h[256];
+        optim_header(h, p->P, p->part, p->n_units, ZERO_ALIGN, p->shard_elems);
+        out_write(&f, h, sizeof(h));
         // m, then v, a piece at a time (no copy of the whole partition)
         size_t piece = p->max_shard;
         float *buf = (float *)xmalloc(piece * 4, "optimizer state");
@@ -240,104 +324,64 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
             for (size_t off = 0; off < p->shard_elems; off += piece) {
                 size_t n = p->shard_elems - off < piece ? p->shard_elems - off : piece;
                 zero_optim_read(z, which, off, n, buf);
-                fwrite_or_die(buf, 4, n, f, path);
+                out_write(&f, buf, n * 4);
             }
         free(buf);
-        fflush(f); fsync(fileno(f));
-        if (fclose(f) != 0) fatal("%s: write failed", path);
     }
-    comm_barrier(c);
-    if (c->rank == 0) {
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddNumberToObject(m, "format", 1);
-        cJSON_AddNumberToObject(m, "step", st->step);
-        data_state_write(m, &st->data);
-        char rng[32];
-        snprintf(rng, sizeof(rng), "%016llx", (unsigned long long)st->rng);
-        cJSON_AddStringToObject(m, "rng", rng);
-        step_guard_to_json(&st->guard, m);
-        cJSON_AddNumberToObject(m, "zero_stage", ZERO_STAGE);
-        cJSON_AddNumberToObject(m, "world", c->world);
-        cJSON_AddNumberToObject(m, "partitions", p->P);
-        cJSON_AddNumberToObject(m, "align", ZERO_ALIGN);
-        cJSON_AddNumberToObject(m, "num_params", (double)p->num_params);
-        cJSON *mc = cJSON_AddObjectToObject(m, "model");
-        const ModelConfig *mcfg = &z->layout->cfg;
-        cJSON_AddStringToObject(mc, "arch", arch_name(mcfg->arch));
-        cJSON_AddNumberToObject(mc, "n_layer", mcfg->n_layer);
-        cJSON_AddNumberToObject(mc, "n_head", mcfg->n_head);
-        cJSON_AddNumberToObject(mc, "n_kv_head", mcfg->n_kv_head);
-        cJSON_AddNumberToObject(mc, "d_model", mcfg->d_model);
-        cJSON_AddNumberToObject(mc, "d_ff", mcfg->d_ff);
-        cJSON_AddNumberToObject(mc, "vocab_size", mcfg->vocab_size);
-        cJSON_AddNumberToObject(mc, "max_seq", mcfg->max_seq);
-        cJSON *tr = cJSON_AddObjectToObject(m, "train");
-        cJSON_AddNumberToObject(tr, "batch", tc->B);
-        cJSON_AddNumberToObject(tr, "seq", tc->T);
-        cJSON_AddNumberToObject(tr, "accum", tc->accum);
-        cJSON_AddNumberToObject(tr, "total_batch", tc->total_batch);
-        cJSON_AddNumberToObject(tr, "lr", tc->lr);
-        cJSON_AddStringToObject(tr, "train", tc->train_path);
-        cJSON *files = cJSON_AddArrayToObject(m, "files");
-        for (int r = -1; r < p->P; r++) {
-            char fn[64];
-            if (r < 0) snprintf(fn, sizeof(fn), "model.bin");
-            else snprintf(fn, sizeof(fn), "optim_rank_%05d.bin", r);
-            snprintf(path, sizeof(path), "%s/%s", tmp, fn);
-            long long size;
-            uint32_t crc = file_crc(path, &size);
-            cJSON *fe = cJSON_CreateObject();
-            cJSON_AddStringToObject(fe, "name", fn);
-            cJSON_AddNumberToObject(fe, "bytes", (double)size);
-            char crcs[16];
-            snprintf(crcs, sizeof(crcs), "%08x", crc);
-            cJSON_AddStringToObject(fe, "crc32", crcs);
-            cJSON_AddItemToArray(files, fe);
-        }
-        char *text = cJSON_Print(m);
-        snprintf(path, sizeof(path), "%s/manifest.json", tmp);
-        write_text_atomic(path, text);
-        free(text);
-        cJSON_Delete(m);
-        // into place: the complete directory appears at once
-        char old[1100];
-        snprintf(old, sizeof(old), "%s/.%s.old", dir, name);
-        rm_tree(old);
-        struct stat sb;
-        if (stat(final_dir, &sb) == 0 && rename(final_dir, old) != 0) fatal("%s: cannot replace (%s)", final_dir, strerror(errno));
-        if (rename(tmp, final_dir) != 0) fatal("%s: cannot rename into place (%s)", final_dir, strerror(errno));
-        rm_tree(old);
-        snprintf(path, sizeof(path), "%s/latest", dir);
-        char line[80];
-        snprintf(line, sizeof(line), "%s\n", name);
-        write_text_atomic(path, line);
-    }
-    comm_barrier(c);
-}
-
-// The checkpoint directory --resume names: DIR itself if it holds a manifest,
-// else the one DIR/latest names.
-static int checkpoint_resolve(const char *dir, char *out, size_t n, char *err, size_t errn) {
-    char path[1100];
-    struct stat sb;
-    snprintf(path, sizeof(path), "%s/manifest.json", dir);
-    if (stat(path, &sb) == 0) { snprintf(out, n, "%s", dir); return 1; }
-    snprintf(path, sizeof(path), "%s/latest", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errn, "%s: no checkpoint here (neither manifest.json nor latest)", dir); return 0; }
-    char name[256] = {0};
-    if (!fgets(name, sizeof(name), f)) name[0] = 0;
-    fclose(f);
-    name[strcspn(name, "\r\n")] = 0;
-    if (!name[0] || strchr(name, '/')) { snprintf(err, errn, "%s: malformed", path); return 0; }
-    snprintf(out, n, "%s/%s", dir, name);
+    if (!out_finish(&f)) { snprintf(err, errn, "%s", f.err); return 0; }
     return 1;
 }
 
+// Every rank: did every rank succeed? If not, rank 0 removes the temporary files
+// (before anyone exits: mpirun ends the job at the first exit) and every rank stops
+// with the failing rank's line.
+static void save_agree(Comm *c, int ok, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
+    if (comm_agree(c, ok, err, errn)) return;
+    if (c->rank == 0) {
+        char latest_tmp[1100];
+        snprintf(latest_tmp, sizeof(latest_tmp), "%s/latest.tmp", dir);
+        rm_tree(tmp);
+        unlink(latest_tmp);
+    }
+    comm_barrier(c);
+    fatal("checkpoint %s not saved: %s (the temporary files are removed; the previous checkpoints and %s/latest are unchanged)",
+          name, err, dir);
+}
+
+// Collective: returns once the checkpoint of st is complete and DIR/latest names it;
+// on any failure every rank stops (save_agree).
+static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, const TrainConfig *tc) {
+    Comm *c = z->comm;
+    const ZeroPlan *p = &z->plan;
+    char name[64], tmp[1024], path[1100], err[1600] = "";
+    snprintf(name, sizeof(name), "ckpt_%08d", st->step);
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+    int ok = 1;
+    if (c->rank == 0) {
+        rm_tree(tmp);
+        if (mkdir(tmp, 0755) != 0) ok = 0, snprintf(err, sizeof(err), "%s: cannot create (%s)", tmp, strerror(errno));
+    }
+    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    snprintf(path, sizeof(path), "%s/model.bin", tmp);
+    ok = model_file_write(z, path, err, sizeof(err));
+    // optimizer partitions: in stage 0 every rank holds the same full state, rank 0 writes it
+    if (ok && (p->P > 1 || c->rank == 0)) {
+        snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", tmp, p->part);
+        ok = optim_file_write(z, path, err, sizeof(err));
+    }
+    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, err, sizeof(err));
+    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, !tc->quiet);
+}
+
+// ----------------------------------------------------------------------------
+// resuming
+
 #define CK_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); return 0; } while (0)
 
-// the whole of a small file, NUL-terminated, or NULL with err set
-static char *read_text_file(const char *path, char *err, size_t errn) {
+// the whole of a small file, NUL-terminated (*len bytes), or NULL with err set
+static char *read_text_file(const char *path, size_t *len, char *err, size_t errn) {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return NULL; }
     fseeko(f, 0, SEEK_END);
@@ -349,115 +393,199 @@ static char *read_text_file(const char *path, char *err, size_t errn) {
     fclose(f);
     if (got != (size_t)n) { free(text); snprintf(err, errn, "%s: read failed", path); return NULL; }
     text[n] = 0;
+    *len = (size_t)n;
     return text;
 }
 
-static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, char *err, size_t errn);
-
-// Loads parameters, optimizer state and the train state. Returns 1, or 0 with
-// a one-line err.
-static int checkpoint_load_local(Zero *z, const char *dir, TrainState *st, char *err, size_t errn) {
-    char ck[1024], path[1200];
-    if (!checkpoint_resolve(dir, ck, sizeof(ck), err, errn)) return 0;
-    snprintf(path, sizeof(path), "%s/manifest.json", ck);
-    char *text = read_text_file(path, err, errn);
-    if (!text) return 0;
-    cJSON *m = cJSON_Parse(text);
-    free(text);
-    if (!m) CK_FAIL("%s: not valid JSON", path);
-    int ok = checkpoint_load_manifest(z, ck, m, st, err, errn);
-    cJSON_Delete(m);
-    return ok;
-}
-
-// Entry i of a manifest's "files": the file must exist with the recorded size and CRC-32.
-static int checkpoint_check_file(const char *ck, cJSON *fe, int i, char *err, size_t errn) {
-    cJSON *fn = cJSON_GetObjectItem(fe, "name"), *fb = cJSON_GetObjectItem(fe, "bytes"), *fc = cJSON_GetObjectItem(fe, "crc32");
-    if (!cJSON_IsString(fn) || !cJSON_IsNumber(fb) || !cJSON_IsString(fc) || strchr(fn->valuestring, '/'))
-        CK_FAIL("%s/manifest.json: malformed file entry %d", ck, i);
+// A manifest's file: it must exist with the recorded size and CRC-32.
+static int checkpoint_check_file(const char *ck, const ManifestFile *fe, char *err, size_t errn) {
     char fp[1300];
-    snprintf(fp, sizeof(fp), "%s/%s", ck, fn->valuestring);
+    snprintf(fp, sizeof(fp), "%s/%s", ck, fe->name);
     struct stat sb;
     if (stat(fp, &sb) != 0) CK_FAIL("%s: missing (%s)", fp, strerror(errno));
-    if ((double)sb.st_size != fb->valuedouble) CK_FAIL("%s: %lld bytes, the manifest says %.0f (truncated or altered)", fp, (long long)sb.st_size, fb->valuedouble);
+    if ((long long)sb.st_size != fe->bytes) CK_FAIL("%s: %lld bytes, the manifest says %lld (truncated or altered)", fp, (long long)sb.st_size, fe->bytes);
     long long sz;
-    char crcs[16];
-    snprintf(crcs, sizeof(crcs), "%08x", file_crc(fp, &sz));
-    if (strcmp(crcs, fc->valuestring) != 0) CK_FAIL("%s: CRC-32 %s does not match the manifest's %s (corrupted)", fp, crcs, fc->valuestring);
+    uint32_t crc;
+    if (!file_crc(fp, &sz, &crc, err, errn)) return 0;
+    if (crc != fe->crc) CK_FAIL("%s: CRC-32 %08x does not match the manifest's %08x (corrupted)", fp, crc, fe->crc);
     return 1;
 }
 
-static int checkpoint_load_manifest(Zero *z, const char *ck, cJSON *m, TrainState *st, char *err, size_t errn) {
+// Reads checkpoint directory ck's manifest into m and checks it and every file it lists.
+// Returns 1, or 0 with a one-line err (m freed).
+static int checkpoint_verify(const char *ck, Manifest *m, char *err, size_t errn) {
+    char path[1200];
+    size_t n;
+    memset(m, 0, sizeof(*m));
+    snprintf(path, sizeof(path), "%.1100s/manifest.json", ck);
+    char *text = read_text_file(path, &n, err, errn);
+    if (!text) return 0;
+    int ok = manifest_parse(text, n, path, m, err, errn);
+    free(text);
+    for (int i = 0; ok && i < m->n_files; i++) ok = checkpoint_check_file(ck, &m->files[i], err, errn);
+    if (!ok) manifest_free(m);
+    return ok;
+}
+
+// The checkpoints --resume DIR may take, in the order to try them: DIR itself if it
+// holds a manifest (then only it), else the one DIR/latest names, then every ckpt_
+// directory of DIR, newest first. Returns how many (at most max), 0 with err if none.
+#define RESUME_MAX_CANDIDATES 64
+static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, char *err, size_t errn) {
+    char path[1100];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    if (stat(path, &sb) == 0) { snprintf(out[0], 1100, "%s", dir); return 1; }
+    int n = 0;
+    snprintf(path, sizeof(path), "%s/latest", dir);
+    FILE *f = fopen(path, "rb");
+    char name[256] = {0};
+    if (f) {
+        if (!fgets(name, sizeof(name), f)) name[0] = 0;
+        fclose(f);
+        name[strcspn(name, "\r\n")] = 0;
+        if (name[0] && !strchr(name, '/')) snprintf(out[n++], 1100, "%s/%s", dir, name);
+    }
+    int steps[RESUME_MAX_CANDIDATES];
+    int k = checkpoint_list(dir, steps, max);
+    for (int i = 0; i < k && n < max; i++) {
+        char cand[1100];
+        snprintf(cand, sizeof(cand), "%s/ckpt_%08d", dir, steps[i]);
+        if (n == 0 || strcmp(cand, out[0]) != 0) snprintf(out[n++], 1100, "%s", cand);
+    }
+    if (n == 0) snprintf(err, errn, "%s: no checkpoint here (no manifest.json, no latest, no ckpt_ directory)", dir);
+    return n;
+}
+
+// What a resumed run must share with the checkpoint m (in ck): the model, the sequence
+// length, the global batch (micro batch, accumulation and ranks may be regrouped: the
+// data order is the same) and the data; and it must have steps left. Returns 1 (rank 0
+// prints notes when say), or 0 with a one-line err.
+static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPlan *p, const TrainConfig *tc, const TrainState *data,
+                                 int world, int say, char *err, size_t errn) {
+    if ((size_t)m->num_params != p->num_params)
+        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu (check --arch/--preset/sizes)", ck, m->num_params, p->num_params);
+    if (m->align != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", ck, m->align, ZERO_ALIGN);
+    if (!data) return 1;   // sampling (--sample 1): only the weights are read
+    if (tc->steps <= m->step)
+        CK_FAIL("--steps %d is at or below the checkpoint's step %d (%s): nothing left to train; ask for more steps", tc->steps, m->step, ck);
+    if (m->seq > 0 && m->seq != tc->T)
+        CK_FAIL("--seq %d differs from the checkpoint's sequence length %d (%s): resuming would not continue its run "
+                "(to train on from its weights with other settings, start a new run with --init %s/model.bin)", tc->T, m->seq, ck, ck);
+    if (m->total_batch > 0 && m->total_batch != tc->total_batch)
+        CK_FAIL("the global batch of %d sequences (micro batch %d x accumulation %d x %d ranks) differs from the checkpoint's %d (%s): "
+                "resuming would not continue its run (to train on with another batch, start a new run with --init %s/model.bin)",
+                tc->total_batch, tc->B, tc->accum, world, m->total_batch, ck, ck);
+    if (say && m->batch > 0 && (m->batch != tc->B || m->accum != tc->accum || m->world != world))
+        diag("note", "%s: micro batch %d x accumulation %d x %d ranks regrouped as %d x %d x %d: the same global batch of %d sequences "
+             "in the same data order", ck, m->batch, m->accum, m->world, tc->B, tc->accum, world, tc->total_batch);
+    if (m->train_tokens >= 0) {
+        if (m->train_tokens != data->data_tokens || m->train_crc != data->data_crc)
+            CK_FAIL("--train %s holds other data (%lld tokens, CRC-32 %08x) than the checkpoint trained on (%s: %lld tokens, CRC-32 %08x; %s): "
+                    "its data position would point into other data (to train on new data from its weights, start a new run with --init %s/model.bin)",
+                    tc->train_path, data->data_tokens, data->data_crc, m->train_path, m->train_tokens, m->train_crc, ck, ck);
+        if (say && strcmp(m->train_path, tc->train_path) != 0)
+            diag("note", "%s: --train %s is not the checkpoint's %s, but holds the same tokens: resuming", ck, tc->train_path, m->train_path);
+    } else if (say) {
+        diag("note", "%s: a format-%d manifest (written before zeroc checksummed manifests): the manifest itself and its data file "
+             "(%s) cannot be verified; its files' sizes and CRC-32s were checked", ck, m->format, m->train_path[0] ? m->train_path : "not recorded");
+    }
+    return 1;
+}
+
+// The parameters and optimizer state of checkpoint ck (manifest m, verified) into z,
+// resharded from its writer's partitions: each rank reads only the pieces its own
+// partition holds, a piece at a time.
+static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     char path[1200];
-    snprintf(path, sizeof(path), "%s/manifest.json", ck);
-    cJSON *j_step = cJSON_GetObjectItem(m, "step"), *j_rng = cJSON_GetObjectItem(m, "rng");
-    cJSON *j_P = cJSON_GetObjectItem(m, "partitions"), *j_np = cJSON_GetObjectItem(m, "num_params"), *j_al = cJSON_GetObjectItem(m, "align");
-    cJSON *files = cJSON_GetObjectItem(m, "files");
-    if (!cJSON_IsNumber(j_step) || !cJSON_IsString(j_rng) || !cJSON_IsNumber(j_P) ||
-        !cJSON_IsNumber(j_np) || !cJSON_IsNumber(j_al) || !cJSON_IsArray(files))
-        CK_FAIL("%s: missing or malformed fields", path);
-    if (!data_state_read(m, &st->data, path, err, errn)) return 0;
-    if ((size_t)j_np->valuedouble != p->num_params)
-        CK_FAIL("%s: checkpoint has %.0f parameters, this run's model has %zu", path, j_np->valuedouble, p->num_params);
-    if (j_al->valueint != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", path, j_al->valueint, ZERO_ALIGN);
-    int Pw = j_P->valueint;
-    if (Pw < 1 || cJSON_GetArraySize(files) != Pw + 1) CK_FAIL("%s: expected %d files for %d partitions", path, Pw + 1, Pw);
-    // every file must be whole: size and CRC as the manifest recorded them
-    for (int i = 0; i <= Pw; i++)
-        if (!checkpoint_check_file(ck, cJSON_GetArrayItem(files, i), i, err, errn)) return 0;
-    // parameters: each rank reads the ranges its stage holds
     snprintf(path, sizeof(path), "%s/model.bin", ck);
     ParamSource src;
     if (!params_from_file(&src, z->layout, path, err, errn)) return 0;
-    int loaded = zero_load_params(z, &src);
-    if (!loaded) snprintf(err, errn, "%s", src.err);
+    int ok = zero_load_params(z, &src);
+    if (!ok) snprintf(err, errn, "%s", src.err);
     params_close(&src);
-    if (!loaded) return 0;
     // optimizer state: the writer had Pw partitions, with their own padding
-    // (a piece at a time: each run of this rank's slice that one writer partition holds)
+    int Pw = m->partitions;
     float *piece = (float *)xmalloc(p->max_shard * 4, "optimizer state");
     size_t *w_shard_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "reshard plan");
     for (int i = 0; i < p->n_units; i++) w_shard_off[i + 1] = w_shard_off[i] + zero_padded(p->u[i].numel, Pw) / Pw;
     size_t w_shard_elems = w_shard_off[p->n_units];
-    for (int i = 0; i < p->n_units; i++) {
+    for (int i = 0; i < p->n_units && ok; i++) {
         const ZeroUnit *U = &p->u[i];
         size_t w_shard = zero_padded(U->numel, Pw) / Pw;
         size_t lo = (size_t)p->part * U->shard, hi = lo + U->shard;
         if (hi > U->numel) hi = U->numel;
-        for (size_t a = lo; a < hi;) {
+        for (size_t a = lo; a < hi && ok;) {
             int wp = (int)(a / w_shard);
             size_t b = ((size_t)wp + 1) * w_shard;
             if (b > hi) b = hi;
             snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", ck, wp);
             FILE *of = fopen(path, "rb");
-            if (!of) { free(w_shard_off); free(piece); CK_FAIL("%s: cannot open (%s)", path, strerror(errno)); }
+            if (!of) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); ok = 0; break; }
             int32_t h[256];
-            int ok = fread(h, 4, 256, of) == 256 && h[0] == OPTIM_MAGIC && h[2] == Pw && h[3] == wp &&
-                     ((size_t)(uint32_t)h[6] | ((size_t)(uint32_t)h[7] << 32)) == w_shard_elems;
-            size_t src = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
+            ok = fread(h, 4, 256, of) == 256;
+            if (!ok) snprintf(err, errn, "%s: short read of the header", path);
+            ok = ok && optim_header_check(h, Pw, wp, w_shard_elems, m->files[wp + 1].bytes, path, err, errn);
+            size_t src_off = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
             for (int which = 0; which < 2 && ok; which++) {
-                ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
+                ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src_off), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
                 if (ok) zero_optim_write(z, which, dst, b - a, piece);
+                else snprintf(err, errn, "%s: short read", path);
             }
             fclose(of);
-            if (!ok) { free(w_shard_off); free(piece); CK_FAIL("%s: bad header or short read", path); }
             a = b;
         }
     }
     free(w_shard_off);
     free(piece);
-    st->step = j_step->valueint;
-    st->rng = strtoull(j_rng->valuestring, NULL, 16);
-    snprintf(path, sizeof(path), "%s/manifest.json", ck);
-    return step_guard_from_json(&st->guard, m, path, err, errn);
+    return ok;
 }
 #undef CK_FAIL
 
-// Collective: every rank loads; if any rank fails, every rank stops with the
-// same one line (the failing rank's), so none is left waiting in a collective.
-static void checkpoint_load(Zero *z, const char *dir, TrainState *st) {
-    char err[1400] = {0};
-    int ok = checkpoint_load_local(z, dir, st, err, sizeof(err));
-    if (!comm_agree(z->comm, ok, err, sizeof(err))) fatal("%s", err);
+// The checkpoint --resume DIR takes: the first candidate that verifies, on every rank
+// of c (NULL: this process alone; then nothing is collective). The skipped ones are
+// named with their reason (when say). Returns 1 with ck and m (to free), or 0 with err.
+static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
+    static char cands[RESUME_MAX_CANDIDATES][1100];
+    char first_err[1600] = "";
+    int n = checkpoint_candidates(dir, cands, RESUME_MAX_CANDIDATES, err, errn);
+    if (c ? !comm_agree(c, n > 0, err, errn) : n == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        int ok = checkpoint_verify(cands[i], m, err, errn);
+        if (c ? comm_agree(c, ok, err, errn) : ok) { snprintf(ck, ckn, "%s", cands[i]); return 1; }
+        if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", err);
+        if (n > 1 && say) diag("warning", "--resume: skipped %s: %s", cands[i], err);
+    }
+    if (n == 1) snprintf(err, errn, "%s", first_err);
+    else snprintf(err, errn, "%s: none of its %d checkpoints verifies (the newest: %s)", dir, n, first_err);
+    return 0;
 }
+
+// Collective: --resume. Takes the checkpoint checkpoint_choose picks, checks that this
+// run can continue it, loads it into z and st. Any failure stops every rank with the
+// same one line; rank 0 prints the warnings and notes (stderr), and with say the
+// checkpoint taken (stdout). st: this run's train data (data_tokens, data_crc) on
+// entry, and st->guard its scaler settings; data_tokens 0: sampling (the weights only).
+static void checkpoint_load(Zero *z, const TrainConfig *tc, TrainState *st, int say) {
+    Comm *c = z->comm;
+    char err[1600] = "", ck[1100];
+    Manifest m;
+    if (!checkpoint_choose(c, tc->resume_dir, ck, sizeof(ck), &m, c->rank == 0, err, sizeof(err))) fatal("%s", err);
+    int ok = checkpoint_compatible(&m, ck, &z->plan, tc, st->data_tokens ? st : NULL, c->world, c->rank == 0, err, sizeof(err));
+    char mpath[1200];
+    snprintf(mpath, sizeof(mpath), "%s/manifest.json", ck);
+    ok = ok && data_state_read(m.json, &st->data, mpath, err, sizeof(err));
+    ok = ok && step_guard_from_json(&st->guard, m.json, mpath, err, sizeof(err));
+    if (!comm_agree(c, ok, err, sizeof(err))) fatal("%s", err);
+    ok = checkpoint_read_state(z, ck, &m, err, sizeof(err));
+    if (!comm_agree(c, ok, err, sizeof(err))) fatal("%s", err);
+    st->step = m.step;
+    st->rng = m.rng;
+    if (say) printf("resumed from %s at step %d\n", ck, st->step);
+    manifest_free(&m);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

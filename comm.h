@@ -28,9 +28,13 @@
 // units: an all-gather or reduce-scatter over a buffer of X bytes counts X;
 // an all-reduce counts 2X (it is a reduce-scatter plus an all-gather).
 // So plain data parallelism moves 2Ψ per step and ZeRO-3 3Ψ, as in the paper.
+//
+// The watchdog (--timeout S, below): a thread that ends the job when this rank
+// makes no progress for S seconds, naming the collective it waits on.
 #pragma once
 #include "common.h"
 #include <mpi.h>
+#include <pthread.h>
 #ifdef __CUDACC__
 #define COMM_DEVICE 1
 #include "cuda/common.cuh"
@@ -69,6 +73,7 @@ typedef struct {
 
 typedef struct {
     MPI_Request req;
+    const char *name;     // the collective (the watchdog names it)
     int active;
     CommOp op;            // OP_AVG is finished (scaled) at wait time
     CommDType dtype;
@@ -80,6 +85,82 @@ typedef struct {
     cudaEvent_t done;     // NCCL: recorded on the communication stream
 #endif
 } CommRequest;
+
+// ----------------------------------------------------------------------------
+// the watchdog: if this rank makes no progress for --timeout seconds (a peer rank
+// stopped or dead, a hung device, a deadlock), a thread prints one line naming the
+// rank, what it waits on and where in the step it is, aborts NCCL (GPU) and calls
+// MPI_Abort, which ends every rank of the job with status 124 (as timeout(1)).
+// Progress is any collective's start or end and every phase the training loop
+// enters (comm_phase: each micro-step, the optimizer step, validation, sampling, a
+// checkpoint save), so the limit bounds the time of one of those, never a run.
+// Every rank runs its own watchdog: each one that can still act says what it waits
+// on. (MPI_Abort is the one MPI call made off the main thread: aborting a stuck job
+// is what it is for, and Open MPI supports it.)
+
+#define EXIT_WATCHDOG 124
+
+static struct {
+    pthread_t thread;
+    int running;
+    volatile int stop;
+    double timeout;
+    void *comm;                      // the Comm (NCCL abort)
+    volatile double last;            // wall_time() of the last progress
+    const char *volatile phase;      // where in the step this rank is
+    volatile int step;
+    const char *volatile coll;       // the collective it waits on, NULL if none
+    const char *volatile last_coll;  // the last one it waited on
+} g_wd = {0};
+
+static void wd_touch(void) { g_wd.last = wall_time(); }
+// the training loop says where it is (phase: a static string); step is 1-based
+static void comm_phase(const char *phase, int step) { g_wd.phase = phase; g_wd.step = step; wd_touch(); }
+static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); }
+static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); }
+
+static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
+
+static void *wd_main(void *arg) {
+    int rank = *(int *)arg;
+    while (!g_wd.stop) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double idle = wall_time() - g_wd.last;
+        if (g_wd.stop || idle < g_wd.timeout) continue;
+        const char *coll = g_wd.coll, *phase = g_wd.phase ? g_wd.phase : "start-up";
+        char where[256];
+        if (coll) snprintf(where, sizeof(where), "waits in %s", coll);
+        else snprintf(where, sizeof(where), "is not in a collective (the last: %s)", g_wd.last_coll ? g_wd.last_coll : "none");
+        diag("error", "watchdog: rank %d made no progress for %.0f s (--timeout %g): it %s, in %s of step %d; "
+             "another rank (or a device) is stalled or dead: aborting the job", rank, idle, g_wd.timeout, where, phase, g_wd.step);
+        comm_abort_device(g_wd.comm);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+        _exit(EXIT_WATCHDOG);
+    }
+    return NULL;
+}
+
+static void comm_watchdog_stop(void) {
+    if (!g_wd.running) return;
+    g_wd.stop = 1;
+    pthread_join(g_wd.thread, NULL);
+    g_wd.running = 0;
+}
+
+// timeout <= 0: no watchdog
+static void comm_watchdog_start(void *comm, int rank, double timeout) {
+    static int wd_rank;
+    comm_watchdog_stop();
+    if (timeout <= 0) return;
+    wd_rank = rank;
+    g_wd.timeout = timeout;
+    g_wd.comm = comm;
+    g_wd.stop = 0;
+    wd_touch();
+    if (pthread_create(&g_wd.thread, NULL, wd_main, &wd_rank) != 0) fatal("watchdog: cannot start its thread (%s)", strerror(errno));
+    g_wd.running = 1;
+}
 
 static MPI_Datatype mpi_dtype(CommDType t) {
     switch (t) {
@@ -121,7 +202,9 @@ static void scale_buffer(void *buf, size_t n, CommDType t, double s) {
 
 static void comm_wait_mpi(Comm *c, CommRequest *r) {
     if (!r->active) return;
+    wd_coll_begin(r->name);
     MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+    wd_coll_end();
     r->active = 0;
     if (r->move_dst) memmove(r->move_dst, r->scale_buf, r->move_bytes);
     if (r->op == OP_AVG && c->world > 1)
@@ -131,6 +214,7 @@ static void comm_wait_mpi(Comm *c, CommRequest *r) {
 static CommRequest comm_iall_reduce_mpi(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     CommRequest r = {0};
     comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
+    r.name = "all_reduce";
     r.active = 1; r.op = op; r.dtype = t; r.scale_buf = buf; r.scale_n = n;
     MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
     return r;
@@ -140,6 +224,7 @@ static CommRequest comm_ireduce_scatter_mpi(Comm *c, void *send, void *recv, siz
     CommRequest r = {0};
     size_t es = dtype_size(t);
     comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * es);
+    r.name = "reduce_scatter";
     r.active = 1; r.op = op; r.dtype = t; r.scale_n = n;
     if ((char *)recv == (char *)send + (size_t)c->rank * n * es) {
         // in place (NCCL's convention): MPI writes the result at the front of the buffer
@@ -157,6 +242,7 @@ static CommRequest comm_iall_gather_mpi(Comm *c, const void *send, void *recv, s
     CommRequest r = {0};
     size_t es = dtype_size(t);
     comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
+    r.name = "all_gather";
     r.active = 1; r.op = OP_SUM; r.dtype = t;
     // gathers move bytes: bf16 needs no MPI type of its own
     int bytes = (int)(n * es);
@@ -174,15 +260,25 @@ static void comm_all_reduce_host(Comm *c, void *buf, size_t n, CommDType t, Comm
     CommRequest r = comm_iall_reduce_mpi(c, buf, n, t, op);
     comm_wait_mpi(c, &r);
 }
-static void comm_barrier(Comm *c) { MPI_Barrier(c->mpi); }
+static void comm_barrier(Comm *c) { wd_coll_begin("barrier"); MPI_Barrier(c->mpi); wd_coll_end(); }
+
+// A control all-reduce outside the byte accounting: the bitwise OR of every rank's
+// flags (the per-step agreement on signals, preempt.h).
+static int comm_control_or(Comm *c, int flags) {
+    wd_coll_begin("all_reduce (the per-step signal agreement)");
+    MPI_Allreduce(MPI_IN_PLACE, &flags, 1, MPI_INT, MPI_BOR, c->mpi);
+    wd_coll_end();
+    return flags;
+}
 // host memory in every build (sampled tokens): root's bytes to every rank, not counted
-static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi); }
+static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd_coll_begin("broadcast (sampled tokens)"); MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi); wd_coll_end(); }
 
 #if !COMM_DEVICE
 // CPU build: buffers are host memory, MPI does everything
 static void comm_init(Comm *c, int *argc, char ***argv) { comm_init_mpi(c, argc, argv); }
 static void comm_setup_backend(Comm *c, const char *name) { }
-static void comm_finalize(Comm *c) { MPI_Finalize(); }
+static void comm_abort_device(void *comm) { }
+static void comm_finalize(Comm *c) { comm_watchdog_stop(); MPI_Finalize(); }
 static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     return comm_iall_reduce_mpi(c, buf, n, t, op);
@@ -195,7 +291,9 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
 }
 static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
     comm_count(c, COLL_BROADCAST, (long long)n * dtype_size(t));
+    wd_coll_begin("broadcast");
     MPI_Bcast(buf, (int)(n * dtype_size(t)), MPI_BYTE, root, c->mpi);
+    wd_coll_end();
 }
 #else
 // CUDA build: buffers are device memory.
@@ -236,7 +334,14 @@ static void comm_setup_backend(Comm *c, const char *name) {
     c->backend = COMM_BACKEND_NCCL;
 }
 
+// the watchdog, before MPI_Abort: NCCL's kernels may be spinning on a dead peer
+static void comm_abort_device(void *comm) {
+    Comm *c = (Comm *)comm;
+    if (c && c->backend == COMM_BACKEND_NCCL && c->nccl) ncclCommAbort(c->nccl);
+}
+
 static void comm_finalize(Comm *c) {
+    comm_watchdog_stop();
     cudaStreamSynchronize(c->compute);
     cudaStreamSynchronize(c->stream);
     if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
@@ -266,9 +371,12 @@ static void comm_nccl_begin(Comm *c) {
     cudaCheck(cudaEventRecord(ready, c->compute));
     cudaCheck(cudaStreamWaitEvent(c->stream, ready, 0));
 }
-static CommRequest comm_nccl_end(Comm *c) {
+static CommRequest comm_nccl_end(Comm *c, const char *name) {
     CommRequest r;
     memset(&r, 0, sizeof(r));
+    r.name = name;
+    g_wd.last_coll = name;   // enqueued: the host waits for it later, at a synchronization
+    wd_touch();
     r.done = comm_next_event(c);
     cudaCheck(cudaEventRecord(r.done, c->stream));
     r.active = 1;
@@ -296,8 +404,10 @@ static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in,
     if (x16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = t == DT_F16 ? fp16_to_float(bits[i]) : bf16_to_float(bits[i]);
     else memcpy(h, raw, n_in * es);
     CommDType wt = x16 ? DT_F32 : t;
+    wd_coll_begin(scatter ? "reduce_scatter (host-staged)" : "all_reduce (host-staged)");
     if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
     else MPI_Allreduce(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
+    wd_coll_end();
     if (op == OP_AVG && c->world > 1) scale_buffer(h, n_out, wt, 1.0 / c->world);
     const float *wide_out = (const float *)h;
     if (x16) for (size_t i = 0; i < n_out; i++)
@@ -317,7 +427,7 @@ static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, C
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
-        return comm_nccl_end(c);
+        return comm_nccl_end(c, "all_reduce (NCCL)");
     }
     comm_mpi_reduce_device(c, buf, buf, n, n, t, op, 0);
     CommRequest r; memset(&r, 0, sizeof(r)); return r;
@@ -329,7 +439,7 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclReduceScatter(send, recv, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
-        return comm_nccl_end(c);
+        return comm_nccl_end(c, "reduce_scatter (NCCL)");
     }
     // MPI: reduce-scatter on the host; the result lands at the front of the staging buffer
     comm_mpi_reduce_device(c, send, recv, n * c->world, n, t, op, 1);
@@ -342,12 +452,14 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclAllGather(send, recv, n, nccl_dtype(t), c->nccl, c->stream));
-        return comm_nccl_end(c);
+        return comm_nccl_end(c, "all_gather (NCCL)");
     }
     char *h = (char *)comm_stage(c, n * c->world * es);
     cudaCheck(cudaStreamSynchronize(c->compute));
     cudaCheck(cudaMemcpy(h + (size_t)c->rank * n * es, send, n * es, cudaMemcpyDeviceToHost));
+    wd_coll_begin("all_gather (host-staged)");
     MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
+    wd_coll_end();
     cudaCheck(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
     CommRequest r; memset(&r, 0, sizeof(r)); return r;
 }
@@ -358,14 +470,16 @@ static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) 
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));
-        CommRequest r = comm_nccl_end(c);
+        CommRequest r = comm_nccl_end(c, "broadcast (NCCL)");
         comm_wait(c, &r);
         return;
     }
     char *h = (char *)comm_stage(c, n * es);
     cudaCheck(cudaStreamSynchronize(c->compute));
     cudaCheck(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
+    wd_coll_begin("broadcast (host-staged)");
     MPI_Bcast(h, (int)(n * es), MPI_BYTE, root, c->mpi);
+    wd_coll_end();
     cudaCheck(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
 }
 #endif
@@ -385,9 +499,11 @@ static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, Com
 // collective waiting for the others.
 static void comm_check_same(Comm *c, long long value, const char *what) {
     long long mn = value, mx = value;
+    wd_coll_begin("all_reduce (a configuration check)");
     MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_LONG_LONG, MPI_MIN, c->mpi);
     MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, c->mpi);
-    if (mn != mx) fatal("ranks disagree on %s (this rank: %lld; min %lld, max %lld over %d ranks)", what, value, mn, mx, c->world);
+    wd_coll_end();
+    if (mn != mx) fatal("ranks disagree on %s (values from %lld to %lld over %d ranks)", what, mn, mx, c->world);
 }
 
 // Each rank ran a check that may fail on some ranks only (a file only one of
@@ -396,9 +512,13 @@ static void comm_check_same(Comm *c, long long value, const char *what) {
 // can print the same one line). Returns 1 if the check passed on every rank.
 static int comm_agree(Comm *c, int ok, char *err, size_t errn) {
     int first_bad = ok ? c->world : c->rank;
+    wd_coll_begin("all_reduce (agreeing on a check)");
     MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, c->mpi);
+    wd_coll_end();
     if (first_bad == c->world) return 1;
+    wd_coll_begin("broadcast (a failed check's message)");
     MPI_Bcast(err, (int)errn, MPI_CHAR, first_bad, c->mpi);
+    wd_coll_end();
     err[errn - 1] = 0;
     return 0;
 }

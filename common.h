@@ -12,6 +12,8 @@
 #include <time.h>
 #include <math.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 // ----------------------------------------------------------------------------
 // errors: every fatal problem is one line on stderr and a non-zero exit.
@@ -41,6 +43,7 @@ static void diag(const char *level, const char *fmt, ...) {
     va_end(ap);
 }
 
+static void fatal(const char *fmt, ...) __attribute__((noreturn));
 static void fatal(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -95,23 +98,166 @@ static long long file_size_or_die(FILE *f, const char *path) {
     return n;
 }
 
-// Atomic file writes: write PATH.tmp, sync it, rename it over PATH. A reader
-// sees the old file or the complete new one, never a half-written one.
-typedef struct { FILE *f; char tmp[1100]; const char *path; } AtomicFile;
+// ----------------------------------------------------------------------------
+// checked writes: every write, flush, fsync, close and rename is checked, and the
+// first failure is kept as one line naming the file and the OS error, for the caller
+// to act on (a checkpoint save removes its temporary files and stops every rank,
+// checkpoint.h; the data tools stop at once through the *_or_die forms below).
+//
+// An atomic write goes to PATH.tmp, is flushed, synced and closed, then renamed over
+// PATH and the directory synced: a reader sees the old file or the complete new one.
+//
+// Test hook (fault injection): ZEROC_FAIL_WRITE=NAME:N makes the N-th write to a file
+// named NAME (its last path component, without .tmp) fail with ENOSPC, and NAME:last
+// its final flush, where stdio hands the kernel the last buffered bytes (the last write
+// of the file, which a full disk refuses). Counted per process; used by tests/test_save_failure.sh.
 
+typedef struct {
+    FILE *f;
+    char path[1100];     // where it ends up
+    char tmp[1105];      // the file being written: PATH.tmp (atomic) or PATH
+    int atomic;
+    long long writes;    // checked writes so far (the fault injection counts them)
+    char err[1400];      // the first failure, "" while everything succeeded
+} OutFile;
+
+static const char *path_base(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+// the injected failure for this file, if any: the write number, -1 for the final flush, 0 for none
+static long long out_injected(const OutFile *o) {
+    const char *spec = getenv("ZEROC_FAIL_WRITE");
+    if (!spec) return 0;
+    const char *colon = strrchr(spec, ':');
+    const char *base = path_base(o->path);
+    if (!colon || strlen(base) != (size_t)(colon - spec) || strncmp(spec, base, colon - spec) != 0) return 0;
+    if (strcmp(colon + 1, "last") == 0) return -1;
+    return atoll(colon + 1);
+}
+
+static int out_fail(OutFile *o, const char *what, int e) {
+    if (!o->err[0]) snprintf(o->err, sizeof(o->err), "%s: %s (%s)", o->tmp, what, strerror(e));
+    return 0;
+}
+
+// Opens PATH (atomic: PATH.tmp) for writing. Returns 1, or 0 with o->err.
+static int out_open(OutFile *o, const char *path, int atomic) {
+    memset(o, 0, sizeof(*o));
+    snprintf(o->path, sizeof(o->path), "%s", path);
+    snprintf(o->tmp, sizeof(o->tmp), atomic ? "%s.tmp" : "%s", o->path);
+    o->atomic = atomic;
+    o->f = fopen(o->tmp, "wb");
+    if (!o->f) return out_fail(o, "cannot create", errno);
+    return 1;
+}
+
+// After a failure further writes do nothing: the caller checks once, at the end.
+static int out_write(OutFile *o, const void *buf, size_t n) {
+    if (o->err[0] || !o->f) return 0;
+    o->writes++;
+    if (out_injected(o) == o->writes) return out_fail(o, "write failed (injected by ZEROC_FAIL_WRITE)", ENOSPC);
+    if (n && fwrite(buf, 1, n, o->f) != n) return out_fail(o, "write failed", errno);
+    return 1;
+}
+
+// An existing file (another rank created it) opened for writing in place, at
+// out_seek's offsets: each rank of a checkpoint writes its own slices of model.bin.
+static int out_open_existing(OutFile *o, const char *path) {
+    memset(o, 0, sizeof(*o));
+    snprintf(o->path, sizeof(o->path), "%s", path);
+    snprintf(o->tmp, sizeof(o->tmp), "%s", path);
+    o->f = fopen(path, "r+b");
+    if (!o->f) return out_fail(o, "cannot open for writing", errno);
+    return 1;
+}
+static int out_seek(OutFile *o, off_t offset) {
+    if (o->err[0] || !o->f) return 0;
+    if (fseeko(o->f, offset, SEEK_SET) != 0) return out_fail(o, "cannot seek", errno);
+    return 1;
+}
+// the file's size set to `bytes` (what is not written yet reads as zeros)
+static int out_set_size(OutFile *o, off_t bytes) {
+    if (o->err[0] || !o->f) return 0;
+    if (fflush(o->f) != 0) return out_fail(o, "write failed", errno);
+    if (ftruncate(fileno(o->f), bytes) != 0) return out_fail(o, "cannot set the size", errno);
+    return 1;
+}
+
+// fsync of the directory holding `path`: makes a rename (or a new file) durable
+static int fsync_parent_dir(const char *path, char *err, size_t errn) {
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *s = strrchr(dir, '/');
+    if (s == dir) s[1] = 0; else if (s) *s = 0; else strcpy(dir, ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || fsync(fd) != 0) {
+        if (fd >= 0) close(fd);
+        snprintf(err, errn, "%s: cannot sync the directory (%s)", dir, strerror(errno));
+        return 0;
+    }
+    close(fd);
+    return 1;
+}
+
+// Flush, fsync and close (not yet renamed). Returns 1, or 0 with o->err; on failure
+// the temporary file of an atomic write is removed.
+static int out_finish(OutFile *o) {
+    if (o->f) {
+        int ok = !o->err[0];
+        if (ok && out_injected(o) == -1) ok = out_fail(o, "write failed (injected by ZEROC_FAIL_WRITE)", ENOSPC);
+        if (ok && fflush(o->f) != 0) ok = out_fail(o, "write failed", errno);
+        if (ok && fsync(fileno(o->f)) != 0) ok = out_fail(o, "fsync failed", errno);
+        if (fclose(o->f) != 0 && ok) out_fail(o, "close failed", errno);
+        o->f = NULL;
+    }
+    if (o->err[0] && o->atomic) unlink(o->tmp);
+    return !o->err[0];
+}
+
+// An atomic write's rename into place, then the directory synced.
+static int out_rename(OutFile *o) {
+    if (o->err[0]) return 0;
+    if (rename(o->tmp, o->path) != 0) { out_fail(o, "cannot rename into place", errno); unlink(o->tmp); return 0; }
+    return fsync_parent_dir(o->path, o->err, sizeof(o->err));
+}
+
+// finish, and for an atomic write rename into place
+static int out_commit(OutFile *o) { return out_finish(o) && (!o->atomic || out_rename(o)); }
+
+// give up: close and remove the temporary file (or the partial file)
+static void out_abort(OutFile *o) {
+    if (o->f) fclose(o->f);
+    o->f = NULL;
+    unlink(o->tmp);
+}
+
+// mkdir -p: dir and every missing parent. Returns 1, or 0 with a one-line err.
+static int mkdir_p(const char *dir, char *err, size_t errn) {
+    char p[1100];
+    snprintf(p, sizeof(p), "%s", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        struct stat sb;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) { snprintf(err, errn, "%s: cannot create (%s)", p, strerror(errno)); return 0; }
+        if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) { snprintf(err, errn, "%s: exists and is not a directory", p); return 0; }
+        if (c == 0) return 1;
+        *s = c;
+    }
+}
+
+// the forms for tools, where a failed write ends the program
+typedef OutFile AtomicFile;
 static AtomicFile atomic_open(const char *path) {
     AtomicFile a;
-    snprintf(a.tmp, sizeof(a.tmp), "%s.tmp", path);
-    a.path = path;
-    a.f = fopen_or_die(a.tmp, "wb");
+    if (!out_open(&a, path, 1)) fatal("%s", a.err);
     return a;
 }
-
-static void atomic_commit(AtomicFile *a) {
-    if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) fatal("%s: write failed (%s)", a->tmp, strerror(errno));
-    if (fclose(a->f) != 0) fatal("%s: write failed (%s)", a->tmp, strerror(errno));
-    if (rename(a->tmp, a->path) != 0) fatal("%s: cannot rename into place (%s)", a->path, strerror(errno));
-}
+static void atomic_commit(AtomicFile *a) { if (!out_commit(a)) fatal("%s", a->err); }
+static void out_write_or_die(OutFile *o, const void *buf, size_t n) { if (!out_write(o, buf, n)) fatal("%s", o->err); }
 
 // ----------------------------------------------------------------------------
 // floatX: the storage type of parameters, gradients and activations (llm.c's
@@ -200,6 +346,26 @@ static double peak_rss_bytes(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss * 1024.0;   // Linux: kilobytes
+}
+
+// ----------------------------------------------------------------------------
+// CRC-32 (IEEE): checkpoint files and manifests, the data's fingerprint, config hashes
+
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready = 0;
+    if (!ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const uint8_t *p = (const uint8_t *)data;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
 }
 
 // ----------------------------------------------------------------------------

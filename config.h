@@ -86,7 +86,7 @@ static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0,
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
-                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0};
+                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0};
 
 static int range_ok(const Range *r, double v) {
     if (!isfinite(v) || (r->integer && v != floor(v))) return 0;
@@ -151,6 +151,8 @@ typedef struct {
     uint64_t seed;
     char init_path[512], save_dir[512], resume_dir[512], log_path[512], config_path[512];
     int save_every, threads;
+    int keep_last;                  // --keep-last K: keep the newest K checkpoints (0: all)
+    double timeout;                 // --timeout S: the watchdog's limit on a step or collective without progress (0: off)
     int val_every, val_batches, sample_every, sample_len;
     // sampling (sample.h): --sample 1 samples instead of training; the rest apply to --sample-every too
     int sample, num_samples, top_k, kv_cache;
@@ -194,6 +196,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->consecutive_hysteresis = 0; c->min_loss_scale = 1.0f;                                            // documented defaults
     c->seed = 1337;
     c->save_every = 0; c->threads = 0;
+    c->keep_last = 0; c->timeout = 600;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
     c->sample = 0; c->num_samples = 1; c->top_k = 0; c->kv_cache = 1; c->temperature = 1.0f; c->top_p = 1.0f; c->prompt = "";
     c->zero_stage = -1;  // not asked for: take the compiled stage
@@ -317,6 +320,9 @@ static void print_help(const char *prog) {
            "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
+           "  --keep-last K            keep the newest K checkpoints in --save DIR (default 0: all)\n"
+           "  --timeout S              watchdog: abort the job when a step or collective makes no progress\n"
+           "                           for S seconds (default 600; 0: off)\n"
            "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --quiet 0|1\n"
@@ -556,6 +562,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--init")) copy_str_or_die(c->init_path, sizeof(c->init_path), a, v);
         else if (!strcmp(a, "--save")) copy_str_or_die(c->save_dir, sizeof(c->save_dir), a, v);
         else if (!strcmp(a, "--save-every")) c->save_every = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--keep-last")) c->keep_last = flag_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--timeout")) c->timeout = flag_number(a, v, &R_TIMEOUT);
         else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
         else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
         else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);

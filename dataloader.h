@@ -143,6 +143,26 @@ static char **data_files(const char *spec, int *n_out) {
     return names;
 }
 
+// A shard's header against the file's size (bytes): the token count, or -1 with a
+// one-line err naming the file. (tests/fuzz/ fuzzes it with shard_find_bad_token.)
+static long long shard_parse_header(const char *path, const int32_t header[SHARD_HEADER_INTS], long long size, char *err, size_t errn) {
+    long long hb = SHARD_HEADER_INTS * 4;
+    if (size < hb) { snprintf(err, errn, "%s: truncated file: %lld bytes is shorter than the %lld-byte header", path, size, hb); return -1; }
+    if (header[0] != SHARD_MAGIC) { snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc/llm.c token shard", path, header[0], SHARD_MAGIC); return -1; }
+    if (header[1] != SHARD_VERSION) { snprintf(err, errn, "%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION); return -1; }
+    long long n = (uint32_t)header[2];
+    long long expect = hb + 2 * n;
+    if (size < expect) { snprintf(err, errn, "%s: truncated file: header says %lld tokens (%lld bytes) but the file has %lld bytes", path, n, expect, size); return -1; }
+    if (size > expect) { snprintf(err, errn, "%s: %lld trailing bytes after %lld tokens", path, size - expect, n); return -1; }
+    return n;
+}
+
+// the position of the first token id >= vocab_size, or -1
+static long long shard_find_bad_token(const uint16_t *tokens, long long n, int vocab_size) {
+    for (long long i = 0; i < n; i++) if (tokens[i] >= vocab_size) return i;
+    return -1;
+}
+
 // Maps one shard and checks its header. Every problem is a one-line error naming the file.
 static void shard_open(Shard *s, const char *path) {
     memset(s, 0, sizeof(*s));
@@ -155,15 +175,12 @@ static void shard_open(Shard *s, const char *path) {
     if (fstat(fd, &sb) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) fatal("%s: is a directory", path);
     long long size = (long long)sb.st_size;
-    int32_t header[SHARD_HEADER_INTS];
-    if (size < (long long)sizeof(header)) fatal("%s: truncated file: %lld bytes is shorter than the 1024-byte header", path, size);
-    if (pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header)) fatal("%s: cannot read the header (%s)", path, strerror(errno));
-    if (header[0] != SHARD_MAGIC) fatal("%s: bad magic number %d (expected %d): not a zeroc/llm.c token shard", path, header[0], SHARD_MAGIC);
-    if (header[1] != SHARD_VERSION) fatal("%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION);
-    long long n = (uint32_t)header[2];
-    long long expect = (long long)sizeof(header) + 2 * n;
-    if (size < expect) fatal("%s: truncated file: header says %lld tokens (%lld bytes) but the file has %lld bytes", path, n, expect, size);
-    if (size > expect) fatal("%s: %lld trailing bytes after %lld tokens", path, size - expect, n);
+    int32_t header[SHARD_HEADER_INTS] = {0};
+    char err[1200];
+    if (size >= (long long)sizeof(header) && pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header))
+        fatal("%s: cannot read the header (%s)", path, strerror(errno));
+    long long n = shard_parse_header(path, header, size, err, sizeof(err));
+    if (n < 0) fatal("%s", err);
     s->map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (s->map == MAP_FAILED) fatal("%s: cannot memory-map %lld bytes (%s)", path, size, strerror(errno));
     close(fd);
@@ -173,9 +190,8 @@ static void shard_open(Shard *s, const char *path) {
 }
 
 static void shard_check_tokens(const Shard *s, long long lo, long long hi, int vocab_size) {
-    for (long long i = lo; i < hi; i++)
-        if (s->tokens[i] >= vocab_size)
-            fatal("%s: token id %d at position %lld is out of range for vocabulary size %d", s->path, s->tokens[i], i, vocab_size);
+    long long bad = shard_find_bad_token(s->tokens + lo, hi - lo, vocab_size);
+    if (bad >= 0) fatal("%s: token id %d at position %lld is out of range for vocabulary size %d", s->path, s->tokens[lo + bad], lo + bad, vocab_size);
 }
 
 // ----------------------------------------------------------------------------
@@ -412,6 +428,21 @@ static int data_state_read(const cJSON *manifest, DataState *s, const char *path
     s->seed = strtoull(seed->valuestring, NULL, 16);
     if (cJSON_IsString(file)) snprintf(s->shard_file, sizeof(s->shard_file), "%s", file->valuestring);
     return 1;
+}
+
+// What identifies the train data a checkpoint's position points into, cheaply
+// at any size: a CRC-32 over the shard count, each shard's token count and its
+// first and last 4096 tokens (a resume refuses other data, checkpoint.h).
+static uint32_t dataloader_fingerprint(const DataLoader *d) {
+    uint32_t crc = crc32_update(0, &d->n_shards, sizeof(d->n_shards));
+    for (int i = 0; i < d->n_shards; i++) {
+        const Shard *s = &d->shards[i];
+        long long k = s->n < 4096 ? s->n : 4096;
+        crc = crc32_update(crc, &s->n, sizeof(s->n));
+        crc = crc32_update(crc, s->tokens, 2 * (size_t)k);
+        crc = crc32_update(crc, s->tokens + (s->n - k), 2 * (size_t)k);
+    }
+    return crc;
 }
 
 // ----------------------------------------------------------------------------

@@ -253,13 +253,17 @@ static void report_at(ConfigReport *r, int level, const char *where, const char 
     if (level == MSG_ERROR) r->errors++;
 }
 
+static void report_free(ConfigReport *r) {
+    free(r->msg);
+    r->msg = NULL; r->n = r->cap = r->errors = 0;
+}
+
 // Print everything collected; end the run (exit 1) if there was an error.
 static void report_finish(ConfigReport *r, int print_rank) {
     for (int i = 0; i < r->n; i++)
         if (r->msg[i].level == MSG_ERROR || print_rank) diag(MSG_LEVELS[r->msg[i].level], "%s", r->msg[i].text);
     int errors = r->errors;
-    free(r->msg);
-    r->msg = NULL; r->n = r->cap = r->errors = 0;
+    report_free(r);
     if (errors) exit(1);
 }
 
@@ -524,9 +528,9 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
     }
 }
 
-// Read a DeepSpeed config file into c, collecting every problem in r.
-static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
-    cJSON *root = json_parse_file_or_die(path);
+// A parsed DeepSpeed config (a JSON object) into c, collecting every problem in r
+// (tests/fuzz/ fuzzes it).
+static void ds_config_apply_json(TrainConfig *c, const cJSON *root, ConfigReport *r) {
     DsPass x = {c, r, 0, 0, 0, 0};
     ds_walk(&x, root, "", 0);
     // DeepSpeed's WarmupLR / WarmupDecayLR set the optimizer's lr to warmup_max_lr
@@ -537,6 +541,12 @@ static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
     } else if (x.have_opt_lr) {
         c->lr = (float)x.opt_lr;
     }
+}
+
+// Read a DeepSpeed config file into c, collecting every problem in r.
+static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
+    cJSON *root = json_parse_file_or_die(path);
+    ds_config_apply_json(c, root, r);
     cJSON_Delete(root);
 }
 

@@ -71,23 +71,10 @@ static void resolve_model_file(const char *ckpt, char *out, size_t n) {
     snprintf(path, sizeof(path), "%s/manifest.json", ckpt);
     snprintf(out, n, "%s/model.bin", ckpt);
     if (stat(path, &sb) != 0 && stat(out, &sb) == 0) return;   // scripts/train_gpt.py --save DIR: a bare model file
-    if (!checkpoint_resolve(ckpt, ck, sizeof(ck), err, sizeof(err))) fatal("%s", err);
-    snprintf(path, sizeof(path), "%s/manifest.json", ck);
-    char *text = read_text_file(path, err, sizeof(err));
-    if (!text) fatal("%s", err);
-    cJSON *m = cJSON_Parse(text);
-    free(text);
-    cJSON *files = m ? cJSON_GetObjectItem(m, "files") : NULL;
-    if (!cJSON_IsArray(files)) fatal("%s: not a checkpoint manifest", path);
-    int found = 0;
-    for (int i = 0; i < cJSON_GetArraySize(files) && !found; i++) {
-        cJSON *fe = cJSON_GetArrayItem(files, i), *fn = cJSON_GetObjectItem(fe, "name");
-        if (!cJSON_IsString(fn) || strcmp(fn->valuestring, "model.bin") != 0) continue;
-        if (!checkpoint_check_file(ck, fe, i, err, sizeof(err))) fatal("%s", err);
-        found = 1;
-    }
-    cJSON_Delete(m);
-    if (!found) fatal("%s: no model.bin entry", path);
+    // the checkpoint --resume would take: the newest that verifies
+    Manifest m;
+    if (!checkpoint_choose(NULL, ckpt, ck, sizeof(ck), &m, 1, err, sizeof(err))) fatal("%s", err);
+    manifest_free(&m);
     snprintf(out, n, "%s/model.bin", ck);
 }
 

@@ -13,10 +13,10 @@
 #include "common.h"
 #include <cjson/cJSON.h>
 
-typedef struct { FILE *f; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
+typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
 
 static JsonLog jsonl_open(const char *path, int writer, int append) {
-    JsonLog l = {NULL};
+    JsonLog l = {NULL, path};
     if (writer && path[0]) l.f = fopen_or_die(path, append ? "ab" : "wb");
     return l;
 }
@@ -26,8 +26,12 @@ static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
 static void jsonl_record(JsonLog *l, cJSON *rec) {
     if (l->f) {
         char *s = cJSON_PrintUnformatted(rec);
-        fprintf(l->f, "%s\n", s);
-        fflush(l->f);
+        // a log that cannot be written (a full disk) is not worth the run: say so once, stop logging
+        if (fprintf(l->f, "%s\n", s) < 0 || fflush(l->f) != 0) {
+            diag("warning", "%s: write failed (%s): the log stops here, training goes on", l->path, strerror(errno));
+            fclose(l->f);
+            l->f = NULL;
+        }
         free(s);
     }
     cJSON_Delete(rec);

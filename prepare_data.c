@@ -81,15 +81,14 @@ static char *read_stdin(size_t *len) {
     return buf;
 }
 
+// the directories a file at path needs
 static void mkdir_parents(const char *path) {
-    char tmp[1200];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) fatal("%s: cannot create directory (%s)", tmp, strerror(errno));
-        *p = '/';
-    }
+    char dir[1024], err[1200];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return;
+    *slash = 0;
+    if (!mkdir_p(dir, err, sizeof(err))) fatal("%s", err);
 }
 
 // ----------------------------------------------------------------------------

@@ -150,29 +150,28 @@ static void st_close(STFile *s) {
 
 #define ST_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); st_close(s); return 0; } while (0)
 
-// Opens and validates a safetensors file. Returns 1, or 0 with a one-line err.
-static int st_open(STFile *s, const char *path, char *err, size_t errn) {
-    memset(s, 0, sizeof(*s));
-    snprintf(s->path, sizeof(s->path), "%s", path);
-    s->f = fopen(path, "rb");
-    if (!s->f) ST_FAIL("%s: cannot open (%s)", path, strerror(errno));
-    fseeko(s->f, 0, SEEK_END);
-    uint64_t size = (uint64_t)ftello(s->f);
-    fseeko(s->f, 0, SEEK_SET);
-    uint8_t n8[8];
-    if (size < 8 || fread(n8, 1, 8, s->f) != 8) ST_FAIL("%s: truncated file: %llu bytes, no 8-byte header length", path, (unsigned long long)size);
-    uint64_t hn = 0;
-    for (int i = 0; i < 8; i++) hn |= (uint64_t)n8[i] << (8 * i);
-    if (hn > ST_MAX_HEADER) ST_FAIL("%s: header length %llu exceeds the format's limit of %llu bytes (not a safetensors file?)", path,
-                                    (unsigned long long)hn, ST_MAX_HEADER);
-    if (8 + hn > size) ST_FAIL("%s: truncated file: the header is %llu bytes but the file has only %llu after the length", path,
-                               (unsigned long long)hn, (unsigned long long)(size - 8));
-    char *text = (char *)xmalloc(hn + 1, "safetensors header");
-    if (fread(text, 1, hn, s->f) != hn) { free(text); ST_FAIL("%s: read failed", path); }
-    text[hn] = 0;
-    if (hn == 0 || text[0] != '{') { free(text); ST_FAIL("%s: the header does not start with '{' (not a safetensors file)", path); }
+// The header length hn (the file's first 8 bytes) against the format's limit and the
+// file's size. Returns 1, or 0 with a one-line err.
+static int st_check_length(const char *path, uint64_t hn, uint64_t size, char *err, size_t errn) {
+    if (hn > ST_MAX_HEADER) {
+        snprintf(err, errn, "%s: header length %llu exceeds the format's limit of %llu bytes (not a safetensors file?)", path,
+                 (unsigned long long)hn, ST_MAX_HEADER);
+        return 0;
+    }
+    if (8 + hn > size) {
+        snprintf(err, errn, "%s: truncated file: the header is %llu bytes but the file has only %llu after the length", path,
+                 (unsigned long long)hn, (unsigned long long)(size - 8));
+        return 0;
+    }
+    return 1;
+}
+
+// The JSON header (text, hn bytes) of a safetensors file of file_size bytes, checked as the
+// reference reader does; fills s's index (tensors sorted by offset). Returns 1, or 0 with a
+// one-line err (s closed). tests/fuzz/ fuzzes it.
+static int st_parse_header(STFile *s, const char *path, const char *text, uint64_t hn, uint64_t file_size, char *err, size_t errn) {
+    if (hn == 0 || text[0] != '{') ST_FAIL("%s: the header does not start with '{' (not a safetensors file)", path);
     s->json = cJSON_ParseWithLength(text, hn);
-    free(text);
     if (!s->json || !cJSON_IsObject(s->json)) ST_FAIL("%s: the header is not valid JSON", path);
     s->data_start = 8 + hn;
     int cap = cJSON_GetArraySize(s->json);
@@ -228,10 +227,32 @@ static int st_open(STFile *s, const char *path, char *err, size_t errn) {
                     path, s->t[i].name, (unsigned long long)s->t[i].begin, (unsigned long long)at);
         at = s->t[i].end;
     }
-    if (s->data_start + at != size)
+    if (s->data_start + at != file_size)
         ST_FAIL("%s: %s file: the header describes %llu bytes of tensor data, the file holds %llu", path,
-                s->data_start + at > size ? "truncated" : "oversized", (unsigned long long)at, (unsigned long long)(size - s->data_start));
+                s->data_start + at > file_size ? "truncated" : "oversized", (unsigned long long)at, (unsigned long long)(file_size - s->data_start));
     return 1;
+}
+
+// Opens and validates a safetensors file. Returns 1, or 0 with a one-line err.
+static int st_open(STFile *s, const char *path, char *err, size_t errn) {
+    memset(s, 0, sizeof(*s));
+    snprintf(s->path, sizeof(s->path), "%s", path);
+    s->f = fopen(path, "rb");
+    if (!s->f) ST_FAIL("%s: cannot open (%s)", path, strerror(errno));
+    fseeko(s->f, 0, SEEK_END);
+    uint64_t size = (uint64_t)ftello(s->f);
+    fseeko(s->f, 0, SEEK_SET);
+    uint8_t n8[8];
+    if (size < 8 || fread(n8, 1, 8, s->f) != 8) ST_FAIL("%s: truncated file: %llu bytes, no 8-byte header length", path, (unsigned long long)size);
+    uint64_t hn = 0;
+    for (int i = 0; i < 8; i++) hn |= (uint64_t)n8[i] << (8 * i);
+    if (!st_check_length(path, hn, size, err, errn)) { st_close(s); return 0; }
+    char *text = (char *)xmalloc(hn + 1, "safetensors header");
+    if (fread(text, 1, hn, s->f) != hn) { free(text); ST_FAIL("%s: read failed", path); }
+    text[hn] = 0;
+    int ok = st_parse_header(s, path, text, hn, size, err, errn);
+    free(text);
+    return ok;
 }
 #undef ST_FAIL
 

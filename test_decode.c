@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     TrainConfig tc;
     if (!train_startup(&comm, &tc, &nrest, &rest)) return 0;
     int root = comm.rank == 0;
-    char workers[256];
+    char workers[384];
 #ifdef __CUDACC__
     gpu_setup(&tc, &comm, workers, sizeof(workers));
 #else
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
 #endif
     GPT m;
     gpt_build(&m, &tc, &comm);
-    load_start(&m, &tc, NULL);
+    load_start(&m, &tc, NULL, NULL);
     int B = m.B, T = m.T, V = m.cfg.vocab_size, Vp = m.cfg.padded_vocab;
     if (root) printf("test_decode: %s, %d layers, C=%d, %d heads (%d kv), ZeRO stage %d on %d rank%s (%s): %d sequences x %d positions\n",
                      arch_name(m.cfg.arch), m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.n_kv_head, ZERO_STAGE, comm.world,

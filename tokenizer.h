@@ -34,7 +34,8 @@
 //   then vocab_size records in id order: uint8 length L (1..255), then L bytes.
 //   Nothing may follow the last record. Ids 0..vocab_size-1 except EOT are the BPE vocabulary
 //   (id == merge rank); EOT's bytes ("<|endoftext|>") are only used to decode it.
-// Every problem with the file is a one-line fatal() error naming the file.
+// Every problem with the file is a one-line error naming the file: tokenizer_load returns
+// it (tests/fuzz/ fuzzes it), tokenizer_init stops with it.
 #pragma once
 #ifndef PCRE2_CODE_UNIT_WIDTH
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -129,56 +130,57 @@ static int tok_lookup(const Tokenizer *t, const unsigned char *s, size_t n) {
     }
 }
 
-static void tokenizer_init(Tokenizer *t, const char *path) {
+static void tokenizer_free(Tokenizer *t);
+
+#define TK_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); tokenizer_free(t); return 0; } while (0)
+
+// Builds t from the bytes of a tokenizer file (size bytes, `path` for messages): every
+// check of the format above. Returns 1, or 0 with a one-line err naming the file (t freed).
+static int tokenizer_load(Tokenizer *t, const char *path, const unsigned char *file, long long size, char *err, size_t errn) {
     memset(t, 0, sizeof(*t));
     snprintf(t->path, sizeof(t->path), "%s", path);
-    FILE *f = fopen_or_die(path, "rb");
-    long long size = file_size_or_die(f, path);
     int32_t header[TOKENIZER_HEADER_INTS];
     if (size < (long long)sizeof(header))
-        fatal("%s: truncated tokenizer file: %lld bytes is shorter than the %zu-byte header", path, size, sizeof(header));
-    fread_or_die(header, sizeof(int32_t), TOKENIZER_HEADER_INTS, f, path, "header");
+        TK_FAIL("%s: truncated tokenizer file: %lld bytes is shorter than the %zu-byte header", path, size, sizeof(header));
+    memcpy(header, file, sizeof(header));
     if (header[0] != TOKENIZER_MAGIC)
-        fatal("%s: bad magic number %d (expected %d): not a GPT-2 tokenizer file (make it with ./prepare_data --make-tokenizer)",
-              path, header[0], TOKENIZER_MAGIC);
-    if (header[1] != 1 && header[1] != 2) fatal("%s: unsupported tokenizer version %d (expected 1 or 2)", path, header[1]);
+        TK_FAIL("%s: bad magic number %d (expected %d): not a GPT-2 tokenizer file (make it with ./prepare_data --make-tokenizer)",
+                path, header[0], TOKENIZER_MAGIC);
+    if (header[1] != 1 && header[1] != 2) TK_FAIL("%s: unsupported tokenizer version %d (expected 1 or 2)", path, header[1]);
     int V = header[2];
-    if (V < 257 || V > 65536) fatal("%s: bad vocabulary size %d (expected 257..65536)", path, V);
+    if (V < 257 || V > 65536) TK_FAIL("%s: bad vocabulary size %d (expected 257..65536)", path, V);
     int eot = header[1] == 1 ? V - 1 : header[3];
-    if (eot < 0 || eot >= V) fatal("%s: EOT token id %d out of range for vocabulary size %d", path, eot, V);
+    if (eot < 0 || eot >= V) TK_FAIL("%s: EOT token id %d out of range for vocabulary size %d", path, eot, V);
     long long payload = size - (long long)sizeof(header);
     if (header[1] == 2 && header[4] > 0) {
         long long expect = (long long)V + header[4];
-        if (payload < expect) fatal("%s: truncated tokenizer file: %lld bytes, expected %lld", path, size, expect + (long long)sizeof(header));
-        if (payload > expect) fatal("%s: %lld trailing bytes after %d tokens (file is corrupt)", path, payload - expect, V);
+        if (payload < expect) TK_FAIL("%s: truncated tokenizer file: %lld bytes, expected %lld", path, size, expect + (long long)sizeof(header));
+        if (payload > expect) TK_FAIL("%s: %lld trailing bytes after %d tokens (file is corrupt)", path, payload - expect, V);
     }
-    if (payload < 2LL * V) fatal("%s: truncated tokenizer file: %lld bytes cannot hold %d tokens", path, payload, V);
-    if (payload > 256LL * V) fatal("%s: %lld bytes is too large for %d tokens of at most 255 bytes (file is corrupt)", path, size, V);
-    unsigned char *raw = (unsigned char *)xmalloc((size_t)payload, "tokenizer file");
-    fread_or_die(raw, 1, (size_t)payload, f, path, "token records");
-    fclose(f);
+    if (payload < 2LL * V) TK_FAIL("%s: truncated tokenizer file: %lld bytes cannot hold %d tokens", path, payload, V);
+    if (payload > 256LL * V) TK_FAIL("%s: %lld bytes is too large for %d tokens of at most 255 bytes (file is corrupt)", path, size, V);
+    const unsigned char *raw = file + sizeof(header);
     if (header[1] == 2 && header[5] != 0) {
         uint32_t ck = tok_fnv32(2166136261u, raw, (size_t)payload);
-        if (ck != (uint32_t)header[5]) fatal("%s: checksum mismatch (file is corrupt)", path);
+        if (ck != (uint32_t)header[5]) TK_FAIL("%s: checksum mismatch (file is corrupt)", path);
     }
     t->vocab_size = V; t->eot = eot;
     t->offs = (uint32_t *)xmalloc(sizeof(uint32_t) * (V + 1), "tokenizer offsets");
     t->bytes = (unsigned char *)xmalloc((size_t)payload, "tokenizer bytes");
     long long p = 0, nb = 0;
     for (int id = 0; id < V; id++) {
-        if (p >= payload) fatal("%s: truncated tokenizer file: ends in the record of token %d of %d", path, id, V);
+        if (p >= payload) TK_FAIL("%s: truncated tokenizer file: ends in the record of token %d of %d", path, id, V);
         int L = raw[p++];
-        if (L == 0) fatal("%s: token %d has length 0 (file is corrupt)", path, id);
-        if (p + L > payload) fatal("%s: truncated tokenizer file: ends in the record of token %d of %d", path, id, V);
+        if (L == 0) TK_FAIL("%s: token %d has length 0 (file is corrupt)", path, id);
+        if (p + L > payload) TK_FAIL("%s: truncated tokenizer file: ends in the record of token %d of %d", path, id, V);
         t->offs[id] = (uint32_t)nb;
         memcpy(t->bytes + nb, raw + p, L);
         p += L; nb += L;
     }
     t->offs[V] = (uint32_t)nb;
-    if (p != payload) fatal("%s: %lld trailing bytes after %d tokens (file is corrupt)", path, payload - p, V);
+    if (p != payload) TK_FAIL("%s: %lld trailing bytes after %d tokens (file is corrupt)", path, payload - p, V);
     if (header[1] == 2 && header[4] != 0 && header[4] != nb)
-        fatal("%s: header says %d token bytes but the records hold %lld (file is corrupt)", path, header[4], nb);
-    free(raw);
+        TK_FAIL("%s: header says %d token bytes but the records hold %lld (file is corrupt)", path, header[4], nb);
     // hash map bytes -> id, at most 25% full
     uint32_t cap = 1;
     while (cap < 4u * (uint32_t)V) cap <<= 1;
@@ -190,27 +192,44 @@ static void tokenizer_init(Tokenizer *t, const char *path) {
         if (id == eot) continue;
         const unsigned char *s = t->bytes + t->offs[id];
         size_t n = t->offs[id + 1] - t->offs[id];
-        if (tok_lookup(t, s, n) >= 0) fatal("%s: token %d duplicates token %d (file is corrupt)", path, id, tok_lookup(t, s, n));
+        int dup = tok_lookup(t, s, n);
+        if (dup >= 0) TK_FAIL("%s: token %d duplicates token %d (file is corrupt)", path, id, dup);
         uint32_t i = (uint32_t)tok_hash(s, n) & t->vmap_mask;
         while (t->vmap[i] >= 0) i = (i + 1) & t->vmap_mask;
         t->vmap[i] = id;
         if (n == 1) t->byte_token[s[0]] = id;
     }
     for (int b = 0; b < 256; b++)
-        if (t->byte_token[b] < 0) fatal("%s: no token for byte 0x%02x: not a byte-level BPE vocabulary", path, b);
+        if (t->byte_token[b] < 0) TK_FAIL("%s: no token for byte 0x%02x: not a byte-level BPE vocabulary", path, b);
     // pre-tokenizer
-    int err; PCRE2_SIZE erroff;
+    int rc; PCRE2_SIZE erroff;
     t->re = pcre2_compile((PCRE2_SPTR)GPT2_SPLIT_PATTERN, PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &err, &erroff, NULL);
+                          PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &rc, &erroff, NULL);
     if (!t->re) {
         PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(err, msg, sizeof(msg));
-        fatal("tokenizer: PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s", (size_t)erroff, (const char *)msg);
+        pcre2_get_error_message(rc, msg, sizeof(msg));
+        TK_FAIL("tokenizer: PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s", (size_t)erroff, (const char *)msg);
     }
     t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
     t->md = pcre2_match_data_create_from_pattern(t->re, NULL);
-    if (!t->md) fatal("tokenizer: out of memory creating PCRE2 match data");
+    if (!t->md) TK_FAIL("tokenizer: out of memory creating PCRE2 match data");
     t->cache = (TokCacheSlot *)xcalloc(sizeof(TokCacheSlot) * TOK_CACHE_SLOTS, "tokenizer cache");
+    return 1;
+}
+#undef TK_FAIL
+
+// tokenizer_load on the file at path; any problem is a one-line error and exit
+static void tokenizer_init(Tokenizer *t, const char *path) {
+    FILE *f = fopen_or_die(path, "rb");
+    long long size = file_size_or_die(f, path);
+    if (size > (64LL << 20)) fatal("%s: %lld bytes is too large for a tokenizer file", path, size);
+    unsigned char *file = (unsigned char *)xmalloc((size_t)size, "tokenizer file");
+    fread_or_die(file, 1, (size_t)size, f, path, "tokenizer file");
+    fclose(f);
+    char err[1024];
+    int ok = tokenizer_load(t, path, file, size, err, sizeof(err));
+    free(file);
+    if (!ok) fatal("%s", err);
 }
 
 static void tokenizer_free(Tokenizer *t) {

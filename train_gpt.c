@@ -689,10 +689,10 @@ int main(int argc, char **argv) {
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    if (tc.sample) sample_run(&m, &tc, "train_gpt_cpu", threads);   // --sample 1: generate text, no training
-    else train(&m, &tc, "train_gpt_cpu", threads);
+    int status = tc.sample ? sample_run(&m, &tc, "train_gpt_cpu", threads)   // --sample 1: generate text, no training
+                           : train(&m, &tc, "train_gpt_cpu", threads);      // 0, or EXIT_PREEMPTED (stopped by a signal)
     gpt_free(&m);
     comm_finalize(&comm);
-    return 0;
+    return status;
 }
 #endif

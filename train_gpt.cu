@@ -574,10 +574,10 @@ int main(int argc, char **argv) {
     gpu_setup(&tc, &comm, device, sizeof(device));
     GPT m;
     gpt_build(&m, &tc, &comm);
-    if (tc.sample) sample_run(&m, &tc, "train_gpt", device);   // --sample 1: generate text, no training
-    else train(&m, &tc, "train_gpt", device);
+    int status = tc.sample ? sample_run(&m, &tc, "train_gpt", device)   // --sample 1: generate text, no training
+                           : train(&m, &tc, "train_gpt", device);      // 0, or EXIT_PREEMPTED (stopped by a signal)
     gpt_free(&m);
     comm_finalize(&comm);
-    return 0;
+    return status;
 }
 #endif

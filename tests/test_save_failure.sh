@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A checkpoint save whose last write fails (ENOSPC) stops every rank with one line and
+# a non-zero exit, removes its temporary files and leaves the previous checkpoint and
+# `latest` untouched; a resume then continues from the previous checkpoint, bitwise.
+# Two ways of failing: the fault-injecting write hook (ZEROC_FAIL_WRITE=FILE:N, common.h)
+# on every checkpoint file, at 2 ranks (an optimizer shard written by rank 1 included),
+# and a real full disk: a tmpfs sized so that the last page of each file does not fit
+# (needs root to mount; skipped with a message elsewhere).
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+trap 'umount "$TMP/mnt" 2> /dev/null; rm -rf "$TMP"' EXIT
+make -s build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
+make_shard "$TMP/train.bin" 20000 250
+M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --lr-schedule constant --threads 1"
+
+# after a failed save into D: latest still names ckpt_00000002, nothing temporary is left,
+# and ckpt_00000002 still resumes
+left_as_before() {  # left_as_before NAME DIR
+    local d="$2" junk
+    junk=$(cd "$d" && ls -a | grep -E "tmp|old|^ckpt_00000004$")
+    [ "$(cat "$d/latest")" = "ckpt_00000002" ] && [ -z "$junk" ]
+    check "$1: latest unchanged, no temporary files left${junk:+ (found: $junk)}" $?
+}
+
+echo "== the write hook, 2 ranks, ZeRO-3 (two optimizer shards): each checkpoint file's last write, and a first write"
+$MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 2 --save "$TMP/base" > /dev/null || exit 1
+for spec in model.bin:last optim_rank_00000.bin:last optim_rank_00001.bin:last manifest.json:last latest:last model.bin:1; do
+    rm -rf "$TMP/d"; cp -r "$TMP/base" "$TMP/d"; rm -f "$TMP/d/.lock"
+    file=${spec%%:*}
+    expect_error "ENOSPC at $spec" "checkpoint ckpt_00000004 not saved: .*$file.*No space left on device" 2 \
+        $MPIRUN -np 2 -x ZEROC_FAIL_WRITE=$spec ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d"
+    left_as_before "$spec" "$TMP/d"
+done
+# the last one failed at model.bin's first write; resuming now continues from step 2, bitwise as a run that never failed
+$MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d" > /dev/null &&
+    $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --save "$TMP/clean" > /dev/null &&
+    cmp -s "$TMP/d/ckpt_00000004/model.bin" "$TMP/clean/ckpt_00000004/model.bin"
+check "after a failed save, the resumed run's step-4 weights equal an uninterrupted run's (bitwise)" $?
+
+echo "== a real full disk: a tmpfs with room for all but the last page of each file (1 rank, stage 0)"
+./build/z0/train_gpt_cpu $M --steps 2 --save "$TMP/ref" > /dev/null || exit 1
+pages() { $PY -c "import os,sys; print(sum(-(-os.path.getsize(f) // 4096) for f in sys.argv[1:]))" "$@"; }
+C="$TMP/ref/ckpt_00000002"
+base=$(( $(pages "$C"/*) + 2 ))   # the previous checkpoint, latest and the lock file
+mkdir -p "$TMP/mnt"
+if ! mount -t tmpfs -o size=4m tmpfs "$TMP/mnt" 2> "$TMP/mount.err"; then
+    echo "  skip the tmpfs part: cannot mount a tmpfs here ($(head -1 "$TMP/mount.err")); the write hook above covered every file"
+else
+    umount "$TMP/mnt"
+    m=$(pages "$C/model.bin"); o=$(pages "$C/optim_rank_00000.bin"); j=$(pages "$C/manifest.json")
+    for c in "model.bin $((base + m - 1))" "optim_rank_00000.bin $((base + m + o - 1))" \
+             "manifest.json $((base + m + o + j - 1))" "latest $((base + m + o + j))"; do
+        set -- $c
+        mount -t tmpfs -o size=$(( $2 * 4 ))k tmpfs "$TMP/mnt" || exit 1
+        cp -r "$TMP/ref/ckpt_00000002" "$TMP/ref/latest" "$TMP/mnt/"
+        expect_error "tmpfs of $2 pages: ENOSPC in $1" "checkpoint ckpt_00000004 not saved: .*$1.*No space left on device" 1 \
+            ./build/z0/train_gpt_cpu $M --steps 4 --resume "$TMP/mnt" --save "$TMP/mnt"
+        left_as_before "tmpfs, $1" "$TMP/mnt"
+        umount "$TMP/mnt"
+    done
+fi
+echo "== a --log file that cannot be written (/dev/full): one warning, the run goes on"
+./build/z0/train_gpt_cpu $M --steps 3 --log /dev/full > "$TMP/devfull.out" 2>&1; rc=$?
+grep warning "$TMP/devfull.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && [ "$(grep -c "warning: /dev/full: write failed (No space left on device)" "$TMP/devfull.out")" -eq 1 ]
+check "exit 0 after 3 steps, one warning" $?
+[ $fails -eq 0 ]

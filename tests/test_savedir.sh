@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The --save directory at start-up: created with its parents before any training, a
+# directory that cannot be written refused at once, and a lock file: a second run saving
+# into the same directory refuses to start, naming the first run's pid and host; the lock
+# of a dead process on this host is taken over with a note.
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+first=""
+trap '[ -n "$first" ] && kill -9 $first 2> /dev/null; rm -rf "$TMP"' EXIT
+make -s build/z0/train_gpt_cpu || exit 1
+B=./build/z0/train_gpt_cpu
+make_shard "$TMP/train.bin" 20000 250
+M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --lr-schedule constant --threads 1"
+
+echo "== created and test-written at start-up"
+$B $M --quiet 1 --steps 1 --save "$TMP/a/b/c/run" > /dev/null && [ -f "$TMP/a/b/c/run/ckpt_00000001/manifest.json" ] && [ ! -e "$TMP/a/b/c/run/.lock" ]
+check "missing parents are created; the lock is gone after the run" $?
+touch "$TMP/file"
+expect_error "a parent that is a file: refused before training" "--save: .*file: exists and is not a directory" 1 $B $M --steps 1 --save "$TMP/file/run"
+! grep -q "step " "$TMP/err.txt"; check "... and before any step" $?
+mkdir -p "$TMP/full"
+expect_error "a directory that refuses writes (injected ENOSPC)" "--save: cannot write there: .*write_test.*No space left on device" 1 \
+    env ZEROC_FAIL_WRITE=.write_test:last $B $M --steps 1 --save "$TMP/full"
+
+echo "== one run per directory"
+$B $M --quiet 1 --steps 1000000 --save "$TMP/shared" --log "$TMP/first.jsonl" > /dev/null 2>&1 &
+first=$!
+wait_train_steps "$TMP/first.jsonl" 1 $first
+expect_error "a second run saving into the same directory" "--save: .*shared is in use by another run \\(pid $first on host $(hostname)" 1 \
+    $B $M --steps 1 --save "$TMP/shared"
+kill -9 $first; wait $first 2> /dev/null
+[ -f "$TMP/shared/.lock" ]; check "kill -9 leaves the lock behind" $?
+$B $M --quiet 1 --steps 1 --save "$TMP/shared" > "$TMP/takeover.out" 2>&1; rc=$?
+sed 's/^/       /' "$TMP/takeover.out"
+[ $rc -eq 0 ] && grep -q "note: .*took over the lock of pid $first" "$TMP/takeover.out"; check "a dead process's lock is taken over with a note" $?
+mkdir -p "$TMP/remote" && echo "4242 some-other-host" > "$TMP/remote/.lock"
+expect_error "a lock held on another host" "in use by another run \\(pid 4242 on host some-other-host.*remove the lock file" 1 \
+    $B $M --steps 1 --save "$TMP/remote"
+[ $fails -eq 0 ]

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The watchdog (--timeout S): one rank of 3 is stopped (SIGSTOP) mid-run; the others see no
+# progress in their collective for S seconds, print one line naming the rank and the
+# collective it waits on, and the job ends (MPI_Abort, exit 124) instead of hanging. This is
+# the one test that measures time: S = 5 s, and the job must end within S + 55 s of the stop.
+# A healthy run with the same small timeout is not disturbed.
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+run=""
+trap '[ -n "$run" ] && { pkill -CONT -P $run; kill -9 $run; pkill -9 -P $run; } 2> /dev/null; rm -rf "$TMP"' EXIT
+make -s build/z3/train_gpt_cpu || exit 1
+B=./build/z3/train_gpt_cpu
+make_shard "$TMP/train.bin" 20000 250
+M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --lr-schedule constant --threads 1 --quiet 1 --persistence-threshold 0"
+
+echo "== a healthy run with --timeout 5 completes"
+$MPIRUN -np 3 $B $M --steps 20 --timeout 5 > "$TMP/ok.out" 2>&1; check "20 steps at 3 ranks, no watchdog (exit $?)" $?
+
+echo "== a stopped rank: the job ends within the timeout"
+$MPIRUN -np 3 $B $M --steps 1000000 --timeout 5 --log "$TMP/log.jsonl" > "$TMP/out.txt" 2>&1 &
+run=$!
+wait_train_steps "$TMP/log.jsonl" 3 $run
+victim=$(pgrep -P $run | sed -n 2p)
+kill -STOP $victim
+t0=$(date +%s)
+for i in $(seq 600); do kill -0 $run 2> /dev/null || break; sleep 0.1; done
+wait $run; rc=$?
+dt=$(( $(date +%s) - t0 ))
+grep "watchdog" "$TMP/out.txt" | sed 's/^/       /'
+[ $rc -ne 0 ] && [ $dt -le 60 ]; check "the job ended ${dt} s after the stop (timeout 5 s), exit status $rc" $?
+grep -qE "error: watchdog: rank [0-9] made no progress for [0-9]+ s \(--timeout 5\): it waits in (all_reduce|reduce_scatter|all_gather|broadcast|barrier)" "$TMP/out.txt"
+check "a line naming the rank and the collective it waits on" $?
+[ $rc -eq 124 ]; check "exit status 124 (MPI_Abort with the watchdog's status)" $?
+for i in $(seq 300); do kill -0 $victim 2> /dev/null || break; sleep 0.1; done
+! kill -0 $victim 2> /dev/null; check "the stopped rank is gone too" $?
+run=""
+[ $fails -eq 0 ]
