@@ -22,11 +22,12 @@ MPIRUN_FLAGS ?= --allow-run-as-root --oversubscribe
 OPENBLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS := -O3 $(CPU_ARCH_FLAGS) -fopenmp -std=gnu11 -D_GNU_SOURCE -Wall -Wno-unused-function -Wno-unused-result \
           -I. -I/usr/include/x86_64-linux-gnu/openblas-openmp
-LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre2-8 -lmvec -lm
+LDLIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lpcre2-8 -luring -lpthread -lmvec -lm
 NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I. -Xcompiler -fopenmp,-D_GNU_SOURCE -diag-suppress 177,550
-NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -lgomp -lstdc++ -lm
+NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -luring -lpthread -lgomp -lstdc++ -lm
 
-HEADERS := common.h config.h ds_config.h loss_scaler.h step_guard.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h comm.h launch.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
+HEADERS := common.h config.h ds_config.h loss_scaler.h step_guard.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h \
+           nvme_offload.h zero_nvme.h comm.h launch.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
            ckpt_format.h savedir.h preempt.h \
            safetensors.h hf.h hf_config.h sample.h
 BUILD := build

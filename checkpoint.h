@@ -161,7 +161,7 @@ static int model_file_write(Zero *z, const char *path, char *err, size_t errn) {
         size_t lo = whole ? 0 : (size_t)p->part * U->shard, n = whole ? U->numel : U->shard;
         if (lo >= U->numel) continue;                   // a slice of padding only
         if (lo + n > U->numel) n = U->numel - lo;
-        zb_download(&z->be, buf, zero_master_slice(z, i) - ((size_t)p->part * U->shard - lo), n * sizeof(float));
+        zero_master_read(z, i, lo, n, buf);   // (from the NVMe files where the master is there)
         out_seek(&f, 1024 + 4 * (off_t)(z->layout->units[i].flat_offset + lo));
         out_write(&f, buf, n * 4);
     }

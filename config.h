@@ -86,7 +86,8 @@ static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0,
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
-                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0};
+                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0},
+                   R_TILE = {1, 1e12, 0, 0, 1};
 
 static int range_ok(const Range *r, double v) {
     if (!isfinite(v) || (r->integer && v != floor(v))) return 0;
@@ -115,7 +116,9 @@ enum { OPT_DEFAULT = 0, OPT_ADAM, OPT_ADAMW };
 // settings whose origin messages name: a flag ("--batch"), a config key path, or NULL (zeroc's default)
 enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PARAM, FROM_SCHED, FROM_WARMUP,
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
-       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16, N_FROM };
+       FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16,
+       FROM_NVME_OPTIM, FROM_NVME_PARAM, FROM_NVME_OPTIM_KEY, FROM_NVME_PARAM_KEY, FROM_NVME_BUFFERS, FROM_NVME_PARAM_BUFFERS,
+       FROM_AIO, FROM_NVME_TILE, N_FROM };
 
 typedef struct {
     ModelConfig model;
@@ -166,6 +169,16 @@ typedef struct {
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
+    // ZeRO-Infinity (zero_nvme.h): state in each rank's file under a directory on NVMe ("": off)
+    char nvme_optim_dir[512];       // offload_optimizer "nvme": the fp32 master (where separate), m, v (--offload-nvme DIR)
+    char nvme_param_dir[512];       // offload_param "nvme", stage 3: the parameter shard (--offload-param-nvme DIR)
+    long long nvme_tile;            // --nvme-tile: elements per tile of the streamed optimizer step
+    int nvme_buffers;               // offload_optimizer.buffer_count: tiles in memory at once
+    int nvme_pipeline_read, nvme_pipeline_write, nvme_fast_init;   // offload_optimizer's pipeline_read/_write, fast_init
+    int nvme_param_buffers;         // offload_param.buffer_count (2 are used)
+    long long nvme_param_buffer_size; // offload_param.buffer_size (0: not given)
+    long long aio_block_size;       // DeepSpeed's "aio" block (nvme_offload.h)
+    int aio_queue_depth, aio_thread_count, aio_single_submit, aio_overlap_events;
     int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
     // activations (activations.h)
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
@@ -205,6 +218,11 @@ static void train_config_defaults(TrainConfig *c) {
     c->prefetch = 1;
     strcpy(c->comm, "nccl");
     c->offload = OFFLOAD;
+    c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero_device.cuh)
+    c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults
+    c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's (DeepSpeed's: false)
+    c->aio_block_size = 1 << 20; c->aio_queue_depth = 8; c->aio_thread_count = 1;   // DeepSpeed's aio defaults
+    c->aio_single_submit = 0; c->aio_overlap_events = 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -353,6 +371,10 @@ static void print_help(const char *prog) {
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
+           "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
+           "                           rank's file under DIR, streamed through the step in tiles (both trainers)\n"
+           "  --offload-param-nvme DIR stage 3: the parameter shard in each rank's file under DIR, read one unit ahead\n"
+           "  --nvme-tile N            elements per tile of the streamed optimizer step (default 1048576)\n"
            "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
            "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
            "activations\n"
@@ -398,6 +420,55 @@ static unsigned sched_users(int id) {
     case FROM_SCHED_TOTAL: return 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
     default: return 0;
     }
+}
+
+// ZeRO-Infinity's settings, the config's keys and the flags together: a device "nvme"
+// needs its directory; what only NVMe offload uses says so when nothing goes to NVMe;
+// the step's tiles need their buffers; what each trainer can put on NVMe.
+static void nvme_config_check(TrainConfig *c, ConfigReport *r) {
+    for (int param = 0; param < 2; param++) {
+        char *dir = param ? c->nvme_param_dir : c->nvme_optim_dir;
+        const char *dev = c->from[param ? FROM_NVME_PARAM : FROM_NVME_OPTIM];   // what asked for "nvme": a device key or a flag
+        const char *key = c->from[param ? FROM_NVME_PARAM_KEY : FROM_NVME_OPTIM_KEY];   // the block's first NVMe-only key
+        const char *path_key = param ? "zero_optimization.offload_param.nvme_path" : "zero_optimization.offload_optimizer.nvme_path";
+        struct stat sb;
+        if (!dev) {
+            if (key) report_at(r, MSG_NOTE, key, "no effect: used only with device \"nvme\"");
+            dir[0] = 0;
+        } else if (!dir[0]) {
+            report_at(r, MSG_ERROR, dev, "\"nvme\" needs nvme_path: the directory of each rank's file");
+        } else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            int e = stat(dir, &sb) != 0 ? errno : ENOTDIR;
+            report_at(r, MSG_ERROR, strncmp(dev, "--", 2) == 0 ? dev : path_key, "%s: %s (the directory of each rank's file)", dir, strerror(e));
+        }
+    }
+    int optim = c->nvme_optim_dir[0] != 0, param = c->nvme_param_dir[0] != 0;
+    if (param && ZERO_STAGE != 3)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_PARAM], "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
+#if TRAINER_IS_GPU
+    if (optim) c->offload = 1;   // CPU-Adam on the host, its state streamed from NVMe
+    if (param && !c->offload)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_PARAM], "\"nvme\" needs the optimizer on the host too (offload_optimizer device "
+                  "\"cpu\" or \"nvme\": --offload 1 or --offload-nvme DIR): CPU-Adam writes the updated parameters to NVMe");
+#endif
+    if (!optim && !param) {
+        if (c->from[FROM_AIO]) report_at(r, MSG_NOTE, "aio", "no effect: no state is offloaded to NVMe");
+        if (c->from[FROM_NVME_TILE]) report_at(r, MSG_NOTE, c->from[FROM_NVME_TILE], "no effect without --offload-nvme or --offload-param-nvme");
+        return;
+    }
+    int need = 1 + c->nvme_pipeline_read + c->nvme_pipeline_write;
+    if (c->nvme_buffers < need)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_BUFFERS] ? c->from[FROM_NVME_BUFFERS] : "zero_optimization.offload_optimizer.buffer_count",
+                  "%d buffers are too few for the NVMe step: it needs %d (one tile being updated%s%s)", c->nvme_buffers, need,
+                  c->nvme_pipeline_read ? ", one read ahead" : "", c->nvme_pipeline_write ? ", one written behind" : "");
+    if (param && c->nvme_param_buffers < 2)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_PARAM_BUFFERS], "%d: at least 2 (a unit's slice is read while the one before it is gathered)",
+                  c->nvme_param_buffers);
+    else if (param && c->nvme_param_buffers > 2 && c->from[FROM_NVME_PARAM_BUFFERS])
+        report_at(r, MSG_NOTE, c->from[FROM_NVME_PARAM_BUFFERS], "%d: zeroc reads exactly one unit ahead of the gather, in 2 buffers",
+                  c->nvme_param_buffers);
+    if (c->aio_block_size % 4096)   // nvme_offload.h's NVME_ALIGN
+        report_at(r, MSG_ERROR, "aio.block_size", "%lld: a multiple of 4096 bytes (O_DIRECT's alignment)", c->aio_block_size);
 }
 
 // The checks that need the config file and the flags together; every problem goes
@@ -456,6 +527,7 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   "\"cpu\": the CPU trainer's parameters are in host memory already (offload applies to train_gpt)");
     c->offload = c->offload_param = 0;
 #endif
+    nvme_config_check(c, r);
     // activations
     if (c->cpu_checkpointing && !c->recompute)
         report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
@@ -587,8 +659,20 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = (long long)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--max-live")) c->max_live_elems = (long long)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--prefetch")) c->prefetch = flag_int(a, v, 0, 1);
-        else if (!strcmp(a, "--offload")) { c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload"; }
-        else if (!strcmp(a, "--offload-param")) { c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param"; }
+        else if (!strcmp(a, "--offload")) {   // the device: "cpu" or "none", not "nvme"
+            c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload";
+            c->nvme_optim_dir[0] = 0; c->from[FROM_NVME_OPTIM] = NULL;
+        }
+        else if (!strcmp(a, "--offload-param")) {
+            c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param";
+            c->nvme_param_dir[0] = 0; c->from[FROM_NVME_PARAM] = NULL;
+        }
+        else if (!strcmp(a, "--offload-nvme")) { copy_str_or_die(c->nvme_optim_dir, sizeof(c->nvme_optim_dir), a, v); c->from[FROM_NVME_OPTIM] = "--offload-nvme"; }
+        else if (!strcmp(a, "--offload-param-nvme")) {
+            copy_str_or_die(c->nvme_param_dir, sizeof(c->nvme_param_dir), a, v); c->from[FROM_NVME_PARAM] = "--offload-param-nvme";
+            c->offload_param = 0;
+        }
+        else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--recompute")) { c->recompute = flag_int(a, v, 0, 1); c->from[FROM_RECOMPUTE] = "--recompute"; }
         else if (!strcmp(a, "--cpu-checkpointing")) { c->cpu_checkpointing = flag_int(a, v, 0, 1); c->from[FROM_CPU_CKPT] = "--cpu-checkpointing"; }

@@ -40,7 +40,10 @@ enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
        K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
        K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
-       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT };
+       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT,
+       K_NVME_OPT_PATH, K_NVME_BUFFERS, K_NVME_PIPE_READ, K_NVME_PIPE_WRITE, K_NVME_FAST_INIT, K_NVME_PARAM_PATH,
+       K_NVME_PARAM_BUFFERS, K_NVME_PARAM_BUFSIZE, K_AIO_BLOCK, K_AIO_QUEUE_DEPTH, K_AIO_THREADS, K_AIO_SINGLE_SUBMIT,
+       K_AIO_OVERLAP_EVENTS };
 
 typedef struct {
     const char *path;    // dotted key path
@@ -55,9 +58,9 @@ typedef struct {
 
 static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 0, 1},
                    R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-3.4e38, 3.4e38, 0, 0, 0},
-                   R_MIN_SCALE = {0, 3.4e38, 1, 0, 0};
+                   R_MIN_SCALE = {0, 3.4e38, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
+                   R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1};
 
-#define NVME_ONLY "used only with device \"nvme\" (NVMe offload is not implemented yet)"
 #define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py)"
 #define ZEROPP "ZeRO++/MiCS are not implemented: parameters are partitioned over all ranks, communication is full precision"
 
@@ -81,22 +84,22 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.overlap_comm", NULL, DS_HONOURED, JT_BOOL, NULL, K_OVERLAP_COMM, NULL, "`--prefetch`: stage 3 gathers the next unit while this one computes (no effect in stages 0-2)"},
     {"zero_optimization.stage3_param_persistence_threshold", "param_persistence_threshold", DS_HONOURED, JT_INT, &R_COUNT, K_PERSISTENCE, NULL, "`--persistence-threshold`: stage-3 units of at most this many elements stay whole"},
     {"zero_optimization.stage3_max_live_parameters", "max_live_parameters", DS_HONOURED, JT_INT, &R_COUNT, K_MAX_LIVE, NULL, "`--max-live`: cap on gathered parameter elements"},
-    {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload of the optimizer (GPU trainer)"},
-    {"zero_optimization.offload_optimizer.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_OPT_DEVICE, NULL, "`--offload`: \"cpu\": optimizer state and step on the CPU (GPU trainer; the CPU trainer notes that its state is in host memory already); \"none\": off; \"nvme\": an error until NVMe offload exists"},
+    {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload (GPU trainer) and ZeRO-Infinity (both trainers) of the optimizer state"},
+    {"zero_optimization.offload_optimizer.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_OPT_DEVICE, NULL, "`--offload`: \"cpu\": optimizer state and step on the CPU (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-nvme DIR`): ZeRO-Infinity, the state in each rank's file under `nvme_path`, streamed through CPU-Adam in tiles (both trainers; the CPU trainer's fp32 parameters are its master and stay in memory: m and v move); \"none\": off"},
     {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "1 only: all of the optimizer state is offloaded (partial offload is an error)"},
     {"zero_optimization.offload_optimizer.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
-    {"zero_optimization.offload_optimizer.nvme_path", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_optimizer.buffer_count", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_optimizer.pipeline_read", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_optimizer.pipeline_write", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_optimizer.fast_init", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_param", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-3 parameter offload (GPU trainer)"},
-    {"zero_optimization.offload_param.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_PARAM_DEVICE, NULL, "`--offload-param`: \"cpu\": stage-3 parameter shards in pinned host memory (GPU trainer; the CPU trainer notes that its state is in host memory already); \"none\": off; \"nvme\": an error until NVMe offload exists"},
+    {"zero_optimization.offload_optimizer.nvme_path", NULL, DS_HONOURED, JT_STR, NULL, K_NVME_OPT_PATH, NULL, "device \"nvme\" (required there): the directory of each rank's file (`--offload-nvme DIR`)"},
+    {"zero_optimization.offload_optimizer.buffer_count", NULL, DS_HONOURED, JT_INT, &R_BUFFERS, K_NVME_BUFFERS, NULL, "NVMe: tiles of the optimizer step in memory at once (default 4, as DeepSpeed's): one being updated, the others read ahead and written behind; at least 1 + pipeline_read + pipeline_write"},
+    {"zero_optimization.offload_optimizer.pipeline_read", NULL, DS_HONOURED, JT_BOOL, NULL, K_NVME_PIPE_READ, NULL, "NVMe: read the next tiles while CPU-Adam updates this one (zeroc's default true; DeepSpeed's false)"},
+    {"zero_optimization.offload_optimizer.pipeline_write", NULL, DS_HONOURED, JT_BOOL, NULL, K_NVME_PIPE_WRITE, NULL, "NVMe: write the last tile back while CPU-Adam updates this one (zeroc's default true; DeepSpeed's false)"},
+    {"zero_optimization.offload_optimizer.fast_init", NULL, DS_HONOURED, JT_BOOL, NULL, K_NVME_FAST_INIT, NULL, "NVMe: false (the default): the files are written with zeros at start-up, which reserves their blocks (a device too small fails then, not mid-run); true: they are created sparse"},
+    {"zero_optimization.offload_param", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-3 parameter offload (host memory: GPU trainer; NVMe: both trainers)"},
+    {"zero_optimization.offload_param.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_PARAM_DEVICE, NULL, "`--offload-param`: \"cpu\": stage-3 parameter shards in pinned host memory (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-param-nvme DIR`): stage 3's parameter shard in each rank's file under `nvme_path`, each unit's slice read one unit ahead of its gather (both trainers; on the CPU trainer the shard is the fp32 master; on the GPU it needs the optimizer offloaded too); \"none\": off"},
     {"zero_optimization.offload_param.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
-    {"zero_optimization.offload_param.nvme_path", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_param.buffer_count", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_param.buffer_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, NVME_ONLY},
-    {"zero_optimization.offload_param.max_in_cpu", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, NVME_ONLY},
+    {"zero_optimization.offload_param.nvme_path", NULL, DS_HONOURED, JT_STR, NULL, K_NVME_PARAM_PATH, NULL, "device \"nvme\" (required there): the directory of each rank's file (`--offload-param-nvme DIR`)"},
+    {"zero_optimization.offload_param.buffer_count", NULL, DS_HONOURED, JT_INT, &R_BUFFERS, K_NVME_PARAM_BUFFERS, NULL, "NVMe: at least 2 (an error below): a unit's slice is read one unit ahead of its gather, in 2 buffers (more give a note; DeepSpeed's default 5)"},
+    {"zero_optimization.offload_param.buffer_size", NULL, DS_HONOURED, JT_INT, &R_ELEMS, K_NVME_PARAM_BUFSIZE, NULL, "NVMe: elements per buffer: it must hold a rank's largest unit slice (DeepSpeed's rule: a parameter fits a buffer; an error names the size), and the buffers get that size"},
+    {"zero_optimization.offload_param.max_in_cpu", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "no parameter shard is cached in CPU memory: each gather reads its unit's slice from NVMe, one unit ahead"},
     {"zero_optimization.contiguous_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are always contiguous here (one flat buffer)"},
     {"zero_optimization.reduce_scatter", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "stages 1-3 always reduce-scatter the gradients, stage 0 all-reduces them"},
     {"zero_optimization.reduce_bucket_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "gradients are reduced one unit (a layer) at a time, as its backward finishes"},
@@ -107,7 +110,7 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.elastic_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--resume` always reshards to the current world size and stage"},
     {"zero_optimization.grad_hooks", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "the backward calls the reduction directly"},
     {"zero_optimization.round_robin_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "offload copies each gradient slice to the host as soon as it is reduced"},
-    {"zero_optimization.sub_group_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "CPU-Adam steps the optimizer partition in fixed tiles"},
+    {"zero_optimization.sub_group_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "CPU-Adam steps the optimizer partition in fixed tiles (with NVMe offload `--nvme-tile` elements; DeepSpeed's default sub-group of 1e9 elements would hold a whole partition in memory)"},
     {"zero_optimization.stage3_prefetch_bucket_size", "prefetch_bucket_size", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "stage 3 prefetches exactly one unit ahead (`overlap_comm`)"},
     {"zero_optimization.stage3_model_persistence_threshold", "model_persistence_threshold", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "units below `stage3_param_persistence_threshold` stay whole without a total cap"},
     {"zero_optimization.stage3_max_reuse_distance", "max_reuse_distance", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "a unit is released after its forward and gathered again for its backward"},
@@ -131,6 +134,15 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.cpu_offload", NULL, DS_UNSUPPORTED, JT_BOOL, NULL, K_NONE, NULL, "deprecated in DeepSpeed: write \"offload_optimizer\": {\"device\": \"cpu\"}"},
     {"zero_optimization.cpu_offload_param", NULL, DS_UNSUPPORTED, JT_BOOL, NULL, K_NONE, NULL, "deprecated in DeepSpeed: write \"offload_param\": {\"device\": \"cpu\"}"},
     {"zero_optimization.cpu_offload_use_pin_memory", NULL, DS_UNSUPPORTED, JT_BOOL, NULL, K_NONE, NULL, "deprecated in DeepSpeed: write \"pin_memory\" inside offload_optimizer / offload_param"},
+
+    // DeepSpeed's asynchronous I/O (deepspeed/runtime/swap_tensor/aio_config.py) for NVMe offload: nvme_offload.h
+    {"aio", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the I/O engine of NVMe offload (`nvme_offload.h`: io_uring); a note without NVMe offload"},
+    {"aio.block_size", NULL, DS_HONOURED, JT_INT, &R_AIO_BLOCK, K_AIO_BLOCK, NULL, "bytes per I/O request (default 1048576); a multiple of 4096 (O_DIRECT)"},
+    {"aio.queue_depth", NULL, DS_HONOURED, JT_INT, &R_QUEUE, K_AIO_QUEUE_DEPTH, NULL, "requests in flight per I/O thread (the size of its io_uring; default 8)"},
+    {"aio.thread_count", "intra_op_parallelism", DS_HONOURED, JT_INT, &R_THREADS, K_AIO_THREADS, NULL, "I/O threads, each with its own io_uring; a request's blocks are dealt out among them (default 1)"},
+    {"aio.single_submit", NULL, DS_HONOURED, JT_BOOL, NULL, K_AIO_SINGLE_SUBMIT, NULL, "true: one io_uring_submit per request; false (the default): one per batch of requests"},
+    {"aio.overlap_events", NULL, DS_HONOURED, JT_BOOL, NULL, K_AIO_OVERLAP_EVENTS, NULL, "true (the default): a thread refills its queue as requests complete; false: waves of queue_depth requests, each waited for whole"},
+    {"aio.use_gds", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "GPUDirect Storage is not used: NVMe data passes through host memory"},
 
     // optimizer: DeepSpeed's "Adam" / "AdamW" (engine._configure_basic_optimizer)
     {"optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the optimizer"},
@@ -390,14 +402,16 @@ static int ds_choice(DsPass *x, const char *path, const cJSON *v, const char *co
     return -1;
 }
 
-static const char *const OFFLOAD_DEVICES[] = {"none", "cpu"};
+static const char *const OFFLOAD_DEVICES[] = {"none", "cpu", "nvme"};
+
+// the first key of a block that only NVMe offload uses (its note if nothing goes to NVMe)
+static void ds_nvme_key(TrainConfig *c, int id, const char *path) { if (!c->from[id]) c->from[id] = path; }
 
 // set the setting an honoured (or fp16) key maps to; `path` is the row's own path
 // (a static string: TrainConfig.from keeps it)
 static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
     TrainConfig *c = x->c;
     double d = v->valuedouble;
-    const char *nvme = ": NVMe offload is not implemented yet";
     switch (k->id) {
     case K_TRAIN_BATCH: c->total_batch = (int)d; c->from[FROM_TOTAL] = path; break;
     case K_MICRO_BATCH: c->B = (int)d; c->from[FROM_B] = path; break;
@@ -407,13 +421,35 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_OVERLAP_COMM: c->prefetch = cJSON_IsTrue(v); break;
     case K_PERSISTENCE: c->persistence_threshold = (long long)d; break;
     case K_MAX_LIVE: c->max_live_elems = (long long)d; break;
-    case K_OFFLOAD_OPT_DEVICE: case K_OFFLOAD_PARAM_DEVICE: {
-        int i = ds_choice(x, path, v, OFFLOAD_DEVICES, 2, strcmp(v->valuestring, "nvme") == 0 ? nvme : NULL);
+    case K_OFFLOAD_OPT_DEVICE: case K_OFFLOAD_PARAM_DEVICE: {   // "nvme": its nvme_path is checked with the flags (nvme_config_check)
+        int i = ds_choice(x, path, v, OFFLOAD_DEVICES, 3, NULL);
         if (i < 0) break;
-        if (k->id == K_OFFLOAD_OPT_DEVICE) { c->offload = i; c->from[FROM_OFFLOAD] = path; }
-        else { c->offload_param = i; c->from[FROM_OFFLOAD_PARAM] = path; }
+        int opt = k->id == K_OFFLOAD_OPT_DEVICE;
+        if (opt) { c->offload = i == 1; c->from[FROM_OFFLOAD] = path; }
+        else { c->offload_param = i == 1; c->from[FROM_OFFLOAD_PARAM] = path; }
+        c->from[opt ? FROM_NVME_OPTIM : FROM_NVME_PARAM] = i == 2 ? path : NULL;
         break;
     }
+    case K_NVME_OPT_PATH: case K_NVME_PARAM_PATH: {
+        int opt = k->id == K_NVME_OPT_PATH;
+        char *dir = opt ? c->nvme_optim_dir : c->nvme_param_dir;
+        if (strlen(v->valuestring) >= sizeof(c->nvme_optim_dir) || !v->valuestring[0])
+            report_at(x->r, MSG_ERROR, path, "expected a directory (at most %zu characters), got \"%.40s\"", sizeof(c->nvme_optim_dir) - 1, v->valuestring);
+        else strcpy(dir, v->valuestring);
+        ds_nvme_key(c, opt ? FROM_NVME_OPTIM_KEY : FROM_NVME_PARAM_KEY, path);
+        break;
+    }
+    case K_NVME_BUFFERS: c->nvme_buffers = (int)d; c->from[FROM_NVME_BUFFERS] = path; ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_PIPE_READ: c->nvme_pipeline_read = cJSON_IsTrue(v); ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_PIPE_WRITE: c->nvme_pipeline_write = cJSON_IsTrue(v); ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_FAST_INIT: c->nvme_fast_init = cJSON_IsTrue(v); ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_PARAM_BUFFERS: c->nvme_param_buffers = (int)d; c->from[FROM_NVME_PARAM_BUFFERS] = path; ds_nvme_key(c, FROM_NVME_PARAM_KEY, path); break;
+    case K_NVME_PARAM_BUFSIZE: c->nvme_param_buffer_size = (long long)d; ds_nvme_key(c, FROM_NVME_PARAM_KEY, path); break;
+    case K_AIO_BLOCK: c->aio_block_size = (long long)d; ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_QUEUE_DEPTH: c->aio_queue_depth = (int)d; ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_THREADS: c->aio_thread_count = (int)d; ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_SINGLE_SUBMIT: c->aio_single_submit = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_OVERLAP_EVENTS: c->aio_overlap_events = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_OFFLOAD_RATIO:
         if (d < 1) report_at(x->r, MSG_ERROR, path, "partial optimizer offload (%g) is not supported: all of the optimizer state is offloaded (remove the key or set 1)", d);
         break;
@@ -649,8 +685,22 @@ static cJSON *config_json_record(const TrainConfig *c) {
     cJSON_AddBoolToObject(zo, "overlap_comm", c->prefetch);
     cJSON_AddNumberToObject(zo, "stage3_param_persistence_threshold", (double)c->persistence_threshold);
     cJSON_AddNumberToObject(zo, "stage3_max_live_parameters", (double)c->max_live_elems);
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(zo, "offload_optimizer"), "device", c->offload ? "cpu" : "none");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(zo, "offload_param"), "device", c->offload_param ? "cpu" : "none");
+    cJSON *oo = cJSON_AddObjectToObject(zo, "offload_optimizer"), *op_ = cJSON_AddObjectToObject(zo, "offload_param");
+    int nvme = c->nvme_optim_dir[0] || c->nvme_param_dir[0];
+    cJSON_AddStringToObject(oo, "device", c->nvme_optim_dir[0] ? "nvme" : c->offload ? "cpu" : "none");
+    if (c->nvme_optim_dir[0]) cJSON_AddStringToObject(oo, "nvme_path", c->nvme_optim_dir);
+    if (nvme) {   // the NVMe step's settings (with either device "nvme")
+        cJSON_AddNumberToObject(oo, "buffer_count", c->nvme_buffers);
+        cJSON_AddBoolToObject(oo, "pipeline_read", c->nvme_pipeline_read);
+        cJSON_AddBoolToObject(oo, "pipeline_write", c->nvme_pipeline_write);
+        cJSON_AddBoolToObject(oo, "fast_init", c->nvme_fast_init);
+        cJSON_AddNumberToObject(zo, "nvme_tile", (double)c->nvme_tile);
+    }
+    cJSON_AddStringToObject(op_, "device", c->nvme_param_dir[0] ? "nvme" : c->offload_param ? "cpu" : "none");
+    if (c->nvme_param_dir[0]) {
+        cJSON_AddStringToObject(op_, "nvme_path", c->nvme_param_dir);
+        cJSON_AddNumberToObject(op_, "buffer_count", c->nvme_param_buffers);
+    }
 
     cJSON_AddStringToObject(r, "precision", c->fp16 ? "fp16" : TRAINER_IS_GPU ? "bf16" : "fp32");
     cJSON *fp = cJSON_AddObjectToObject(r, "fp16");
@@ -662,6 +712,14 @@ static cJSON *config_json_record(const TrainConfig *c) {
     cJSON_AddBoolToObject(fp, "consecutive_hysteresis", c->consecutive_hysteresis);
     add_f32(fp, "min_loss_scale", c->min_loss_scale);
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "bf16"), "enabled", TRAINER_IS_GPU && !c->fp16);
+    if (nvme) {
+        cJSON *aio = cJSON_AddObjectToObject(r, "aio");
+        cJSON_AddNumberToObject(aio, "block_size", (double)c->aio_block_size);
+        cJSON_AddNumberToObject(aio, "queue_depth", c->aio_queue_depth);
+        cJSON_AddNumberToObject(aio, "thread_count", c->aio_thread_count);
+        cJSON_AddBoolToObject(aio, "single_submit", c->aio_single_submit);
+        cJSON_AddBoolToObject(aio, "overlap_events", c->aio_overlap_events);
+    }
     if (c->recompute) {   // the activation_checkpointing block is present exactly when recompute is on
         cJSON *ac = cJSON_AddObjectToObject(r, "activation_checkpointing");
         cJSON_AddNumberToObject(ac, "number_checkpoints", c->model.n_layer);

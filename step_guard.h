@@ -168,7 +168,7 @@ static int step_guard_master_finite(Zero *z, char *where, size_t n) {
     for (int u = 0; u < p->n_units && ok; u++) {
         const ZeroUnit *U = &p->u[u];
         size_t lo = (size_t)p->part * U->shard, len = lo >= U->numel ? 0 : U->numel - lo < U->shard ? U->numel - lo : U->shard;
-        zb_download(&z->be, buf, zero_master_slice(z, u), U->shard * sizeof(float));
+        zero_master_read(z, u, lo, U->shard, buf);
         for (size_t i = 0; i < len && ok; i++)
             if (!isfinite(buf[i])) {
                 ok = 0;

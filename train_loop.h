@@ -198,6 +198,8 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
                        guard->fp16 ? v.scale : 0};
         if (say) print_step(&s, tc->steps, flops_per_step / dt * 1e-9);
         jsonl_train(&log, &s);
+        cJSON *io = zero_nvme_record(&m->zero, step + 1);   // ZeRO-Infinity: the step's NVMe I/O
+        if (io) jsonl_record(&log, io);
         if (v.stop[0]) fatal("%s", v.stop);
 
         int last = step + 1 == tc->steps;

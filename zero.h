@@ -51,8 +51,10 @@
 // and comm.h's collectives. The primitives have two implementations beside this
 // file: zero_host.h (the CPU trainer: plain memory, MPI) and zero_device.cuh
 // (the GPU trainer: device memory, streams and events, ZeRO-Offload's pinned
-// host buffers and tiled CPU-Adam). The reports (memory, communication, the
-// estimator) are in zero_report.h.
+// host buffers and tiled CPU-Adam). Both keep the partition's state (master, m,
+// v; stage 3's parameter shard) in memory or, with ZeRO-Infinity, on NVMe
+// (zero_nvme.h): zero.h addresses it by shard offset. The reports (memory,
+// communication, the estimator) are in zero_report.h.
 #pragma once
 #include "comm.h"
 #include "model.h"
@@ -79,13 +81,20 @@ typedef float zgrad_t;
 #endif
 
 // kinds of memory, as the reports count them
-enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE, N_MEM };
+enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE,
+       MEM_NVME_BUFFERS, N_MEM };
 static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations",
-                                            "scratch", "kv_cache"};
+                                            "scratch", "kv_cache", "nvme_buffers"};
 
 // where a buffer lives: the trainer's working memory (the GPU's, or the host's
-// for the CPU trainer), or host memory (pinned, for offload, on the GPU)
-enum { ZMEM_WORK = 0, ZMEM_HOST = 1 };
+// for the CPU trainer), host memory (pinned, for offload, on the GPU), or a
+// file on NVMe (ZeRO-Infinity: not in memory at all)
+enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
+
+// AdamW's view of one segment of the partition (zero_adamw_partition): its shard
+// offset and length, its weight decay, where its reduced gradient and its working
+// parameters are (param NULL: in the NVMe parameter shard, at so)
+typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
 
 #ifdef __CUDACC__
 #include "zero_device.cuh"
@@ -289,6 +298,7 @@ typedef struct {
     const TrainConfig *cfg;
     size_t mem[N_MEM];          // bytes in the trainer's working memory, by kind
     size_t host_mem[N_MEM];     // GPU trainer: pinned host bytes (offload), by kind
+    size_t nvme_mem[N_MEM];     // bytes in this rank's NVMe files (ZeRO-Infinity), by kind
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host
     int offload_param;          // stage 3: the parameter shard in host memory
     int separate_master;        // an fp32 master beside floatX working parameters (GPU; CPU with --fp16 1)
@@ -305,6 +315,8 @@ typedef struct {
     floatX *arena;              // stage 3: gathered units (a FIFO ring)
     floatX *grad_slots;         // stages 2-3: full gradients of units in backward (plan.slot_off)
     floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
+    void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero_nvme.h)
+    ZeroAdamSeg *adam_seg;      // the optimizer step's segments (zero_adamw_partition)
 
     // what the trainer's views read: each unit's parameters while fetched, its gradient while open
     floatX **unit_params, **unit_grads;
@@ -328,31 +340,50 @@ static void *zero_alloc(Zero *z, int kind, size_t bytes, int where) {
     return zb_alloc(&z->be, bytes, where, MEM_NAMES[kind]);
 }
 
+// Where the model states go, from the flags (the same for a run and for the estimator).
+typedef struct {
+    int separate_master;        // an fp32 master besides the floatX parameters (GPU; the CPU's fp16 mode)
+    int offload;                // ZeRO-Offload: the optimizer partition and its update on the host (GPU)
+    int offload_param;          // stage 3: the parameter shard in pinned host memory (GPU)
+    ZeroNvmePlan nvme;          // ZeRO-Infinity: the planes on NVMe, their tiles (zero_nvme.h)
+} ZeroPlacement;
+
+static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
+    // (the GPU's NVMe optimizer offload is an optimizer offload: CPU-Adam streams the state)
+    ZeroPlacement pl = {gpu || cfg->fp16, gpu && (cfg->offload || cfg->nvme_optim_dir[0]), gpu && cfg->offload_param && p->stage == 3};
+    pl.nvme = zero_nvme_plan(cfg, p->stage, pl.separate_master, x, p->shard_elems, p->max_shard);
+    return pl;
+}
+
 // Every buffer of the model states and of ZeRO's working memory, with its size
-// for a plan: zero_init allocates exactly these, and the estimator adds them up.
-//   x: bytes of a floatX; separate_master: an fp32 master besides the floatX
-//   parameters (the GPU trainer); offload / offload_param: ZeRO-Offload's host
-//   placement, and its pinned staging (the reduced gradient partition and the
-//   floatX parameters CPU-Adam writes, on their way between host and device).
+// for a plan: zero_init allocates exactly these (a buffer placed on NVMe is a plane
+// of this rank's NVMe files instead), and the estimator adds them up.
+//   x: bytes of a floatX; pl: where the states go, and ZeRO-Offload's pinned staging
+//   (the reduced gradient partition and the floatX parameters CPU-Adam writes, on
+//   their way between host and device); ZeRO-Infinity's tiles and unit buffers.
 enum { ZB_PARAMS, ZB_MASTER, ZB_OPT_M, ZB_OPT_V, ZB_RESIDENT, ZB_ARENA, ZB_GRADS, ZB_GRAD_SHARD, ZB_GRAD_SLOTS,
-       ZB_RS_SCRATCH, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
+       ZB_RS_SCRATCH, ZB_NVME_BUFFERS, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
-static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, int separate_master, int offload, int offload_param) {
-    int st = p->stage, opt = offload ? ZMEM_HOST : ZMEM_WORK;
+static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
+    int st = p->stage, opt = pl->offload ? ZMEM_HOST : ZMEM_WORK, sm = pl->separate_master, off = pl->offload;
+    const int *nvme = pl->nvme.on;
     size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4;   // the reduced gradient: floatX slices, or the fp32 shard
     memset(b, 0, sizeof(ZeroBuffer) * N_ZBUF);
-    b[ZB_PARAMS] = (ZeroBuffer){(st <= 2 ? p->full_elems : shard) * x, MEM_PARAMS, st == 3 && offload_param ? ZMEM_HOST : ZMEM_WORK};
-    b[ZB_MASTER] = (ZeroBuffer){separate_master ? shard * 4 : 0, MEM_OPTIM, opt};
-    b[ZB_OPT_M] = b[ZB_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, opt};
+    b[ZB_PARAMS] = (ZeroBuffer){(st <= 2 ? p->full_elems : shard) * x, MEM_PARAMS,
+                                nvme[ZS_PARAM] ? ZMEM_NVME : st == 3 && pl->offload_param ? ZMEM_HOST : ZMEM_WORK};
+    b[ZB_MASTER] = (ZeroBuffer){sm ? shard * 4 : 0, MEM_OPTIM, nvme[ZS_MASTER] ? ZMEM_NVME : opt};
+    b[ZB_OPT_M] = b[ZB_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, nvme[ZS_M] ? ZMEM_NVME : opt};
     b[ZB_RESIDENT] = (ZeroBuffer){st == 3 ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
     b[ZB_ARENA] = (ZeroBuffer){st == 3 ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
     b[ZB_GRADS] = (ZeroBuffer){st <= 1 ? p->full_elems * x : 0, MEM_GRADS, ZMEM_WORK};
     b[ZB_GRAD_SHARD] = (ZeroBuffer){st >= 2 ? shard * 4 : 0, MEM_GRADS, ZMEM_WORK};
     b[ZB_GRAD_SLOTS] = (ZeroBuffer){st >= 2 ? p->slot_elems * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
     b[ZB_RS_SCRATCH] = (ZeroBuffer){st >= 2 ? p->max_shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
-    b[ZB_STAGING_GRAD] = (ZeroBuffer){separate_master && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
-    b[ZB_STAGING_PARAMS] = (ZeroBuffer){separate_master && offload ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    b[ZB_NVME_BUFFERS] = (ZeroBuffer){zero_nvme_buffer_bytes(&pl->nvme), MEM_NVME_BUFFERS, opt};
+    b[ZB_STAGING_GRAD] = (ZeroBuffer){sm && off ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    // (with the parameter shard on NVMe, CPU-Adam writes its floatX output into the shard's tiles)
+    b[ZB_STAGING_PARAMS] = (ZeroBuffer){sm && off && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
 }
 
 static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
@@ -363,21 +394,28 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     if ((long long)p->gather_need > cfg->max_live_elems)
         fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest step's units)",
               cfg->max_live_elems, p->gather_need);
-    z->offload = cfg->offload;
-    z->offload_param = cfg->offload_param;
     // the model states (stage 3: the parameters' shard in host memory with ZeRO-Infinity's
     // offload_param, each unit's slice copied to the GPU as part of its gather; the optimizer
-    // partition in host memory with ZeRO-Offload), then the working buffers
-    z->separate_master = zb_separate_master(cfg);
+    // partition in host memory with ZeRO-Offload; either on NVMe), then the working buffers
+    ZeroPlacement pl = zero_placement(p, cfg, TRAINER_IS_GPU, sizeof(floatX));
+    z->offload = pl.offload;
+    z->offload_param = pl.offload_param;
+    z->separate_master = pl.separate_master;
     ZeroBuffer b[N_ZBUF];
-    zero_buffers(b, p, sizeof(floatX), z->separate_master, z->offload, z->offload_param);
+    zero_buffers(b, p, sizeof(floatX), &pl);
     void *staging_grad = NULL, *staging_params = NULL;
     void **ptr[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                           (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
-                          (void **)&z->grad_slots, (void **)&z->rs_scratch, &staging_grad, &staging_params};
-    for (int i = 0; i < N_ZBUF; i++)
-        if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
+                          (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, &staging_grad, &staging_params};
+    for (int i = 0; i < N_ZBUF; i++) {
+        if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;   // a plane of the NVMe files
+        else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
+    }
     zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
+    // the partition's state planes, by shard offset: in the buffers above or in the NVMe files
+    void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
+    zb_state_init(&z->be, &pl.nvme, planes, z->separate_master, cfg, z->nvme_buffers, comm->rank == 0 && !cfg->quiet);
+    z->adam_seg = (ZeroAdamSeg *)xmalloc(sizeof(ZeroAdamSeg) * (p->n_seg + 1), "optimizer segments");
 
     z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
@@ -389,19 +427,22 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
 }
 
 static void zero_free(Zero *z) {
+    ZeroPlacement pl = zero_placement(&z->plan, z->cfg, TRAINER_IS_GPU, sizeof(floatX));
     ZeroBuffer b[N_ZBUF];
-    zero_buffers(b, &z->plan, sizeof(floatX), z->separate_master, z->offload, z->offload_param);
+    zero_buffers(b, &z->plan, sizeof(floatX), &pl);
+    zb_destroy(&z->be);   // (its staging, and the NVMe files)
     void *ptr[] = {z->params, z->master, z->opt_m, z->opt_v, z->resident, z->arena, z->grads, z->grad_shard,
-                   z->grad_slots, z->rs_scratch};
+                   z->grad_slots, z->rs_scratch, z->nvme_buffers};
     for (int i = 0; i < ZB_STAGING_GRAD; i++) zb_free(&z->be, ptr[i], b[i].where);
-    zb_destroy(&z->be);   // (and its staging)
-    free(z->unit_params); free(z->unit_grads); free(z->unit_slot);
+    free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
     zero_plan_free(&z->plan);
 }
 
-// this rank's slice of unit u in the working parameters, and in the reduced gradient
+// this rank's slice of unit u in the working parameters (NULL: they are in the NVMe
+// store, at the unit's shard offset), and in the reduced gradient
 static floatX *zero_param_slice(Zero *z, int u) {
     const ZeroUnit *U = &z->plan.u[u];
+    if (!z->params) return NULL;
 #if ZERO_STAGE <= 2
     return z->params + U->full_off + (size_t)z->plan.part * U->shard;
 #else
@@ -416,15 +457,21 @@ static zgrad_t *zero_grad_slice(Zero *z, int u) {
     return z->grad_shard + U->shard_off;
 #endif
 }
-// the fp32 master of this rank's slice of unit u (without a separate master floatX
-// is float: the CPU trainer's parameters are the master)
-static float *zero_master_slice(Zero *z, int u) {
-    if (z->separate_master) return z->master + z->plan.u[u].shard_off;
-    return (float *)zero_param_slice(z, u);
-}
 // whether this rank holds every unit's whole fp32 master (CPU: stages 0-2;
 // GPU: one partition). Then its slice sits at part * shard of the padded unit.
 static int zero_master_whole(const Zero *z) { return z->separate_master ? z->plan.P == 1 : ZERO_STAGE <= 2; }
+
+// n elements of unit u's fp32 master from element lo of the padded unit (inside what this
+// rank holds: its slice, or the whole unit where zero_master_whole) into host memory,
+// wherever it is: the separate master, or the parameters (without a separate master
+// floatX is float: the CPU trainer's parameters are the master), in memory or on NVMe.
+static void zero_master_read(Zero *z, int u, size_t lo, size_t n, float *host) {
+    const ZeroUnit *U = &z->plan.u[u];
+    size_t so = U->shard_off + (lo - (size_t)z->plan.part * U->shard);   // its shard offset, where it has one
+    if (z->separate_master) zb_state_read(&z->be, ZS_MASTER, so, n, host);
+    else if (!z->params) zb_state_read(&z->be, ZS_PARAM, so, n, host);
+    else zb_download(&z->be, host, z->params + (ZERO_STAGE == 3 ? so : U->full_off + lo), n * sizeof(float));
+}
 
 // ----------------------------------------------------------------------------
 // loading and saving full parameters (flat, unpadded fp32: the model file)
@@ -436,21 +483,25 @@ static int zero_master_whole(const Zero *z) { return z->separate_master ? z->pla
 // more of the model than its stage says, not even while loading. The fp32 values
 // land in the parameters themselves where those are the fp32 master (the CPU
 // trainer), else in one unit's staging, from which the master slice and the
-// floatX working copy (the master rounded to nearest even) are uploaded.
+// floatX working copy (the master rounded to nearest even) are uploaded (or
+// written to NVMe, where the state is there).
 // Returns 1, or 0 with src->err set.
 static int zero_load_params(Zero *z, ParamSource *src) {
     const ZeroPlan *p = &z->plan;
-    float *staging = z->separate_master ? (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging") : NULL;
+    int direct = !z->separate_master && z->params;   // the values land in the parameters themselves
+    float *staging = direct ? NULL : (float *)xmalloc(p->max_padded * sizeof(float), "parameter staging");
     int ok = 1;
     for (int i = 0; i < p->n_units && ok; i++) {
         const ZeroUnit *U = &p->u[i];
         size_t lo = ZERO_STAGE == 3 ? (size_t)p->part * U->shard : 0, n = ZERO_STAGE == 3 ? U->shard : U->padded;
-        floatX *held = z->params + (ZERO_STAGE == 3 ? U->shard_off : U->full_off);
-        float *vals = z->separate_master ? staging : (float *)held;
+        floatX *held = z->params ? z->params + (ZERO_STAGE == 3 ? U->shard_off : U->full_off) : NULL;
+        float *vals = direct ? (float *)held : staging;
         ok = src->read(src, i, lo, n, vals);
-        if (ok && z->separate_master) {
-            zb_upload(&z->be, zero_master_slice(z, i), vals + ((size_t)p->part * U->shard - lo), U->shard * sizeof(float));
-            zb_upload_floatX(&z->be, held, vals, n);
+        if (ok && z->separate_master)
+            zb_state_write(&z->be, ZS_MASTER, U->shard_off, U->shard, vals + ((size_t)p->part * U->shard - lo));
+        if (ok && !direct) {   // the floatX parameters: uploaded, or (stage 3) written to the NVMe shard
+            if (held) zb_upload_floatX(&z->be, held, vals, n);
+            else zb_state_write_floatX(&z->be, U->shard_off, vals, n);
         }
         if (ok && ZERO_STAGE == 3 && U->persistent) {   // stage 3's resident units are whole
             float *whole = z->separate_master ? staging : (float *)(z->resident + U->resident_off);
@@ -463,12 +514,13 @@ static int zero_load_params(Zero *z, ParamSource *src) {
 }
 
 // n elements of the optimizer partition's m (which 0) or v (which 1) from shard
-// offset off, to and from host memory (checkpoints, a piece at a time).
+// offset off, to and from host memory (checkpoints, a piece at a time; from and to
+// the NVMe files where they are there).
 static void zero_optim_read(Zero *z, int which, size_t off, size_t n, float *host) {
-    zb_download(&z->be, host, (which ? z->opt_v : z->opt_m) + off, n * sizeof(float));
+    zb_state_read(&z->be, which ? ZS_V : ZS_M, off, n, host);
 }
 static void zero_optim_write(Zero *z, int which, size_t off, size_t n, const float *host) {
-    zb_upload(&z->be, (which ? z->opt_v : z->opt_m) + off, host, n * sizeof(float));
+    zb_state_write(&z->be, which ? ZS_V : ZS_M, off, n, host);
 }
 
 // ----------------------------------------------------------------------------
@@ -492,8 +544,9 @@ static int zero_ring_alloc(Zero *z, size_t n, size_t *off) {
     return 0;
 }
 
-// start gathering unit u (non-blocking); returns 0 if it does not fit now
-static int zero_start_gather(Zero *z, int u, int must) {
+// start gathering the unit at position pos of the pass's order (non-blocking); returns 0 if it does not fit now
+static int zero_start_gather(Zero *z, int pos, int must) {
+    int u = z->order[pos];
     const ZeroUnit *U = &z->plan.u[u];
     size_t off;
     if (z->ring_count == 8 || z->live + U->padded > z->plan.live_cap || !zero_ring_alloc(z, U->padded, &off)) {
@@ -504,10 +557,15 @@ static int zero_start_gather(Zero *z, int u, int must) {
     int slot = (z->ring_head + z->ring_count) % 8;
     z->ring[slot].unit = u; z->ring[slot].off = off; z->ring[slot].n = U->padded;
     // the paper's "broadcast of the parameters of a partition": this rank's slice
-    // to its place in the arena (from host memory with offload_param), then an
-    // in-place all-gather of every rank's slice
+    // to its place in the arena (from host memory with offload_param; read from NVMe
+    // with ZeRO-Infinity, and the next unit's read started now), then an in-place
+    // all-gather of every rank's slice
     floatX *full = z->arena + off, *mine = full + (size_t)z->plan.part * U->shard;
-    zb_copy(&z->be, mine, z->params + U->shard_off, U->shard * sizeof(floatX));
+    zb_param_slice_to(&z->be, mine, zero_param_slice(z, u), U->shard_off, U->shard);
+    if (pos + 1 < z->n_order) {
+        const ZeroUnit *next = &z->plan.u[z->order[pos + 1]];
+        zb_param_read_ahead(&z->be, next->shard_off, next->shard);
+    }
     z->ring[slot].req = comm_iall_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     z->ring_count++;
     z->live += U->padded;
@@ -535,10 +593,10 @@ static floatX *zero_fetch_params(Zero *z, int u) {
                   z->cursor < z->n_order ? z->order[z->cursor] : -1);
         z->cursor++;
         int s = zero_ring_find(z, u);
-        if (s < 0) { zero_start_gather(z, u, 1); s = zero_ring_find(z, u); }
+        if (s < 0) { zero_start_gather(z, z->cursor - 1, 1); s = zero_ring_find(z, u); }
         comm_wait(z->comm, &z->ring[s].req);
         if (z->cfg->prefetch && z->cursor < z->n_order && zero_ring_find(z, z->order[z->cursor]) < 0)
-            zero_start_gather(z, z->order[z->cursor], 0);
+            zero_start_gather(z, z->cursor, 0);
         z->unit_params[u] = z->arena + z->ring[s].off;
     }
 #endif
@@ -572,6 +630,9 @@ static void zero_begin_pass(Zero *z, int with_backward) {
     z->order = with_backward ? z->plan.fetch_train : z->plan.fetch_fwd;
     z->n_order = with_backward ? z->plan.n_fetch_train : z->plan.n_fetch_fwd;
     z->cursor = 0;
+#if ZERO_STAGE == 3
+    if (z->n_order) zb_param_read_ahead(&z->be, z->plan.u[z->order[0]].shard_off, z->plan.u[z->order[0]].shard);
+#endif
 }
 
 // The parameters of one step of the schedule (the trainer's views read them
@@ -686,18 +747,20 @@ static float zero_global_norm(Zero *z) {
     return (float)sqrt(sumsq);
 }
 
-// AdamW on this rank's partition, segment by segment (weight decay per tensor);
+// AdamW on this rank's partition, segment by segment (weight decay per tensor), in
+// shard order (with ZeRO-Infinity the state streams from NVMe in that order);
 // grad_scale (the clip coefficient, / the loss scale with fp16) multiplies every gradient first.
 static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
     const ZeroPlan *p = &z->plan;
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale, !z->cfg->adam_w_mode};
     for (int s = 0; s < p->n_seg; s++) {
         const ZeroSegment *sg = &p->seg[s];
-        size_t in_slice = zero_seg_in_slice(p, sg), so = p->u[sg->unit].shard_off + in_slice;
-        ap.weight_decay = sg->decay ? o->weight_decay : 0.0f;
-        zb_adamw(&z->be, so, zero_master_slice(z, sg->unit) + in_slice, zero_grad_slice(z, sg->unit) + in_slice,
-                 z->opt_m + so, z->opt_v + so, zero_param_slice(z, sg->unit) + in_slice, sg->n, ap);
+        size_t in_slice = zero_seg_in_slice(p, sg);
+        floatX *param = zero_param_slice(z, sg->unit);
+        z->adam_seg[s] = (ZeroAdamSeg){p->u[sg->unit].shard_off + in_slice, sg->n, sg->decay ? o->weight_decay : 0.0f,
+                                       zero_grad_slice(z, sg->unit) + in_slice, param ? param + in_slice : NULL};
     }
+    zb_adamw_partition(&z->be, z->adam_seg, p->n_seg, ap);
 }
 
 // At the accumulation boundary: reduce the gradients to their owners, so that
@@ -746,7 +809,7 @@ static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
         const ZeroUnit *U = &p->u[i];
         if (!U->persistent) continue;
         floatX *full = z->resident + U->resident_off, *mine = full + (size_t)p->part * U->shard;
-        zb_copy(&z->be, mine, zero_param_slice(z, i), U->shard * sizeof(floatX));   // (from host memory with offload_param)
+        zb_param_slice_to(&z->be, mine, zero_param_slice(z, i), U->shard_off, U->shard);   // (from host memory or NVMe with offload_param)
         comm_all_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     }
 #endif

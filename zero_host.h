@@ -35,9 +35,16 @@
 //   zb_slot_acquire / zb_slot_release     a gradient slot is reused only after its reduction
 //   zb_wait_collectives                   everything the collectives produced is visible
 //   zb_sumsq_add / zb_sumsq_take          the squared global norm, segment by segment
-//   zb_adamw                              AdamW on one segment of this rank's partition
+//   zb_state_init                         where the partition's state planes are (memory or NVMe: zero_nvme.h)
+//   zb_state_read / zb_state_write        a range of a state plane (master, m, v, stage 3's parameter shard)
+//   zb_state_write_floatX                 fp32 values into stage 3's NVMe parameter shard, as floatX
+//   zb_adamw_partition                    AdamW on this rank's partition, segment by segment in shard order
+//   zb_param_read_ahead / zb_param_slice_to   stage 3: a unit's slice of the parameter shard into the
+//                                         gather arena (from NVMe: read one unit ahead)
+//   zb_nvme_stats                         ZeRO-Infinity's I/O since the last call
 //   zb_device_memory                      the accelerator's used / total bytes (none here)
 #pragma once
+#include "zero_nvme.h"
 
 #define ZPARAM_DT DT_F32
 
@@ -45,6 +52,8 @@ typedef struct {
     Comm *comm;
     double sumsq;                // zb_sumsq_add's running sum
     int fp16;                    // fp16 mode: values the GPU stores as fp16 are rounded to fp16
+    ZeroNvme state;              // the partition's state planes: memory or NVMe (zero_nvme.h)
+    AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
 } ZeroBackend;
 
 // the fp32 parameters are the master weights, except in fp16 mode
@@ -62,7 +71,7 @@ static void zb_round_fp16(ZeroBackend *b, float *x, size_t n) {
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) x[i] = fp16_round(x[i]);
 }
-static void zb_destroy(ZeroBackend *b) {}
+static void zb_destroy(ZeroBackend *b) { zero_nvme_close(&b->state); }
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
     return xcalloc(bytes, what);
@@ -107,16 +116,62 @@ static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
 }
 static double zb_sumsq_take(ZeroBackend *b) { double s = b->sumsq; b->sumsq = 0; return s; }
 
-// AdamW on n elements of this rank's partition (shard offset so): the master is
-// the parameter slice itself, except in fp16 mode, where the working parameters
-// are the updated master rounded to fp16.
-static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *grad, float *m, float *v, floatX *param_out,
-                     size_t n, AdamWParams ap) {
-    adamw_cpu_step(master, grad, m, v, NULL, n, ap);
-    if (param_out != master) {
-        memcpy(param_out, master, n * sizeof(float));
-        zb_round_fp16(b, param_out, n);
+// ----------------------------------------------------------------------------
+// the partition's state (zero_nvme.h): planes in memory are plain host memory here
+
+static void zb_state_init(ZeroBackend *b, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
+                          void *nvme_buffers, int say) {
+    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);
+}
+
+static void zb_state_read(ZeroBackend *b, int k, size_t off, size_t n, void *host) {
+    ZeroNvme *st = &b->state;
+    if (st->mem[k]) memcpy(host, (char *)st->mem[k] + off * st->elem[k], n * st->elem[k]);
+    else zero_nvme_rw(st, k, off, n, host, 0);
+}
+static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host) {
+    ZeroNvme *st = &b->state;
+    if (st->mem[k]) memcpy((char *)st->mem[k] + off * st->elem[k], host, n * st->elem[k]);
+    else zero_nvme_rw(st, k, off, n, (void *)host, 1);
+}
+// vals is staging: fp16 mode rounds it in place
+static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_t n) {
+    zb_round_fp16(b, vals, n);
+    zb_state_write(b, ZS_PARAM, off, n, vals);
+}
+
+// One piece of a segment: the master is the parameter slice itself, except in fp16
+// mode, where the working parameters are the updated master rounded to fp16.
+static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
+                           floatX *param, int param_in_tile) {
+    ZeroBackend *b = (ZeroBackend *)ctx;
+    AdamWParams ap = b->ap;
+    ap.weight_decay = s->weight_decay;
+    adamw_cpu_step(master, s->grad + at, m, v, NULL, n, ap);
+    if (param != master) {
+        memcpy(param, master, n * sizeof(float));
+        zb_round_fp16(b, param, n);
     }
 }
+
+// AdamW on this rank's partition, segment by segment in shard order (streamed from NVMe
+// tile by tile where the state is there)
+static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
+    b->ap = ap;
+    zero_state_adamw(&b->state, seg, n_seg, zb_adamw_piece, b);
+}
+
+// Stage 3: a unit's slice of the parameter shard to dst (its place in the gather arena),
+// from src in memory, or from NVMe (src NULL): the read started one unit ahead, or now.
+static void zb_param_read_ahead(ZeroBackend *b, size_t off, size_t n) {
+    if (b->state.plane[ZS_PARAM] >= 0) zero_nvme_param_read_ahead(&b->state, off, n);
+}
+static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, size_t off, size_t n) {
+    int buffer;
+    if (!src) src = (const floatX *)zero_nvme_param_slice(&b->state, off, n, &buffer);
+    memcpy(dst, src, n * sizeof(floatX));
+}
+
+static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_nvme_take_stats(&b->state, out); }
 
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) { *used = *total = 0; return 0; }

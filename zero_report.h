@@ -61,12 +61,13 @@ static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerPa
 enum { TRAINER_CPU = 0, TRAINER_GPU = 1 };
 static const char *const TRAINER_NAMES[2] = {"train_gpt_cpu", "train_gpt"};
 
-typedef struct { double work[N_MEM], host[N_MEM]; int fits; size_t gather_need; } Footprint;
+typedef struct { double work[N_MEM], host[N_MEM], nvme[N_MEM]; int fits; size_t gather_need; } Footprint;
 
 // What one trainer allocates per rank at a stage and world size, by kind: in its
-// working memory (the GPU's, or the host's for the CPU trainer) and in host
-// memory (pinned: offload). The same arithmetic as the allocations themselves
-// (zero_buffers, activations.h), so it equals what a run measures.
+// working memory (the GPU's, or the host's for the CPU trainer), in host memory
+// (pinned: offload) and in its NVMe files (ZeRO-Infinity: not memory at all). The
+// same arithmetic as the allocations themselves (zero_buffers, activations.h), so
+// it equals what a run measures.
 static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, int trainer, int stage, int world) {
     Footprint f;
     memset(&f, 0, sizeof(f));
@@ -75,8 +76,9 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     int gpu = trainer == TRAINER_GPU;
     size_t x = gpu ? 2 : 4;   // bytes of floatX: bf16 (or fp16) on the GPU, fp32 on the CPU
     ZeroBuffer b[N_ZBUF];
-    zero_buffers(b, &p, x, gpu || cfg->fp16, gpu && cfg->offload, gpu && cfg->offload_param && stage == 3);   // (the CPU's fp16 mode has a master too)
-    for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
+    ZeroPlacement pl = zero_placement(&p, cfg, gpu, x);   // (the CPU's fp16 mode has a master too)
+    zero_buffers(b, &p, x, &pl);
+    for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_NVME ? f.nvme : b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
     const ModelConfig *c = &L->cfg;
     int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing;
     size_t saved[N_ACT_SAVED], cs[N_CPU_SCRATCH], gs[N_GPU_SCRATCH];
@@ -116,39 +118,47 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
     cJSON_AddNumberToObject(rec, "batch", cfg->B);
     cJSON_AddNumberToObject(rec, "seq", cfg->T);
     cJSON_AddBoolToObject(rec, "recompute", cfg->recompute);
-    if (print) printf("per-rank memory at %d rank%s, %zu parameters, micro batch %d x %d, recompute %s, offload %s (bytes)\n"
-                      "| %-13s | %-5s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s |\n",
+    int nvme = cfg->nvme_optim_dir[0] || cfg->nvme_param_dir[0];
+    if (print) printf("per-rank memory at %d rank%s, %zu parameters, micro batch %d x %d, recompute %s, offload %s%s (bytes)\n"
+                      "| %-13s | %-5s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s |\n",
                       world, world > 1 ? "s" : "", L->num_params, cfg->B, cfg->T, cfg->recompute ? "on" : "off",
-                      cfg->offload ? "on (train_gpt)" : "off", "trainer", "stage", "params", "grads", "optimizer",
-                      "ZeRO working", "activations", "scratch", "total", "host (pinned)");
+                      cfg->offload ? "on (train_gpt)" : "off", nvme ? ", NVMe offload on" : "", "trainer", "stage", "params",
+                      "grads", "optimizer", "ZeRO working", "activations", "scratch", "total", "host (pinned)", "nvme (files)");
     for (int tr = 0; tr < 2; tr++) {
         cJSON *t = cJSON_AddObjectToObject(rec, TRAINER_NAMES[tr]);
         for (int s = 0; s <= 3; s++) {
             Footprint f = zero_footprint(L, cfg, tr, s, world);
             char key[16];
             snprintf(key, sizeof(key), "stage%d", s);
-            cJSON *e = cJSON_AddObjectToObject(t, key), *h = cJSON_AddObjectToObject(e, "host");
+            cJSON *e = cJSON_AddObjectToObject(t, key), *h = cJSON_AddObjectToObject(e, "host"), *nv = cJSON_AddObjectToObject(e, "nvme");
             for (int k = 0; k < N_MEM; k++) {
-                cJSON_AddNumberToObject(e, MEM_NAMES[k], f.work[k] + f.host[k]);
+                cJSON_AddNumberToObject(e, MEM_NAMES[k], f.work[k] + f.host[k] + f.nvme[k]);
                 cJSON_AddNumberToObject(h, MEM_NAMES[k], f.host[k]);
+                cJSON_AddNumberToObject(nv, MEM_NAMES[k], f.nvme[k]);
             }
-            double states = footprint_sum(f.work, MEM_PARAMS, MEM_OPTIM) + footprint_sum(f.host, MEM_PARAMS, MEM_OPTIM);
+            double states = footprint_sum(f.work, MEM_PARAMS, MEM_OPTIM) + footprint_sum(f.host, MEM_PARAMS, MEM_OPTIM) +
+                            footprint_sum(f.nvme, MEM_PARAMS, MEM_OPTIM);
             double total = footprint_sum(f.work, 0, N_MEM - 1), host = footprint_sum(f.host, 0, N_MEM - 1);
+            double in_files = footprint_sum(f.nvme, 0, N_MEM - 1);
             cJSON_AddNumberToObject(e, "model_states", states);
             cJSON_AddNumberToObject(e, "total", total);
             cJSON_AddNumberToObject(e, "host_total", host);
+            cJSON_AddNumberToObject(e, "nvme_total", in_files);
             if (!f.fits) cJSON_AddNumberToObject(e, "needs_max_live", (double)f.gather_need);
-            if (print) {
-                printf("| %-13s | %5d | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f |  %.2f GiB",
-                       TRAINER_NAMES[tr], s, f.work[MEM_PARAMS] + f.host[MEM_PARAMS], f.work[MEM_GRADS] + f.host[MEM_GRADS],
-                       f.work[MEM_OPTIM] + f.host[MEM_OPTIM], footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS),
-                       f.work[MEM_ACTIVATIONS] + f.host[MEM_ACTIVATIONS], f.work[MEM_SCRATCH], total, host, total / 1073741824.0);
+            if (print) {   // params, grads, optimizer: wherever they are (the last columns say where)
+                printf("| %-13s | %5d | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f |  %.2f GiB",
+                       TRAINER_NAMES[tr], s, f.work[MEM_PARAMS] + f.host[MEM_PARAMS] + f.nvme[MEM_PARAMS],
+                       f.work[MEM_GRADS] + f.host[MEM_GRADS], f.work[MEM_OPTIM] + f.host[MEM_OPTIM] + f.nvme[MEM_OPTIM],
+                       footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS) + f.work[MEM_NVME_BUFFERS],
+                       f.work[MEM_ACTIVATIONS] + f.host[MEM_ACTIVATIONS], f.work[MEM_SCRATCH], total, host, in_files,
+                       total / 1073741824.0);
                 if (!f.fits) printf("  (needs --max-live >= %zu)", f.gather_need);
                 printf("\n");
             }
         }
     }
-    if (print) printf("total: in the trainer's working memory (the GPU's for train_gpt); host (pinned): what offload keeps on the host.\n"
+    if (print) printf("total: in the trainer's working memory (the GPU's for train_gpt); host (pinned): what offload keeps on the host;\n"
+                      "nvme (files): what NVMe offload keeps in each rank's files (not memory; its tiles are in \"ZeRO working\").\n"
                       "Model states and ZeRO's buffers from the plan; activations and scratch for the micro batch (--batch, --seq).\n");
     return rec;
 }
@@ -175,7 +185,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
         {"%gΨ", "%gΨ", "%gΨ"}, {"%gΨ", "%gΨ", "%gΨ/N"}, {"%gΨ", "%gΨ/N", "%gΨ/N"}, {"%gΨ/N", "%gΨ/N", "%gΨ/N"}};
     double total_m = 0, total_f = 0;
     for (int k = MEM_PARAMS; k <= MEM_OPTIM; k++) {
-        double measured = (double)(z->mem[k] + z->host_mem[k]);   // offload moves the optimizer to the host, not away
+        double measured = (double)(z->mem[k] + z->host_mem[k] + z->nvme_mem[k]);   // offload moves the state, not away
         double formula = zero_formula_bytes(k, psi, p->world, b);
         double padding = zero_formula_bytes(k, psi_pad, p->world, b) - formula;
         total_m += measured; total_f += formula;
@@ -197,7 +207,8 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     Footprint fp = zero_footprint(z->layout, z->cfg, TRAINER_IS_GPU ? TRAINER_GPU : TRAINER_CPU, ZERO_STAGE, p->world);
     static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (activations.h)",
-        "backward and kernel scratch (activations.h)"};
+        "backward and kernel scratch (activations.h)", "sampling's KV cache (sample.h)",
+        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero_nvme.h)"};
     if (print) printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
     for (int k = MEM_GATHER; k < N_MEM; k++) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
@@ -207,6 +218,14 @@ static cJSON *zero_memory_report(Zero *z, int print) {
             printf("| %-16s | %14.0f | %14.0f |            | %s\n", MEM_NAMES[k], measured, formula, WHAT[k]);
     }
     if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
+    // ZeRO-Infinity: the states in this rank's NVMe files instead of memory
+    double in_files = 0;
+    cJSON *nv = cJSON_AddObjectToObject(rec, "nvme_bytes");
+    for (int k = 0; k < N_MEM; k++) { cJSON_AddNumberToObject(nv, MEM_NAMES[k], (double)z->nvme_mem[k]); in_files += (double)z->nvme_mem[k]; }
+    if (print && in_files)
+        printf("| %-16s | %14.0f | NVMe offload: %s%s%s in this rank's files, not in memory (counted above)\n", "nvme (files)", in_files,
+               z->nvme_mem[MEM_PARAMS] ? "the parameter shard" : "", z->nvme_mem[MEM_PARAMS] && z->nvme_mem[MEM_OPTIM] ? " and " : "",
+               z->nvme_mem[MEM_OPTIM] ? (z->separate_master ? "the fp32 master, m and v" : "m and v") : "");
     // the accelerator as a whole, and what offload keeps in pinned host memory
     size_t used_b = 0, total_b = 0;
     if (zb_device_memory(&z->be, &used_b, &total_b)) {
@@ -244,8 +263,33 @@ static cJSON *zero_peak_memory_report(Zero *z, int print) {
     cJSON_AddNumberToObject(rec, "max_bytes", hi);
     cJSON_AddNumberToObject(rec, "min_bytes", lo);
     cJSON_AddNumberToObject(rec, "host_allocated_bytes", counted);
-    if (print) printf("peak resident memory per rank: %.1f MB (max), %.1f MB (min); the allocations counted above in host memory: %.1f MB\n",
-                      hi / 1e6, lo / 1e6, counted / 1e6);
+    double in_files = 0;
+    for (int k = 0; k < N_MEM; k++) in_files += (double)z->nvme_mem[k];
+    cJSON_AddNumberToObject(rec, "nvme_bytes", in_files);
+    if (print) printf("peak resident memory per rank: %.1f MB (max), %.1f MB (min); the allocations counted above in host memory: %.1f MB%s",
+                      hi / 1e6, lo / 1e6, counted / 1e6, in_files ? "" : "\n");
+    if (print && in_files) printf(" (NVMe offload: %.1f MB more in this rank's files)\n", in_files / 1e6);
+    return rec;
+}
+
+// ZeRO-Infinity's I/O since the last call (once per step: the optimizer step's pass
+// over the NVMe files, and the rest: stage 3's reads, checkpoints), this rank's; NULL without NVMe.
+static cJSON *zero_nvme_record(Zero *z, int step) {
+    ZeroNvmeStats n;
+    if (!zb_nvme_stats(&z->be, &n)) return NULL;
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "type", "nvme");
+    cJSON_AddNumberToObject(rec, "step", step);
+    cJSON_AddNumberToObject(rec, "rank", z->comm->rank);
+    cJSON_AddNumberToObject(rec, "step_read_bytes", n.step.read_bytes);
+    cJSON_AddNumberToObject(rec, "step_write_bytes", n.step.write_bytes);
+    cJSON_AddNumberToObject(rec, "step_io_s", n.step.busy_s);      // time with I/O in flight during the optimizer step
+    cJSON_AddNumberToObject(rec, "step_wait_s", n.step.wait_s);    // of it, the time CPU-Adam waited for the I/O
+    cJSON_AddNumberToObject(rec, "step_s", n.step_s);              // the streamed optimizer step, wall time
+    cJSON_AddNumberToObject(rec, "other_read_bytes", n.other.read_bytes);
+    cJSON_AddNumberToObject(rec, "other_write_bytes", n.other.write_bytes);
+    cJSON_AddNumberToObject(rec, "other_io_s", n.other.busy_s);
+    cJSON_AddNumberToObject(rec, "other_wait_s", n.other.wait_s);
     return rec;
 }
 

