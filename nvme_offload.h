@@ -17,9 +17,9 @@
 // really go to the device, and reading them back costs what the device costs); every
 // offset, length and buffer is then a multiple of NVME_ALIGN. Where O_DIRECT is refused
 // the store falls back to buffered I/O, and nvme_store_open says so. Where io_uring is
-// unavailable (an old kernel, a seccomp filter; ZEROC_AIO=threads forces it) each I/O
-// thread does blocking pread/pwrite instead, and queue_depth/single_submit/overlap_events
-// have nothing to act on (said at start-up).
+// unavailable (an old kernel, a seccomp filter) each I/O thread does blocking
+// pread/pwrite instead, and queue_depth/single_submit/overlap_events have nothing to
+// act on (said at start-up). Tests force either fallback: ZEROC_AIO=threads,buffered.
 //
 //   nvme_store_init / nvme_file_add / nvme_plane_add / nvme_store_open / nvme_store_close
 //   nvme_rw                        any range of a plane to or from memory, complete on return
@@ -293,9 +293,12 @@ static void nvme_register(NvmeStore *s, int on) {
 static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err, size_t errn) {
     nvme_register(s, 1);
     char why[96] = "";
+    const char *force = getenv("ZEROC_AIO");
+    int want_ring = !(force && strstr(force, "threads")), want_direct = !(force && strstr(force, "buffered"));
+    if (!want_direct) snprintf(why, sizeof(why), "ZEROC_AIO=%s", force);
     for (int i = 0; i < s->n_files; i++) {
         NvmeFile *f = &s->file[i];
-        f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+        f->fd = want_direct ? open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600) : -1;
         f->direct = f->fd >= 0;
         if (f->fd >= 0) {   // some filesystems accept the flag and refuse the I/O: probe one aligned write
             void *probe = nvme_aligned_alloc(NVME_ALIGN, "O_DIRECT probe");
@@ -306,7 +309,7 @@ static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err,
                 f->fd = -1; f->direct = 0;
             }
             free(probe);
-        } else if (errno == EINVAL) {
+        } else if (want_direct && errno == EINVAL) {
             snprintf(why, sizeof(why), "the filesystem refuses O_DIRECT");
         }
         if (f->fd < 0) f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -314,8 +317,6 @@ static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err,
         if (ftruncate(f->fd, f->size) != 0) { snprintf(err, errn, "%s: cannot size to %lld bytes (%s)", f->path, (long long)f->size, strerror(errno)); return 0; }
     }
     // the engine
-    const char *force = getenv("ZEROC_AIO");
-    int want_ring = !(force && strcmp(force, "threads") == 0);
     s->n_workers = s->aio.thread_count;
     s->w = (NvmeWorker *)xcalloc(sizeof(NvmeWorker) * s->n_workers, "I/O threads");
     pthread_mutex_init(&s->mu, NULL);
@@ -341,11 +342,13 @@ static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err,
     int direct = s->file[0].direct;
     char how[200];
     if (s->w[0].have_ring)
-        snprintf(how, sizeof(how), "io_uring, %d thread%s x queue depth %d, blocks of %lld KiB", s->n_workers,
-                 s->n_workers > 1 ? "s" : "", s->aio.queue_depth, s->aio.block_size >> 10);
+        snprintf(how, sizeof(how), "io_uring, %d thread%s x queue depth %d, blocks of %lld KiB, %s submits, %s", s->n_workers,
+                 s->n_workers > 1 ? "s" : "", s->aio.queue_depth, s->aio.block_size >> 10, s->aio.single_submit ? "single" : "batched",
+                 s->aio.overlap_events ? "queues refilled as requests complete" : "waves of queue_depth requests");
     else
-        snprintf(how, sizeof(how), "%d thread%s of blocking pread/pwrite (io_uring %s), blocks of %lld KiB", s->n_workers,
-                 s->n_workers > 1 ? "s" : "", ring_err ? strerror(ring_err) : "off: ZEROC_AIO=threads", s->aio.block_size >> 10);
+        snprintf(how, sizeof(how), "%d thread%s of blocking pread/pwrite (io_uring %s: aio.queue_depth, single_submit and "
+                 "overlap_events have no effect), blocks of %lld KiB", s->n_workers, s->n_workers > 1 ? "s" : "",
+                 ring_err ? strerror(ring_err) : "off: ZEROC_AIO", s->aio.block_size >> 10);
     snprintf(s->engine, sizeof(s->engine), "%s, %s%s%s", how, direct ? "O_DIRECT" : "buffered I/O (", direct ? "" : why,
              direct ? "" : "; the page cache holds what was written)");
     s->bounce = (char *)bounce;

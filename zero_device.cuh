@@ -21,9 +21,17 @@
 // is final (zb_grad_slice_final), CPU-Adam (adamw_cpu_step_tiled) updates the
 // partition tile by tile and writes floatX parameters (bf16, or fp16 in the fp16
 // build), and each finished tile is copied back to the GPU while the next one computes.
+//
+// ZeRO-Infinity (--offload-nvme DIR, --offload-param-nvme DIR; zero_nvme.h): the same
+// host-side step, with the master, m and v streamed from this rank's NVMe file tile by
+// tile (read ahead, written behind) instead of sitting in pinned memory; with the stage-3
+// parameter shard on NVMe too, CPU-Adam writes the new floatX parameters into the shard's
+// tiles, and each unit's slice goes to the GPU from a pinned buffer its read filled one
+// unit ahead (an event per buffer: it is refilled only after its copy to the GPU).
 #pragma once
 #include "cuda/common.cuh"
 #include "cuda/global_norm.cuh"
+#include "zero_nvme.h"
 
 #define ZPARAM_DT DT_FLOATX
 
@@ -40,6 +48,9 @@ typedef struct {
     int offload;
     void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
     uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
+    ZeroNvme state;              // the partition's state planes: memory or NVMe (zero_nvme.h)
+    AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
+    cudaEvent_t unit_copied[2];  // stage 3, parameters on NVMe: each unit buffer's copy to the GPU
 } ZeroBackend;
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
@@ -81,6 +92,8 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
 }
 static void zb_destroy(ZeroBackend *b) {
     cudaCheck(cudaStreamSynchronize(b->stream));
+    if (b->state.plane[ZS_PARAM] >= 0) for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(b->unit_copied[i]));
+    zero_nvme_close(&b->state);
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
     cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
@@ -161,22 +174,84 @@ static void zb_copy_tile(size_t off, size_t n, void *ctx) {
     cudaCheck(cudaMemcpyAsync(t->dev + off, t->host + off, n * sizeof(uint16_t), cudaMemcpyHostToDevice, t->b->stream));
 }
 
-// AdamW on n elements of this rank's partition (shard offset so): the fp32
-// master, m and v updated, the floatX working parameters written to param_out.
-// Offload: on the host from the staged gradient (zb_sumsq_take left the streams
-// idle, so every staging copy is complete).
-static void zb_adamw(ZeroBackend *b, size_t so, float *master, const zgrad_t *grad, float *m, float *v, floatX *param_out,
-                     size_t n, AdamWParams ap) {
-    if (b->offload) {
-        ZeroTileCopy tc = {b, b->host_x + so, param_out};
-        ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
-        adamw_cpu_step_tiled(master, (const zgrad_t *)b->host_grad + so, sizeof(zgrad_t) == 2, m, v, b->host_x + so, n, ap,
-                             ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
+// ----------------------------------------------------------------------------
+// the partition's state (zero_nvme.h): planes in memory are device memory, or pinned
+// host memory with offload; planes on NVMe go through the store
+
+static void zb_state_init(ZeroBackend *b, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
+                          void *nvme_buffers, int say) {
+    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);   // (nvme_buffers: pinned, zero.h's)
+    if (b->state.plane[ZS_PARAM] >= 0)
+        for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&b->unit_copied[i], cudaEventDisableTiming));
+}
+
+static void zb_state_read(ZeroBackend *b, int k, size_t off, size_t n, void *host) {
+    ZeroNvme *st = &b->state;
+    if (st->mem[k]) zb_download(b, host, (char *)st->mem[k] + off * st->elem[k], n * st->elem[k]);
+    else zero_nvme_rw(st, k, off, n, host, 0);
+}
+static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host) {
+    ZeroNvme *st = &b->state;
+    if (st->mem[k]) zb_upload(b, (char *)st->mem[k] + off * st->elem[k], host, n * st->elem[k]);
+    else zero_nvme_rw(st, k, off, n, (void *)host, 1);
+}
+// fp32 values into stage 3's NVMe parameter shard, rounded to floatX (as zb_upload_floatX)
+static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_t n) {
+    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "floatX staging");
+    for (size_t i = 0; i < n; i++) bits[i] = float_to_floatX_bits(vals[i]);
+    zb_state_write(b, ZS_PARAM, off, n, bits);
+    free(bits);
+}
+
+// AdamW on one piece of a segment: the fp32 master, m and v updated, the floatX
+// working parameters written. On the GPU (no offload), or on the host from the staged
+// gradient (zb_sumsq_take left the streams idle, so every staging copy is complete):
+// the floatX output into the NVMe parameter shard's tile, or into the pinned staging,
+// each finished tile copied to the GPU while the next one computes.
+static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
+                           floatX *param, int param_in_tile) {
+    ZeroBackend *b = (ZeroBackend *)ctx;
+    AdamWParams ap = b->ap;
+    ap.weight_decay = s->weight_decay;
+    if (!b->offload) {
+        adamw_gpu_step(master, s->grad + at, m, v, param, n, ap, b->stream);
+        cudaCheckLaunch();
         return;
     }
-    adamw_gpu_step(master, grad, m, v, param_out, n, ap, b->stream);
-    cudaCheckLaunch();
+    ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
+    const zgrad_t *g = (const zgrad_t *)b->host_grad + s->so + at;
+    if (param_in_tile) {
+        adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, (uint16_t *)param, n, ap, 0, NULL, NULL);
+        return;
+    }
+    ZeroTileCopy tc = {b, b->host_x + s->so + at, param};
+    adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, b->host_x + s->so + at, n, ap, ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
 }
+
+static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
+    b->ap = ap;
+    zero_state_adamw(&b->state, seg, n_seg, zb_adamw_piece, b);
+}
+
+// Stage 3: a unit's slice of the parameter shard to dst (its place in the gather arena),
+// from src in device or pinned memory, or from NVMe (src NULL): the read started one unit
+// ahead into a pinned buffer, copied on the compute stream; a buffer is read into again
+// only once its copy is done.
+static void zb_param_read_ahead(ZeroBackend *b, size_t off, size_t n) {
+    if (b->state.plane[ZS_PARAM] < 0) return;
+    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_nvme_param_next(&b->state)]));
+    zero_nvme_param_read_ahead(&b->state, off, n);
+}
+static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, size_t off, size_t n) {
+    if (src) { zb_copy(b, dst, src, n * sizeof(floatX)); return; }
+    int k;
+    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_nvme_param_next(&b->state)]));   // (if it must be read now)
+    const void *host = zero_nvme_param_slice(&b->state, off, n, &k);
+    cudaCheck(cudaMemcpyAsync(dst, host, n * sizeof(floatX), cudaMemcpyHostToDevice, b->stream));
+    cudaCheck(cudaEventRecord(b->unit_copied[k], b->stream));
+}
+
+static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_nvme_take_stats(&b->state, out); }
 
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
     size_t free_b = 0;

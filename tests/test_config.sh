@@ -208,9 +208,9 @@ done
 check "one run reports all 7 errors of a file and the unknown top-level key's warning, each naming its key path" $?
 grep -q 'stage3_max_live_parameter: unknown key (did you mean "stage3_max_live_parameters"?)' "$TMP/errs.txt" &&
 grep -q 'stage: expected an integer in \[0, 3\], got 3.7' "$TMP/errs.txt" &&
-grep -q 'device: "nvme" is not supported (supported: "none", "cpu")' "$TMP/errs.txt" &&
+grep -q 'offload_optimizer.device: "nvme" needs nvme_path: the directory of each rank.s file' "$TMP/errs.txt" &&
 grep -q 'train_micro_batch_size_per_gpu: expected an integer in \[1, 1048576\], got 0' "$TMP/errs.txt"
-check "misspelt zero_optimization key: did you mean; stage 3.7, micro batch 0 and nvme: the range or the supported values" $?
+check "misspelt zero_optimization key: did you mean; stage 3.7, micro batch 0 and nvme without nvme_path: the range, the supported values, the missing key" $?
 
 expect_error "optimizer.params: unknown argument" 'optimizer.params.weight_decy: unknown key \(did you mean "weight_decay"\?\)' 1 \
     $CT lr --config "$(cfg c1 '{"optimizer": {"type": "Adam", "params": {"weight_decy": 0.1}}}')"
@@ -222,8 +222,10 @@ expect_error "max_grad_norm (DeepSpeed refuses it too)" 'optimizer.params.max_gr
     $CT lr --config "$(cfg c4 '{"optimizer": {"type": "AdamW", "params": {"max_grad_norm": 1.0}}}')"
 expect_error "amsgrad" 'optimizer.params.amsgrad: AMSGrad is not implemented' 1 \
     $CT lr --config "$(cfg c5 '{"optimizer": {"type": "Adam", "params": {"amsgrad": true}}}')"
-expect_error "offload_param nvme" 'zero_optimization.offload_param.device: "nvme" is not supported \(supported: "none", "cpu"\)' 1 \
-    $CT lr --config "$(cfg c6 '{"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/nvme"}}}')"
+expect_error "offload_param nvme below stage 3" 'zero_optimization.offload_param.device: parameter offload needs ZeRO stage 3' 1 \
+    $CT lr --config "$(cfg c6 '{"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "'$TMP'"}}}')"
+expect_error "offload_optimizer nvme_path that is no directory" 'offload_optimizer.nvme_path: /nonexistent/nvme: No such file or directory' 1 \
+    $CT lr --config "$(cfg c6b '{"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "/nonexistent/nvme"}}}')"
 expect_error "partial optimizer offload" 'offload_optimizer.ratio: partial optimizer offload' 1 \
     $CT lr --config "$(cfg c7 '{"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.3}}}')"
 expect_error "duplicate key" 'gradient_clipping: duplicate key' 1 $CT lr --config "$(cfg c8 '{"gradient_clipping": 1, "gradient_clipping": 2}')"
