@@ -12,6 +12,8 @@
 #   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
 #      LlamaForCausalLM.from_pretrained, their logits, gradients and AdamW steps against zeroc
 #      (scripts/hf_compare.py, then test_gpt_cpu)
+#   3a'. ZeRO-Infinity: train_gpt with the optimizer state (stage 1) and also the parameter shard
+#      (stage 3) on NVMe (a directory on this machine's disk) against CPU offload: losses and checkpoints bitwise
 #   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
 #      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
 #      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
@@ -151,6 +153,42 @@ sys.exit(0 if len(recs) == 30 and fin and len(loss) >= 20 and loss[-1] < loss[0]
 PYEOF
 }
 
+# ZeRO-Infinity on the GPU (zero_device.cuh): the master, m and v streamed from NVMe through CPU-Adam,
+# and at stage 3 the bf16 parameter shard read from NVMe one unit ahead of its gather, against CPU
+# offload (everything in pinned memory): every loss and every checkpoint byte identical
+nvme_gpu() {
+    nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
+    source tests/lib.sh     # make_shard, $TMP on this machine's disk (removed when this stage's shell exits)
+    PY=python3
+    make_shard "$TMP/train.bin" 100000 500
+    mkdir -p "$TMP/nvme"
+    local rc=0 z M="--preset tiny --vocab 500 --batch 4 --seq 64 --accum 2 --steps 6 --quiet 1"
+    for z in 1 3; do
+        local nv="--offload-nvme $TMP/nvme --nvme-tile 4096"
+        [ $z = 3 ] && nv="$nv --offload-param-nvme $TMP/nvme --persistence-threshold 0"
+        ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/cpu$z.jsonl" --save "$TMP/cpu$z" > "$TMP/cpu$z.out" 2>&1 &&
+            ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/nvme$z.jsonl" --save "$TMP/nvme$z" $nv --quiet 0 \
+                > "$TMP/nvme$z.out" 2>&1 || { tail -n 5 "$TMP/cpu$z.out" "$TMP/nvme$z.out"; rc=1; continue; }
+        grep -E "^ZeRO-Infinity|^       \(one file" "$TMP/nvme$z.out"
+        python3 - "$TMP/cpu$z.jsonl" "$TMP/nvme$z.jsonl" "$z" <<'PYEOF' || rc=1
+import json, sys
+rec = lambda p, t: [r for r in map(json.loads, open(p)) if r.get("type") == t]
+a, b = ([(r["loss"], r["grad_norm"]) for r in rec(p, "train")] for p in sys.argv[1:3])
+io = rec(sys.argv[2], "nvme")[-1]
+print("stage %s: %d losses, CPU offload %s, NVMe %s: %s; last step's NVMe I/O: %.1f MB read, %.1f MB written in %.1f ms"
+      % (sys.argv[3], len(a), [x[0] for x in a], [x[0] for x in b], "identical" if a == b else "DIFFERENT",
+         io["step_read_bytes"] / 1e6, io["step_write_bytes"] / 1e6, io["step_io_s"] * 1e3))
+sys.exit(0 if a == b and len(a) == 6 else 1)
+PYEOF
+        local f
+        for f in "$TMP/cpu$z/ckpt_00000006"/model.bin "$TMP/cpu$z/ckpt_00000006"/optim_rank_*.bin; do
+            cmp "$f" "$TMP/nvme$z/ckpt_00000006/$(basename "$f")" || rc=1
+        done
+        [ -z "$(ls -A "$TMP/nvme")" ] || { echo "files left in $TMP/nvme"; rc=1; }
+    done
+    return $rc
+}
+
 # one benchmark run: NAME BINARY STEPS [flags]; appends "name|tok/s|ms|GFLOP/s per tok|loss a->b|mem" to $TMPD/bench.txt
 bench_run() {
     local name=$1 bin=$2 steps=$3; shift 3
@@ -217,11 +255,12 @@ main() {
     cuda_libs
     "$NVCC" --version | tail -n 2
     python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run hf_transformers fp16_run
+    export -f build sanitize bench bench_run hf_transformers fp16_run nvme_gpu
     export TMPD PEAK_SPEC PEAK_MEASURED
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage "build (sm_90)" 200 build
     stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
+    stage "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 45 nvme_gpu
     stage "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
     stage "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh

@@ -2,11 +2,11 @@
 # scripts/gpu_deps.sh: run HERE (the Debian 12 build machine, after scripts/setup.sh) before a
 # session on the lent GPU machine. That machine has nvcc, the CUDA libraries and python3 with
 # PyTorch, but no package registry and none of our Debian libraries (Open MPI, cJSON, PCRE2,
-# OpenBLAS). This fetches their .deb files, with every shared library they need that a
+# OpenBLAS, liburing). This fetches their .deb files, with every shared library they need that a
 # CUDA/Ubuntu image does not already have, into the git-ignored folder .gpu_deps/.
 # scripts/gpu_env.sh (sourced by scripts/gpu_check.sh) unpacks them there with `dpkg -x`.
 #
-#   bash scripts/gpu_deps.sh        -> .gpu_deps/*.deb  (27 packages, about 21 MB; takes about a minute)
+#   bash scripts/gpu_deps.sh        -> .gpu_deps/*.deb  (29 packages, about 21 MB; takes about a minute)
 #
 # The set is computed, not guessed: starting from the packages below, every ELF file they
 # install (programs, libraries, Open MPI's plugins) is run through ldd, each
@@ -22,7 +22,8 @@ DEST=.gpu_deps
 
 SEED=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev
       libcjson1 libcjson-dev libpcre2-8-0 libpcre2-dev
-      libopenblas0-openmp libopenblas-openmp-dev libgfortran5)
+      libopenblas0-openmp libopenblas-openmp-dev libgfortran5
+      liburing2 liburing-dev)   # io_uring: NVMe offload (nvme_offload.h)
 BASE=" $(echo libc6 libc-bin libgcc-s1 libstdc++6 libgomp1 libatomic1 gcc-12-base zlib1g libzstd1 liblzma5 \
        libbz2-1.0 libssl3 libcrypt1 libudev1 libsystemd0 libcap2 libselinux1 libmd0 libbsd0 libgcrypt20 libgpg-error0 \
        liblz4-1 libxml2 libicu72 libtinfo6 libncursesw6 libuuid1) "

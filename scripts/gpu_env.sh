@@ -4,7 +4,7 @@
 # It unpacks every .gpu_deps/*.deb with `dpkg -x` into PREFIX (once; it is skipped when
 # PREFIX/.unpacked lists the same files) and sets PATH, LD_LIBRARY_PATH, CPATH, LIBRARY_PATH and
 # OPAL_PREFIX (Open MPI finds its components, help files and wrapper data relative to it), so
-# that mpicc, mpirun, cJSON, PCRE2 and OpenBLAS work as on the build machine. It also exports
+# that mpicc, mpirun, cJSON, PCRE2, OpenBLAS and liburing work as on the build machine. It also exports
 # GPU_MAKE_FLAGS (OPENBLAS_DIR=...) to pass to make, since the Makefile names OpenBLAS's
 # Debian directory. Nothing outside PREFIX is written. Returns 1 with one line on a problem.
 # Where the system already has a working mpicc and cJSON (a machine with our Debian packages),

@@ -249,7 +249,7 @@ run
   --kv-cache 0|1 (accepted and range-checked; the reference does not sample: --sample 1 is the C trainers')
   --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
   accepted and ignored: --save-every --resume --keep-last --timeout --tokenizer --zero-stage
-  --persistence-threshold --max-live --prefetch --offload --comm
+  --persistence-threshold --max-live --prefetch --offload --comm --offload-nvme --offload-param-nvme --nvme-tile
 reference only
   --device cpu|cuda        (default cpu; TF32 disabled)
   --world N                simulate N data-parallel ranks: micro batch N*B
@@ -529,6 +529,8 @@ def parse_args(argv):
         elif a == "--prefetch": c.prefetch = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload": c.offload = parse_int_or_die(a, v, 0, 1)
         elif a == "--offload-param": c.offload_param = parse_int_or_die(a, v, 0, 1)
+        elif a in ("--offload-nvme", "--offload-param-nvme"): pass   # where the C trainers keep state: nothing to mirror
+        elif a == "--nvme-tile": parse_int_or_die(a, v, 1, 10 ** 12)
         elif a == "--estimate-memory": fatal("--estimate-memory: a flag of the C trainers (./train_gpt_cpu --estimate-memory N)")
         elif a == "--config-keys": fatal("--config-keys: a flag of the C trainers (./train_gpt_cpu --config-keys)")
         elif a in ("--fp16", "--max-skips", "--inject-nonfinite"):
