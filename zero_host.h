@@ -11,7 +11,7 @@
 // magnitudes from 65520 up become Inf) at the place the GPU stores it:
 //   - parameters: a separate fp32 master (zb_separate_master) is what AdamW
 //     updates and checkpoints hold; the working parameters are the master
-//     rounded (zb_upload_floatX at load, zb_adamw after each update), and those
+//     rounded (zb_upload_floatX at load, zb_adamw_partition after each update), and those
 //     rounded values are what the all-gathers move and the forward reads;
 //   - gradients: each unit's gradient after every backward step that writes it
 //     (zb_grads_stored: the micro-steps of stages 0-1 accumulate in fp16, as the
