@@ -122,7 +122,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
     if (print) printf("per-rank memory at %d rank%s, %zu parameters, micro batch %d x %d, recompute %s, offload %s%s (bytes)\n"
                       "| %-13s | %-5s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s |\n",
                       world, world > 1 ? "s" : "", L->num_params, cfg->B, cfg->T, cfg->recompute ? "on" : "off",
-                      cfg->offload ? "on (train_gpt)" : "off", nvme ? ", NVMe offload on" : "", "trainer", "stage", "params",
+                      cfg->offload || cfg->nvme_optim_dir[0] ? "on (train_gpt)" : "off", nvme ? ", NVMe offload on" : "", "trainer", "stage", "params",
                       "grads", "optimizer", "ZeRO working", "activations", "scratch", "total", "host (pinned)", "nvme (files)");
     for (int tr = 0; tr < 2; tr++) {
         cJSON *t = cJSON_AddObjectToObject(rec, TRAINER_NAMES[tr]);
@@ -158,7 +158,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
         }
     }
     if (print) printf("total: in the trainer's working memory (the GPU's for train_gpt); host (pinned): what offload keeps on the host;\n"
-                      "nvme (files): what NVMe offload keeps in each rank's files (not memory; its tiles are in \"ZeRO working\").\n"
+                      "nvme (files): what NVMe offload keeps in each rank's files (not memory; its tiles are in \"ZeRO working\", train_gpt's on the host).\n"
                       "Model states and ZeRO's buffers from the plan; activations and scratch for the micro batch (--batch, --seq).\n");
     return rec;
 }
