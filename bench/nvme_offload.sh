@@ -47,7 +47,7 @@ cfg() { echo "$2" > "$WORK/$1.json"; echo "$WORK/$1.json"; }
 {
     echo "# bench/nvme_offload.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "# CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; kernel $(uname -r); liburing $(dpkg-query -W -f='${Version}' liburing-dev 2>/dev/null || echo '?')"
-    echo "# NVMe directory: $DIR on $(df -P "$DIR" | awk 'NR == 2 {print $1}') ($(stat -f -c %T "$DIR")); model: 24M-parameter llama, m + v 193 MB on NVMe, ZeRO 1, 1 rank, 1 thread"
+    echo "# NVMe directory: $DIR on $(df -P "$DIR" | awk 'NR == 2 {print $1}') ($(findmnt -n -o FSTYPE -T "$DIR" 2>/dev/null || stat -f -c %T "$DIR")); model: 24M-parameter llama, m + v 193 MB on NVMe, ZeRO 1, 1 rank, 1 thread"
     LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "# load average before: $LOAD0"
     for round in $(seq "$ROUNDS"); do
