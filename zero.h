@@ -286,7 +286,7 @@ static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); free(p->fetc
 //   grads (stages 0-1)   full, fp32                    full, floatX (micro-steps add in floatX, as llm.c)
 //   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced floatX slices
 //   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
-// z->separate_master (zb_separate_master: the primitives' header) says which column applies;
+// z->separate_master (zero_placement: the GPU trainer, the CPU's fp16 mode) says which column applies;
 // the CPU trainer's fp16 mode (--fp16 1) takes the GPU's column: a separate fp32 master, and
 // parameters and gradients stored as fp16 values (zero_host.h says where they are rounded).
 

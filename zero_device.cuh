@@ -71,9 +71,6 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
     cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
 }
 
-// floatX working parameters, an fp32 master in the optimizer partition
-static int zb_separate_master(const TrainConfig *cfg) { return 1; }
-
 // staging_grad / staging_params: ZeRO-Offload's pinned staging (zero.h's buffer
 // table allocates it; NULL without offload); the backend owns it from here
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {

@@ -9,7 +9,7 @@
 // for real. The buffers stay fp32, but every value the GPU would store as fp16
 // is rounded to the nearest fp16 value (fp16_round: round to nearest even,
 // magnitudes from 65520 up become Inf) at the place the GPU stores it:
-//   - parameters: a separate fp32 master (zb_separate_master) is what AdamW
+//   - parameters: a separate fp32 master (zero.h's zero_placement) is what AdamW
 //     updates and checkpoints hold; the working parameters are the master
 //     rounded (zb_upload_floatX at load, zb_adamw_partition after each update), and those
 //     rounded values are what the all-gathers move and the forward reads;
@@ -23,8 +23,7 @@
 // fp16), and a reduction sums fp16 values in fp32 before its result is rounded
 // (NCCL adds in fp16). Without fp16 nothing here rounds anything.
 //
-//   zb_init / zb_destroy                  the primitives' own state (and the offload staging zero.h allocated)
-//   zb_separate_master                    whether an fp32 master sits beside the floatX parameters
+//   zb_init / zb_destroy                  the primitives' own state (the offload staging zero.h allocated; the NVMe files)
 //   zb_alloc / zb_free                    a zeroed buffer (ZMEM_WORK or ZMEM_HOST: the same here)
 //   zb_fill, zb_copy                      memset, memcpy (queued on the GPU)
 //   zb_upload, zb_download                to / from host memory, complete on return
@@ -55,9 +54,6 @@ typedef struct {
     ZeroNvme state;              // the partition's state planes: memory or NVMe (zero_nvme.h)
     AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
 } ZeroBackend;
-
-// the fp32 parameters are the master weights, except in fp16 mode
-static int zb_separate_master(const TrainConfig *cfg) { return cfg->fp16; }
 
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
     b->comm = comm;
