@@ -111,13 +111,17 @@ static struct {
     volatile int step;
     const char *volatile coll;       // the collective it waits on, NULL if none
     const char *volatile last_coll;  // the last one it waited on
+    double coll_t0, blocked_s;       // when the current wait began; seconds spent waiting (--breakdown)
 } g_wd = {0};
 
 static void wd_touch(void) { g_wd.last = wall_time(); }
 // the training loop says where it is (phase: a static string); step is 1-based
 static void comm_phase(const char *phase, int step) { g_wd.phase = phase; g_wd.step = step; wd_touch(); }
-static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); }
-static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); }
+static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); g_wd.coll_t0 = g_wd.last; }
+static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); g_wd.blocked_s += g_wd.last - g_wd.coll_t0; }
+// Seconds this rank spent blocked in collectives since the last call (the step
+// line's breakdown). Host-side: with NCCL the waits are the device's, not counted.
+static double comm_blocked_seconds(void) { double s = g_wd.blocked_s; g_wd.blocked_s = 0; return s; }
 
 static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
 

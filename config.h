@@ -153,6 +153,8 @@ typedef struct {
     int save_every, threads;
     int keep_last;                  // --keep-last K: keep the newest K checkpoints (0: all)
     double timeout;                 // --timeout S: the watchdog's limit on a step or collective without progress (0: off)
+    int breakdown;                  // --breakdown 1 (wall_clock_breakdown): per-phase times of each step
+    double peak_tflops;             // --peak-tflops X: the device's peak for MFU (0: the GPU's own; none on the CPU)
     int val_every, val_batches, sample_every, sample_len;
     // sampling (sample.h): --sample 1 samples instead of training; the rest apply to --sample-every too
     int sample, num_samples, top_k, kv_cache;
@@ -320,10 +322,14 @@ static void print_help(const char *prog) {
            "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
+           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --keep-last K            keep the newest K checkpoints in --save DIR (default 0: all)\n"
+           "  --breakdown 0|1          per step: forward, backward, communication wait and optimizer times\n"
+           "                           (wall_clock_breakdown; the GPU synchronizes between phases to measure them)\n"
+           "  --peak-tflops X          the peak the step line's MFU is relative to (default: the GPU's dense\n"
+           "                           16-bit tensor peak; the CPU trainer prints GFLOP/s unless given)\n"
            "  --timeout S              watchdog: abort the job when a step or collective makes no progress\n"
            "                           for S seconds (default 600; 0: off)\n"
-           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --quiet 0|1\n"
            "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
@@ -564,6 +570,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--save-every")) c->save_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--keep-last")) c->keep_last = flag_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--timeout")) c->timeout = flag_number(a, v, &R_TIMEOUT);
+        else if (!strcmp(a, "--breakdown")) c->breakdown = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--peak-tflops")) c->peak_tflops = flag_number(a, v, &R_TIMEOUT);
         else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
         else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
         else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);
