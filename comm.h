@@ -60,7 +60,7 @@ typedef struct {
     long long calls[N_COLL];
 #if COMM_DEVICE
     int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
-    int device;
+    int device, has_device;        // has_device: comm_attach_device ran (the estimator never needs it)
     ncclComm_t nccl;
     cudaStream_t compute;          // the trainer's kernels run here
     cudaStream_t stream;           // collectives run here (NCCL)
@@ -177,7 +177,9 @@ static MPI_Datatype mpi_dtype(CommDType t) {
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
 
-static void comm_init_mpi(Comm *c, int *argc, char ***argv) {
+// MPI: rank, world and the ranks sharing this node. The GPU trainer takes its
+// device afterwards (comm_attach_device).
+static void comm_init(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -279,7 +281,7 @@ static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd
 
 #if !COMM_DEVICE
 // CPU build: buffers are host memory, MPI does everything
-static void comm_init(Comm *c, int *argc, char ***argv) { comm_init_mpi(c, argc, argv); }
+static void comm_attach_device(Comm *c) { (void)c; }   // the CPU trainer's buffers are host memory
 static void comm_setup_backend(Comm *c, const char *name) { }
 static void comm_abort_device(void *comm) { }
 static void comm_finalize(Comm *c) { comm_watchdog_stop(); MPI_Finalize(); }
@@ -303,8 +305,9 @@ static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) 
 // CUDA build: buffers are device memory.
 #define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
 
-static void comm_init(Comm *c, int *argc, char ***argv) {
-    comm_init_mpi(c, argc, argv);
+// This rank's GPU, its streams and events: after the flags, so that what needs no
+// GPU (--help, the estimator, a bad flag) answers on a machine without one.
+static void comm_attach_device(Comm *c) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0)
@@ -316,6 +319,7 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     for (int i = 0; i < 64; i++) cudaCheck(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
     c->backend = COMM_BACKEND_MPI;
+    c->has_device = 1;
 }
 
 // --comm nccl|mpi. NCCL gets its unique id from rank 0 over MPI.
@@ -346,10 +350,12 @@ static void comm_abort_device(void *comm) {
 
 static void comm_finalize(Comm *c) {
     comm_watchdog_stop();
-    cudaStreamSynchronize(c->compute);
-    cudaStreamSynchronize(c->stream);
-    if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
-    if (c->stage) cudaFreeHost(c->stage);
+    if (c->has_device) {
+        cudaStreamSynchronize(c->compute);
+        cudaStreamSynchronize(c->stream);
+        if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
+        if (c->stage) cudaFreeHost(c->stage);
+    }
     MPI_Finalize();
 }
 

@@ -86,7 +86,8 @@ static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0,
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
-                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0};
+                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0},
+                   R_BUDGET = {0, 1 << 30, 1, 0, 0};
 
 static int range_ok(const Range *r, double v) {
     if (!isfinite(v) || (r->integer && v != floor(v))) return 0;
@@ -169,6 +170,7 @@ typedef struct {
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
     int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
+    double memory_budget;           // --memory-budget GIB (with --estimate-memory): the largest micro batch that fits
     // activations (activations.h)
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
@@ -361,6 +363,8 @@ static void print_help(const char *prog) {
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
            "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
+           "  --memory-budget GIB      with --estimate-memory: the largest micro batch per rank within GIB, per stage,\n"
+           "                           with and without --recompute\n"
            "activations\n"
            "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
@@ -454,6 +458,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   c->zero_stage, ZERO_STAGE, c->zero_stage);
 #if !TRAINER_IS_GPU
     // the CPU trainer's model states live in host memory already: offload has nothing to move
+    // (the estimator keeps the settings: its train_gpt rows use them)
+    if (!c->estimate_world) {
     if (c->offload)
         report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD] ? c->from[FROM_OFFLOAD] : "--offload",
                   "\"cpu\": the CPU trainer's optimizer state is in host memory already (offload applies to train_gpt)");
@@ -461,16 +467,19 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
                   "\"cpu\": the CPU trainer's parameters are in host memory already (offload applies to train_gpt)");
     c->offload = c->offload_param = 0;
+    }
 #endif
     // activations
     if (c->cpu_checkpointing && !c->recompute)
         report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
                   "(or an activation_checkpointing block)");
 #if !TRAINER_IS_GPU
-    else if (c->cpu_checkpointing)
+    else if (c->cpu_checkpointing && !c->estimate_world)
         report_at(r, MSG_NOTE, c->from[FROM_CPU_CKPT], "the CPU trainer's activations are in host memory already (cpu_checkpointing applies to train_gpt)");
-    c->cpu_checkpointing = 0;
+    if (!c->estimate_world) c->cpu_checkpointing = 0;
 #endif
+    if (c->memory_budget > 0 && !c->estimate_world)
+        report_at(r, MSG_ERROR, "--memory-budget", "is a question for the estimator: give it with --estimate-memory N");
     if (c->offload_param && ZERO_STAGE != 3)
         report_at(r, MSG_ERROR, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
@@ -598,6 +607,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--offload")) { c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload"; }
         else if (!strcmp(a, "--offload-param")) { c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);
         else if (!strcmp(a, "--recompute")) { c->recompute = flag_int(a, v, 0, 1); c->from[FROM_RECOMPUTE] = "--recompute"; }
         else if (!strcmp(a, "--cpu-checkpointing")) { c->cpu_checkpointing = flag_int(a, v, 0, 1); c->from[FROM_CPU_CKPT] = "--cpu-checkpointing"; }
         else if (!strcmp(a, "--comm")) {

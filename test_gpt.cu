@@ -81,6 +81,7 @@ int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     TrainConfig tc;
     parse_args(&tc, nrest, rest, 1);
+    comm_attach_device(&comm);
     comm_setup_backend(&comm, tc.comm);
     if (!tc.init_path[0]) fatal("test_gpt needs --init MODEL (the model file the reference started from)");
 

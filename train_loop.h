@@ -47,6 +47,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
         comm_finalize(comm);
         return 0;
     }
+    comm_attach_device(comm);   // the GPU trainer's device: not needed above
     config_resolve_batch(tc, comm->world);
     if (tc->sample) {
         // sampling builds no training batch: the KV cache has its own buffers (sampler_init);

@@ -15,7 +15,8 @@
 #   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
 #      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
 #      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
-#   4. GPT-2 124M on the Brown data: tokens/s and MFU (ZeRO 0; ZeRO 3 and offload for overheads)
+#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0; ZeRO 3 and offload for
+#      overheads; --recompute and --cpu-checkpointing: memory against speed)
 #   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
 #   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
 #   7. a summary table
@@ -159,23 +160,19 @@ bench_run() {
     "$bin" --preset gpt2-124m --batch 16 --seq 1024 --steps "$steps" --lr 6e-4 --warmup 10 --log "$TMPD/bench_$name.jsonl" \
         "$@" > "$out" 2>&1
     local rc=$?
-    grep -E "^zeroc|ZeRO stage|^\| (model states|device in use|host)|step +[0-9]+/" "$out" | sed -n '1,12p;$p'
+    grep -E "^zeroc|ZeRO stage|^\| (model states|device in use|host|activations|scratch)|step +[0-9]+/" "$out" | sed -n '1,14p;$p'
     [ $rc -eq 0 ] || { tail -n 20 "$out"; echo "$name|FAILED (exit $rc)" >> "$TMPD/bench.txt"; return 1; }
-    python3 - "$name" "$out" "$TMPD/bench_$name.jsonl" >> "$TMPD/bench.txt" <<'PYEOF'
-import json, re, statistics, sys
-name, out, log = sys.argv[1:4]
-rows = []
-for line in open(out):
-    m = re.search(r"step +(\d+)/\d+ \| loss ([-\d.naif]+) .*\| ([\d.]+) ms \| (\d+) tok/s \| ([\d.]+) GFLOP/s", line)
-    if m: rows.append((int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5])))
-steady = [r for r in rows if r[0] > 5] or rows   # the first steps warm up cuBLAS and the allocator
-tok = statistics.median(r[3] for r in steady)
-ms = statistics.median(r[2] for r in steady)
-fpt = statistics.median(r[4] * 1e9 / r[3] for r in steady)
-mem = 0
-for r in map(json.loads, open(log)):
-    if r.get("type") == "memory": mem = r.get("device_used_bytes", 0)
-print(f"{name}|{tok:.0f}|{ms:.1f}|{fpt / 1e9:.4f}|{rows[0][1]:.3f} -> {rows[-1][1]:.3f}|{mem / 2**30:.1f}")
+    python3 - "$name" "$TMPD/bench_$name.jsonl" >> "$TMPD/bench.txt" <<'PYEOF'
+import json, statistics, sys
+name, log = sys.argv[1:3]
+recs = list(map(json.loads, open(log)))
+rows = [r for r in recs if r.get("type") == "train"]
+steady = [r for r in rows if r["step"] > 5] or rows   # the first steps warm up cuBLAS and the allocator
+tok = statistics.median(r["tokens_per_sec"] for r in steady)
+ms = statistics.median(r["ms"] for r in steady)
+fpt = statistics.median(r["gflops"] * 1e9 / r["tokens_per_sec"] for r in steady)
+mem = max([r.get("mem_bytes", 0) for r in rows] + [r.get("device_used_bytes", 0) for r in recs if r.get("type") == "memory"])
+print(f"{name}|{tok:.0f}|{ms:.1f}|{fpt / 1e9:.4f}|{rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}|{mem / 2**30:.1f}")
 PYEOF
 }
 
@@ -187,6 +184,9 @@ bench() {
     bench_run zero0 ./build/gpu_z0_o0/train_gpt 30 || rc=1
     bench_run zero3 ./build/gpu_z3_o0/train_gpt 15 || rc=1
     bench_run zero2_offload ./build/gpu_z2_o1/train_gpt 12 || rc=1
+    # memory against speed: activation checkpointing, and its checkpoints in pinned host memory
+    bench_run zero0_recompute ./build/gpu_z0_o0/train_gpt 12 --recompute 1 || rc=1
+    bench_run zero0_cpu_ckpt ./build/gpu_z0_o0/train_gpt 12 --recompute 1 --cpu-checkpointing 1 || rc=1
     echo
     python3 - "$TMPD/bench.txt" "$PEAK_SPEC" "$PEAK_MEASURED" <<'PYEOF'
 import sys
@@ -225,7 +225,7 @@ main() {
     stage "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
     stage "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
-    stage "benchmark: GPT-2 124M on Brown" 120 bench
+    stage "benchmark: GPT-2 124M on Brown" 150 bench
     stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
     stage "compute-sanitizer memcheck" 80 sanitize
 

@@ -12,6 +12,9 @@
 #      the loss-scale sequence with injected overflows on a rank that does not log (tests/deepspeed_ref.py),
 #      overflows of fp16's range by themselves at a high scale, resume and offload bitwise,
 #      the one-line errors for a precision the build does not train
+#   8. activation checkpointing: --recompute and --recompute --cpu-checkpointing bitwise equal to no
+#      recompute (losses, final weights; gpt2 and llama, stages 0 and 3); the estimator equals the
+#      measured allocations in each case
 # On the lent GPU machine run it through scripts/gpu_check.sh, which sets up .gpu_deps first.
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "GPU"; then
@@ -232,5 +235,44 @@ check "fp16 stage 3 with offload (CPU-Adam writing fp16) is bitwise identical to
 expect_error "fp16.enabled on the bf16 build" 'fp16.enabled: true: this train_gpt trains in bf16; fp16 training needs the fp16 build \(make train_gpt FP16=1\)' 1 \
     $G $(model gpt2) --train "$TMP/train.bin" --steps 1 --config "$TMP/f16.json"
 expect_error "--fp16 0 on the fp16 build" '--fp16: false: this train_gpt is the fp16 build' 1 $G16 $(model gpt2) --train "$TMP/train.bin" --steps 1 --fp16 0
+echo "== 8. activation checkpointing: --recompute and --cpu-checkpointing change no bit; memory as estimated"
+# the kernels are deterministic (no float atomics; cuBLASLt picks by shape, the same shapes recur), so the
+# recomputed forward is the forward: losses and the final model.bin equal without and with recompute
+for arch in gpt2 llama; do
+  for v in z0_o0 z3_o0; do
+    M="$(model $arch) --train $TMP/train.bin --batch 4 --accum 2 --steps 6 --quiet 1 --lr 1e-3"
+    [ $v = z3_o0 ] && M="$M --persistence-threshold 0"
+    for rc in 0 1 2; do   # 2: recompute with the checkpoints in pinned host memory
+        tag="$TMP/ac_${arch}_${v}_$rc"
+        flags="--recompute $(( rc > 0 )) --cpu-checkpointing $(( rc == 2 ))"
+        $TO ./build/gpu_$v/train_gpt $M $flags --save "$tag" --log "$tag.jsonl" > "$tag.out" 2>&1 || tail -n 20 "$tag.out"
+        ./build/gpu_$v/train_gpt $M $flags --estimate-memory 1 --log "$tag.est" > /dev/null 2>&1
+    done
+    base="$TMP/ac_${arch}_${v}_0"
+    for rc in 1 2; do
+        other="$TMP/ac_${arch}_${v}_$rc"
+        cmp_losses "$arch $v recompute$([ $rc = 2 ] && echo ' + cpu checkpointing') vs none" "$other.jsonl" "$base.jsonl" 0 &&
+            cmp -s "$base/ckpt_00000006/model.bin" "$other/ckpt_00000006/model.bin"
+        check "$arch ${v%_o0}: --recompute 1$([ $rc = 2 ] && echo ' --cpu-checkpointing 1'): bitwise the losses and final weights of no recompute" $?
+    done
+    "$PY" - "$TMP/ac_${arch}_${v}" "${v:1:1}" <<'PYEOF'
+import json, sys
+base, stage = sys.argv[1:3]
+ok = True
+for rc, what in enumerate(["no recompute", "recompute", "recompute + cpu checkpointing"]):
+    try:
+        mem = [r for r in map(json.loads, open(f"{base}_{rc}.jsonl")) if r.get("type") == "memory"][0]["measured_bytes"]
+        est = [r for r in map(json.loads, open(f"{base}_{rc}.est")) if r.get("type") == "estimate"][0]["train_gpt"]["stage" + stage]
+    except (OSError, IndexError, ValueError) as e:
+        print(f"       {what}: {e}"); ok = False; continue
+    bad = {k: (v, est[k]) for k, v in mem.items() if est[k] != v}
+    print(f"       {what}: activations {mem['activations']} bytes (host {est['host']['activations']}); "
+          + (f"differs (measured, estimate): {bad}" if bad else "estimate == measured"))
+    ok = ok and not bad
+sys.exit(0 if ok else 1)
+PYEOF
+    check "$arch ${v%_o0}: the estimator equals the measured allocations without and with recompute and CPU checkpoints" $?
+  done
+done
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]
