@@ -42,9 +42,15 @@ results=()
 
 elapsed() { echo $(( $(date +%s) - START )); }
 
-# stage NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
+# GPU_CHECK_ONLY="build,test_gpu,...": run only the stages with these keys (a rerun of what failed);
+# keys: build test_gpu fp16 hf sample bench kernels sanitize compare. `compare` (GPT-2 124M, 300 steps
+# against PyTorch on the same GPU, bench/gpu_compare/) runs only when named: it needs its own call.
+ONLY=${GPU_CHECK_ONLY:-build,test_gpu,fp16,hf,sample,bench,kernels,sanitize}
+
+# stage KEY NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
 stage() {
-    local name=$1 limit=$2; shift 2
+    local key=$1 name=$2 limit=$3; shift 3
+    case ",$ONLY," in *",$key,"*) ;; *) return;; esac
     local left=$(( BUDGET - $(elapsed) ))
     if [ $left -lt 25 ]; then
         echo; echo "######## $name: SKIPPED (the 9-minute budget is spent)"
@@ -104,6 +110,61 @@ sanitize() {
     echo "-- memcheck: llama, stage 3 (every unit gathered), 2 steps + validation"
     "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z3_o0/train_gpt --arch llama $common \
         --persistence-threshold 0 || rc=1
+    # racecheck: shared-memory hazards in our kernels (one step; NCCL's kernels are not ours: --comm mpi)
+    echo "-- racecheck: gpt2, stage 0, 1 step"
+    "$cs" --tool racecheck --error-exitcode 3 --print-limit 20 ./build/gpu_z0_o0/train_gpt --arch gpt2 \
+        --preset tiny --batch 2 --seq 32 --steps 1 --quiet 1 --comm mpi || rc=1
+    echo "-- racecheck: llama, stage 3, 1 step"
+    "$cs" --tool racecheck --error-exitcode 3 --print-limit 20 ./build/gpu_z3_o0/train_gpt --arch llama \
+        --preset tiny --batch 2 --seq 32 --steps 1 --quiet 1 --comm mpi --persistence-threshold 0 || rc=1
+    return $rc
+}
+
+# GPT-2 124M on the Brown data, zeroc's GPU trainer against the PyTorch reference (scripts/train_gpt.py,
+# fp32, TF32 off) on this GPU: same initial weights (train_gpt_cpu --steps 0 --save), same data order,
+# same flags. Writes bench/gpu_compare/{zeroc,torch}.{jsonl,log}, loss.png and summary.txt, whose last
+# line is "gpu_compare: N steps, max |loss diff| X, mean Y" over the steps after the warm-up.
+compare() {
+    [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
+    python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "no torch with CUDA"; return 77; }
+    local D=bench/gpu_compare steps=${GPU_COMPARE_STEPS:-300} warm=20 rc=0
+    mkdir -p "$D" "$TMPD/init"
+    ./build/z0/train_gpt_cpu --preset gpt2-124m --batch 1 --seq 1024 --steps 0 --save "$TMPD/init" --quiet 1 > /dev/null || return 1
+    local F=(--preset gpt2-124m --batch 8 --seq 1024 --steps "$steps" --lr 6e-4 --warmup $warm
+             --init "$TMPD/init/ckpt_00000000/model.bin" --train data/brown/train.bin --val data/brown/val.bin
+             --val-every 50 --val-batches 4)
+    echo "-- zeroc: ./build/gpu_z0_o0/train_gpt ${F[*]}"
+    local t0=$(date +%s)
+    ./build/gpu_z0_o0/train_gpt "${F[@]}" --log "$D/zeroc.jsonl" > "$D/zeroc.log" 2>&1 || rc=1
+    echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/zeroc.log"
+    [ $rc -eq 0 ] || { tail -n 20 "$D/zeroc.log"; return 1; }
+    echo "-- PyTorch: scripts/train_gpt.py ${F[*]} --device cuda"
+    t0=$(date +%s)
+    PYTHONUNBUFFERED=1 python3 scripts/train_gpt.py "${F[@]}" --device cuda --log "$D/torch.jsonl" > "$D/torch.log" 2>&1 || rc=1
+    echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/torch.log"
+    [ $rc -eq 0 ] || { tail -n 20 "$D/torch.log"; return 1; }
+    python3 scripts/plot_losses.py "$D/zeroc.jsonl" "$D/torch.jsonl" --labels zeroc,PyTorch \
+        --title "GPT-2 124M on Brown (B=8, T=1024): zeroc bf16 vs PyTorch fp32, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+        --out "$D/loss.png" | tail -n 3
+    python3 - "$D" "$warm" <<'PYEOF' | tee "$D/summary.txt"
+import json, subprocess, sys
+d, warm = sys.argv[1], int(sys.argv[2])
+def losses(p, kind="train", key="loss"):
+    return {r["step"]: r[key] for r in map(json.loads, open(p)) if r.get("type") == kind}
+a, b = losses(d + "/zeroc.jsonl"), losses(d + "/torch.jsonl")
+va, vb = losses(d + "/zeroc.jsonl", "val", "val_loss"), losses(d + "/torch.jsonl", "val", "val_loss")
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+print("GPT-2 124M on Brown, B=8 x T=1024, lr 6e-4 cosine, warm-up %d; zeroc train_gpt (bf16, fp32 master) vs scripts/train_gpt.py (fp32, TF32 off)" % warm)
+print("commit %s, %s" % (commit, gpu))
+for s in sorted(set(va) & set(vb)):
+    print("val step %4d: zeroc %.4f  PyTorch %.4f  diff %+.4f" % (s, va[s], vb[s], va[s] - vb[s]))
+steps = sorted(s for s in set(a) & set(b) if s > warm)
+d_ = [abs(a[s] - b[s]) for s in steps]
+print("loss at step %d: zeroc %.4f, PyTorch %.4f" % (steps[-1], a[steps[-1]], b[steps[-1]]))
+print("gpu_compare: %d steps, max |loss diff| %.4f, mean %.4f" % (len(a), max(d_), sum(d_) / len(d_)))
+PYEOF
+    if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then mkdir -p "$OUT/gpu_compare" && cp "$D"/* "$OUT/gpu_compare/"; fi
     return $rc
 }
 
@@ -217,17 +278,18 @@ main() {
     cuda_libs
     "$NVCC" --version | tail -n 2
     python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run hf_transformers fp16_run
+    export -f build sanitize bench bench_run hf_transformers fp16_run compare
     export TMPD PEAK_SPEC PEAK_MEASURED
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
-    stage "build (sm_90)" 200 build
-    stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
-    stage "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
-    stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
-    stage "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
-    stage "benchmark: GPT-2 124M on Brown" 150 bench
-    stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
-    stage "compute-sanitizer memcheck" 80 sanitize
+    stage build "build (sm_90)" 200 build
+    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
+    stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
+    stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
+    stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
+    stage bench "benchmark: GPT-2 124M on Brown" 150 bench
+    stage kernels "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
+    stage sanitize "compute-sanitizer memcheck and racecheck" 80 sanitize
+    stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
 
     echo; echo "######## summary ($(elapsed)s of ${BUDGET}s; ${dev_name:-no GPU})"
     printf '| %-62s | %-16s | %6s |\n' "stage" "result" "time"
