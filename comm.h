@@ -322,16 +322,30 @@ static void comm_attach_device(Comm *c) {
     c->has_device = 1;
 }
 
-// --comm nccl|mpi. NCCL gets its unique id from rank 0 over MPI.
+// --comm auto|nccl|mpi. auto: one rank needs no backend (comm_alone: no NCCL
+// bootstrap, no MPI); ranks sharing a GPU get the host-staged MPI collectives,
+// since NCCL refuses two ranks on one device; otherwise NCCL, which gets its
+// unique id from rank 0 over MPI.
 static void comm_setup_backend(Comm *c, const char *name) {
-    if (strcmp(name, "mpi") == 0) { c->backend = COMM_BACKEND_MPI; return; }
+    int automatic = strcmp(name, "auto") == 0;
+    if (strcmp(name, "mpi") == 0 || (automatic && c->world == 1)) { c->backend = COMM_BACKEND_MPI; return; }
     int ndev = 0;
     cudaCheck(cudaGetDeviceCount(&ndev));
-    // decided on every rank from the same numbers: all ranks stop, none hangs in init
-    if (c->local_world > ndev)
+    // decided on every rank from the same number (the most crowded node): all ranks
+    // take the same backend or all stop; none hangs in init
+    int crowded = c->local_world > ndev ? c->local_world : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, c->mpi);
+    if (crowded && automatic) {
+        if (c->rank == 0)
+            printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm mpi); "
+                   "NCCL needs one GPU per rank\n", crowded);
+        c->backend = COMM_BACKEND_MPI;
+        return;
+    }
+    if (crowded)
         fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
               "use --comm mpi (host-staged collectives) to test several ranks on one GPU",
-              c->local_world, ndev, ndev == 1 ? "" : "s");
+              crowded, ndev, ndev == 1 ? "" : "s");
     ncclUniqueId id;
     if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
@@ -426,6 +440,16 @@ static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in,
     cudaCheck(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
 }
 
+// One rank: every collective is the identity (an average over one rank, the
+// gather of one shard), so nothing is staged or launched but the copy when the
+// result goes elsewhere. The volume is still counted, as the CPU trainer counts it.
+static int comm_alone(Comm *c, void *recv, const void *send, size_t bytes) {
+    if (c->world > 1) return 0;
+    if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, c->compute));
+    return 1;
+}
+static CommRequest comm_done(void) { CommRequest r; memset(&r, 0, sizeof(r)); return r; }
+
 static void comm_wait(Comm *c, CommRequest *r) {
     if (!r->active) return;
     if (c->backend == COMM_BACKEND_NCCL) cudaCheck(cudaStreamWaitEvent(c->compute, r->done, 0));
@@ -434,18 +458,20 @@ static void comm_wait(Comm *c, CommRequest *r) {
 
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
+    if (comm_alone(c, buf, buf, n * dtype_size(t))) return comm_done();
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
         return comm_nccl_end(c, "all_reduce (NCCL)");
     }
     comm_mpi_reduce_device(c, buf, buf, n, n, t, op, 0);
-    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+    return comm_done();
 }
 
 // send holds world*n elements; in place when recv == send + rank*n (NCCL's convention)
 static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
     comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * dtype_size(t));
+    if (comm_alone(c, recv, send, n * dtype_size(t))) return comm_done();
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclReduceScatter(send, recv, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
@@ -453,12 +479,13 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
     }
     // MPI: reduce-scatter on the host; the result lands at the front of the staging buffer
     comm_mpi_reduce_device(c, send, recv, n * c->world, n, t, op, 1);
-    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+    return comm_done();
 }
 
 static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     size_t es = dtype_size(t);
     comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
+    if (comm_alone(c, recv, send, n * es)) return comm_done();
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclAllGather(send, recv, n, nccl_dtype(t), c->nccl, c->stream));
@@ -471,12 +498,13 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
     wd_coll_end();
     cudaCheck(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
-    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+    return comm_done();
 }
 
 static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
     size_t es = dtype_size(t);
     comm_count(c, COLL_BROADCAST, (long long)n * es);
+    if (comm_alone(c, buf, buf, n * es)) return;
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));

@@ -174,7 +174,7 @@ typedef struct {
     // activations (activations.h)
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
-    char comm[8];                   // "nccl" or "mpi" (GPU trainer)
+    char comm[8];                   // "auto", "nccl" or "mpi" (GPU trainer; comm_setup_backend)
     char tokenizer_path[512];
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
@@ -207,7 +207,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->persistence_threshold = 100000LL;
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
-    strcpy(c->comm, "nccl");
+    strcpy(c->comm, "auto");
     c->offload = OFFLOAD;
 }
 
@@ -368,7 +368,8 @@ static void print_help(const char *prog) {
            "activations\n"
            "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
-           "  --comm nccl|mpi          GPU collective backend\n", ZERO_STAGE);
+           "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
+           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n", ZERO_STAGE);
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
@@ -611,7 +612,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--recompute")) { c->recompute = flag_int(a, v, 0, 1); c->from[FROM_RECOMPUTE] = "--recompute"; }
         else if (!strcmp(a, "--cpu-checkpointing")) { c->cpu_checkpointing = flag_int(a, v, 0, 1); c->from[FROM_CPU_CKPT] = "--cpu-checkpointing"; }
         else if (!strcmp(a, "--comm")) {
-            if (strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected nccl or mpi, got '%s'", a, v);
+            if (strcmp(v, "auto") && strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected auto, nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);
         }
         else fatal("unknown flag '%s' (see --help)", a);

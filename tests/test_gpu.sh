@@ -142,6 +142,20 @@ if command -v mpirun >/dev/null 2>&1; then
         cmp_losses "stage $z x 2 ranks vs 1 rank" "$TMP/r2_$z.jsonl" "$TMP/r1.jsonl" 5e-3
         check "llama stage $z on 2 ranks (--comm mpi) within 5e-3 of 1 rank" $?
     done
+    # the launch line as written (no --comm): ranks sharing the GPU switch to the host-staged collectives
+    # with a one-line notice, and train as --comm mpi does; --comm nccl still refuses, naming --comm mpi
+    $TO $MPIRUN -np 2 ./build/gpu_z3_o0/train_gpt $M --batch 2 --log "$TMP/r2_auto.jsonl" > "$TMP/auto.out" 2>&1
+    rc=$?; grep -m1 "host-staged" "$TMP/auto.out" | sed 's/^/       /'
+    [ $rc -eq 0 ] && grep -q "ranks share the GPUs of a node: host-staged MPI collectives" "$TMP/auto.out" &&
+        cmp_losses "stage 3 x 2 ranks, no --comm vs --comm mpi" "$TMP/r2_auto.jsonl" "$TMP/r2_3.jsonl" 0
+    check "mpirun -np 2 ./train_gpt (ZeRO 3) on one GPU: the notice, and the losses of --comm mpi" $?
+    $TO $MPIRUN -np 2 ./build/gpu_z3_o0/train_gpt $M --batch 2 --comm nccl > "$TMP/nccl.out" 2>&1
+    rc=$?; grep -m1 "error" "$TMP/nccl.out" | sed 's/^/       /'
+    [ $rc -ne 0 ] && grep -q "use --comm mpi" "$TMP/nccl.out"
+    check "--comm nccl with 2 ranks on one GPU: refused, naming --comm mpi" $?
+    $TO $MPIRUN -np 4 ./build/gpu_z3_o0/train_gpt $M --batch 1 --steps 2 > "$TMP/auto4.out" 2>&1
+    rc=$?; [ $rc -eq 0 ] && grep -q "host-staged MPI collectives" "$TMP/auto4.out"
+    check "mpirun -np 4 ./train_gpt (ZeRO 3) on one GPU runs" $?
     # the device memory report at 4 ranks: measured = formula (+ padding) for every model state, and
     # the model states fall stage by stage (2+2+12 B/param; fp32 gradient shards in stages 2-3)
     for z in 0 1 2 3; do
@@ -253,6 +267,18 @@ for arch in gpt2 llama; do
         other="$TMP/ac_${arch}_${v}_$rc"
         cmp_losses "$arch $v recompute$([ $rc = 2 ] && echo ' + cpu checkpointing') vs none" "$other.jsonl" "$base.jsonl" 0 &&
             cmp -s "$base/ckpt_00000006/model.bin" "$other/ckpt_00000006/model.bin"
+        ok=$?
+        [ $ok -ne 0 ] && "$PY" - "$base/ckpt_00000006/model.bin" "$other/ckpt_00000006/model.bin" <<'PYEOF'
+import sys, numpy as np
+a, b = (np.fromfile(p, np.uint8) for p in sys.argv[1:3])
+if a.size != b.size: print(f"       model.bin: {a.size} vs {b.size} bytes"); sys.exit()
+d = np.nonzero(a != b)[0]
+fa, fb = a[: a.size // 4 * 4].view(np.float32), b[: b.size // 4 * 4].view(np.float32)
+w = np.nonzero(fa != fb)[0]
+print(f"       model.bin: {d.size} of {a.size} bytes differ, first at byte {d[0] if d.size else -1}; "
+      f"as float32 words: {w.size} differ, max |diff| {np.max(np.abs(fa[w].astype(np.float64) - fb[w])) if w.size else 0:.3e}")
+PYEOF
+        (exit $ok)
         check "$arch ${v%_o0}: --recompute 1$([ $rc = 2 ] && echo ' --cpu-checkpointing 1'): bitwise the losses and final weights of no recompute" $?
     done
     "$PY" - "$TMP/ac_${arch}_${v}" "${v:1:1}" <<'PYEOF'
