@@ -278,6 +278,13 @@ w = np.nonzero(fa != fb)[0]
 print(f"       model.bin: {d.size} of {a.size} bytes differ, first at byte {d[0] if d.size else -1}; "
       f"as float32 words: {w.size} differ, max |diff| {np.max(np.abs(fa[w].astype(np.float64) - fb[w])) if w.size else 0:.3e}")
 PYEOF
+        if [ $ok -ne 0 ]; then   # deterministic, or a race? the same run again
+            ls "$base" "$other" 2>&1 | tr '\n' ' ' | sed 's/^/       /'; echo
+            $TO ./build/gpu_$v/train_gpt $M $flags --save "$other.again" > /dev/null 2>&1
+            cmp -s "$other/ckpt_00000006/model.bin" "$other.again/ckpt_00000006/model.bin" &&
+                echo "       the same run again: identical weights (deterministic)" ||
+                echo "       the same run again: different weights (a race or an uninitialized read)"
+        fi
         (exit $ok)
         check "$arch ${v%_o0}: --recompute 1$([ $rc = 2 ] && echo ' --cpu-checkpointing 1'): bitwise the losses and final weights of no recompute" $?
     done
