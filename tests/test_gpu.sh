@@ -280,7 +280,7 @@ print(f"       model.bin: {d.size} of {a.size} bytes differ, first at byte {d[0]
 PYEOF
         if [ $ok -ne 0 ]; then   # deterministic, or a race? the same run again
             ls "$base" "$other" 2>&1 | tr '\n' ' ' | sed 's/^/       /'; echo
-            $TO ./build/gpu_$v/train_gpt $M $flags --save "$other.again" > /dev/null 2>&1
+            $TO ./build/gpu_$v/train_gpt $M --recompute 1 --cpu-checkpointing $(( rc == 2 )) --save "$other.again" > /dev/null 2>&1
             cmp -s "$other/ckpt_00000006/model.bin" "$other.again/ckpt_00000006/model.bin" &&
                 echo "       the same run again: identical weights (deterministic)" ||
                 echo "       the same run again: different weights (a race or an uninitialized read)"
