@@ -262,7 +262,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
             if (tc->save_dir[0] && !saved && isfinite(step_loss)) train_save(m, tc, &now, say);
             if (req & PREEMPT_STOP) {
                 if (comm->rank == 0)
-                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(), step + 1, tc->steps,
+                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(req), step + 1, tc->steps,
                          tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
                          EXIT_PREEMPTED);
                 status = EXIT_PREEMPTED;

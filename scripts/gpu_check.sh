@@ -124,14 +124,20 @@ sanitize() {
             echo "   a hazard in one of our kernels"; rc=1
         else echo "   no hazard in our kernels"; fi
     done
-    # initcheck: a read of device memory nothing wrote (accumulation included), without and with recompute
-    local r
+    # initcheck: a read of device memory nothing wrote (accumulation included), without and with recompute.
+    # cuBLASLt's split-K reduce reads memory it did not write (540k reports a step, run 3 of 2026-11-22):
+    # excluded, and any other report in cuBLAS's kernels is printed, not counted
+    local r ours
     for r in 0 1; do
-        echo "-- initcheck: gpt2, stage 0, --recompute $r, accumulation 2"
-        out=$("$cs" --tool initcheck --print-limit 10 ./build/gpu_z0_o0/train_gpt --arch gpt2 --preset tiny --batch 2 \
-            --seq 32 --accum 2 --steps 2 --quiet 1 --recompute $r 2>&1)
-        echo "$out" | grep -vE "^=+ *$" | sed -n '1,14p'; echo "$out" | grep "ERROR SUMMARY"
-        echo "$out" | grep -q "ERROR SUMMARY: 0 errors" || rc=1
+        echo "-- initcheck: gpt2, stage 0, --recompute $r, accumulation 2, 1 step (cuBLASLt's splitKreduce excluded)"
+        out=$("$cs" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 ./build/gpu_z0_o0/train_gpt \
+            --arch gpt2 --preset tiny --batch 2 --seq 32 --accum 2 --steps 1 --quiet 1 --recompute $r 2>&1)
+        echo "$out" | grep -E "^=+ +at " | sort | uniq -c | sort -rn | head -6
+        echo "$out" | grep "ERROR SUMMARY" | head -1
+        ours=$(echo "$out" | grep -E "^=+ +at " | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
+        if ! echo "$out" | grep -q "ERROR SUMMARY"; then echo "$out" | tail -n 5; echo "   initcheck did not run"; rc=1
+        elif [ -n "$ours" ]; then echo "   a read of uninitialized memory in one of our kernels"; rc=1
+        else echo "   none in our kernels"; fi
     done
     return $rc
 }

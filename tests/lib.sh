@@ -22,7 +22,9 @@ open(path, "wb").write(h.tobytes() + tok.tobytes())
 PYEOF
 }
 
-check() {  # check NAME CONDITION-EXIT-CODE
+# check NAME CONDITION-EXIT-CODE. When NAME holds a command substitution, take the status first
+# (st=$?; check "... $(...)" $st): bash expands $? after the substitution, which sets it.
+check() {
     if [ "$2" -eq 0 ]; then echo "  ok   $1"; else echo "  FAIL $1"; fails=$((fails+1)); fi
 }
 
