@@ -49,7 +49,8 @@ zeroc_gpu_env() {
     # ("Read -1, expected ..., errno = 1"); plain copy-in/copy-out works everywhere
     export OMPI_MCA_btl_vader_single_copy_mechanism=none
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export GPU_MAKE_FLAGS="OPENBLAS_DIR=$multi/openblas-openmp"
+    export GPU_MAKE_FLAGS="OPENBLAS_DIR=$multi/openblas-openmp" ZEROC_GPU_ENV=1   # scripts/setup.sh: nothing to install
+    command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
     if ! mpicc --showme:version >/dev/null 2>&1; then echo "gpu_env: error: the unpacked mpicc does not run" >&2; return 1; fi
     echo "gpu_env: $(echo "$list" | wc -l) packages from .gpu_deps in $prefix; $(mpicc --showme:version 2>&1 | head -1)"
 }
