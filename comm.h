@@ -124,12 +124,25 @@ static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd
 static double comm_blocked_seconds(void) { double s = g_wd.blocked_s; g_wd.blocked_s = 0; return s; }
 
 static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
+// NCCL's asynchronous error (a peer gone, a network failure), NULL when there is none: a
+// failed collective never completes on the stream, so the host would wait forever
+static const char *comm_device_error(void *comm);
 
 static void *wd_main(void *arg) {
     int rank = *(int *)arg;
     while (!g_wd.stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        // NCCL's own error first (ncclCommGetAsyncError: safe from another thread, as
+        // PyTorch's watchdog uses it): a failed collective stops every rank at once
+        const char *nccl_error = g_wd.stop ? NULL : comm_device_error(g_wd.comm);
+        if (nccl_error) {
+            diag("error", "rank %d: NCCL reports %s (in %s of step %d, the last collective: %s): aborting the job", rank,
+                 nccl_error, g_wd.phase ? g_wd.phase : "start-up", g_wd.step, g_wd.last_coll ? g_wd.last_coll : "none");
+            comm_abort_device(g_wd.comm);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            _exit(1);
+        }
         double idle = wall_time() - g_wd.last;
         if (g_wd.stop || idle < g_wd.timeout) continue;
         const char *coll = g_wd.coll, *phase = g_wd.phase ? g_wd.phase : "start-up";
@@ -284,6 +297,7 @@ static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd
 static void comm_attach_device(Comm *c) { (void)c; }   // the CPU trainer's buffers are host memory
 static void comm_setup_backend(Comm *c, const char *name) { }
 static void comm_abort_device(void *comm) { }
+static const char *comm_device_error(void *comm) { (void)comm; return NULL; }
 static void comm_finalize(Comm *c) { comm_watchdog_stop(); MPI_Finalize(); }
 static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
@@ -360,6 +374,12 @@ static void comm_setup_backend(Comm *c, const char *name) {
 static void comm_abort_device(void *comm) {
     Comm *c = (Comm *)comm;
     if (c && c->backend == COMM_BACKEND_NCCL && c->nccl) ncclCommAbort(c->nccl);
+}
+static const char *comm_device_error(void *comm) {
+    Comm *c = (Comm *)comm;
+    ncclResult_t r = ncclSuccess;
+    if (!c || c->backend != COMM_BACKEND_NCCL || !c->nccl || ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) return NULL;
+    return r == ncclSuccess || r == ncclInProgress ? NULL : ncclGetErrorString(r);
 }
 
 static void comm_finalize(Comm *c) {

@@ -294,6 +294,12 @@ main() {
     nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
     echo "cores: $(nproc), memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}')"
+    # the facts that decide whether the carried libraries can work here, before they are unpacked
+    local inc=${CUDA_HOME:-/usr/local/cuda}/include
+    echo "glibc $(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9]*\.[0-9]*$'); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+    echo "mpirun of the image: $(command -v mpirun || echo none)$(command -v mpirun >/dev/null && mpirun --version 2>/dev/null | head -n 1 | sed 's/^/, /')"
+    echo "NCCL (toolkit header): $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$inc/nccl.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}')" \
+         "cuBLAS: $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}')"
     echo; echo "######## environment"
     # shellcheck source=scripts/gpu_env.sh
     if source scripts/gpu_env.sh; then results+=("environment (.gpu_deps)|PASS|$(elapsed)")

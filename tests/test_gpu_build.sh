@@ -42,4 +42,17 @@ if ! nvidia-smi -L 2>/dev/null | grep -q GPU && [ -x build/z0/train_gpt_cpu ]; t
         { echo "FAIL: train_gpt without a GPU: $(cat "$TMP/nogpu.out")"; exit 1; }
     echo "  train_gpt without a GPU: $(cat "$TMP/nogpu.out")"
 fi
+# scripts/gpu_env.sh (the lent GPU machine) refuses carried libraries that need a newer glibc, in one line
+R="$TMP/repo"; mkdir -p "$R/scripts" "$R/.gpu_deps" "$TMP/pkg/DEBIAN" "$TMP/pkg/usr/lib/x86_64-linux-gnu"
+cp scripts/gpu_env.sh "$R/scripts/"
+printf 'Package: fake\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@t>\nDescription: t\n' > "$TMP/pkg/DEBIAN/control"
+printf 'x\0GLIBC_2.17\0GLIBC_2.36\0' > "$TMP/pkg/usr/lib/x86_64-linux-gnu/libfake.so.1"
+dpkg-deb --build "$TMP/pkg" "$R/.gpu_deps/fake_1_amd64.deb" > /dev/null || { echo "FAIL: dpkg-deb"; exit 1; }
+out=$(ZEROC_GLIBC_HAVE=2.31 bash -c 'source "$1/scripts/gpu_env.sh" "$2"' sh "$R" "$TMP/prefix" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "need GLIBC_2.36, this machine has glibc 2.31" ||
+    { echo "FAIL: gpu_env.sh on an older glibc: exit $rc: $out"; exit 1; }
+echo "  gpu_env.sh on glibc 2.31: $out"
+out=$(ZEROC_GLIBC_HAVE=2.39 bash -c 'source "$1/scripts/gpu_env.sh" "$2"' sh "$R" "$TMP/prefix" 2>&1)
+echo "$out" | grep -q "glibc" && { echo "FAIL: gpu_env.sh on glibc 2.39 refused: $out"; exit 1; }
+echo "  gpu_env.sh on glibc 2.39: no glibc complaint"
 echo "built $n GPU programs ($n16 of them the fp16 build)"
