@@ -64,7 +64,16 @@ model() {
     echo "$m"
 }
 
-echo "== 1. test_gpt: bf16 GPU trainer vs the fp32 PyTorch reference (one batch, 10 AdamW steps)"
+# section TITLE: prints the time the previous section took (the run's cost per section: gpu_check.sh
+# gives this script 230 s; an H100 ran all of it in 101-137 s on 2026-11-22)
+SECTION_T0=$SECONDS; SECTION_NAME=""
+section() {
+    [ -n "$SECTION_NAME" ] && echo "   ($SECTION_NAME took $((SECONDS - SECTION_T0)) s)"
+    SECTION_T0=$SECONDS; SECTION_NAME=${1:3:2}; SECTION_NAME="section ${SECTION_NAME%.}"
+    echo "$1"
+}
+
+section "== 1. test_gpt: bf16 GPU trainer vs the fp32 PyTorch reference (one batch, 10 AdamW steps)"
 for arch in gpt2 llama; do
     M=$(model $arch)
     $CPU $M --train "$TMP/train.bin" --steps 0 --save "$TMP/init_$arch" --quiet 1 > /dev/null || exit 1
@@ -80,7 +89,7 @@ done
 # docs/gpu.md): step 1 differs by 1.1e-5 (gpt2) and 1.4e-5 (llama) from the bf16 forward alone,
 # 20 steps by at most 1.0e-4 as the bf16 weights and gradients drift. Tolerances 1e-4 at step 1
 # and 5e-4 over 20 steps (about 5x); a wrong gradient separates the runs by far more.
-echo "== 2. the GPU trainer agrees with the CPU trainer from the same seeded init (20 steps)"
+section "== 2. the GPU trainer agrees with the CPU trainer from the same seeded init (20 steps)"
 for arch in gpt2 llama; do
     M="$(model $arch) --train $TMP/train.bin --batch 4 --steps 20 --lr 1e-3 --quiet 1 --seed 7"
     $CPU $M --threads 4 --log "$TMP/cpu_$arch.jsonl" > /dev/null || exit 1
@@ -90,7 +99,7 @@ for arch in gpt2 llama; do
     check "$arch: GPU losses within 5e-4 of the CPU's over 20 steps (1e-4 at step 1)" $?
 done
 
-echo "== 3. checkpoint, continue, reload, rerun: bitwise-identical losses and weights"
+section "== 3. checkpoint, continue, reload, rerun: bitwise-identical losses and weights"
 resume_check() {   # NAME BINARY ARCH [extra flags]
     local name=$1 bin=$2 arch=$3; shift 3
     local M="$(model $arch) --train $TMP/train.bin --batch 4 --steps 10 --quiet 1 --lr 1e-3 $*"
@@ -107,7 +116,7 @@ resume_check gpt2_z3 ./build/gpu_z3_o0/train_gpt gpt2 --persistence-threshold 0
 check "gpt2 stage 3 (every unit gathered): resume is bitwise identical" $?
 resume_check llama_z2_off ./build/gpu_z2_o1/train_gpt llama; check "llama stage 2 with offload: resume is bitwise identical" $?
 
-echo "== 4. ZeRO stages and offload on one GPU agree with stage 0 (10 steps, accumulation 2)"
+section "== 4. ZeRO stages and offload on one GPU agree with stage 0 (10 steps, accumulation 2)"
 for arch in gpt2 llama; do
     M="$(model $arch) --train $TMP/train.bin --batch 2 --accum 2 --steps 10 --quiet 1 --lr 1e-3"
     for v in z0_o0 z1_o0 z2_o0 z3_o0 z3_poison z0_o1 z1_o1 z2_o1 z3_o1; do
@@ -132,7 +141,7 @@ for arch in gpt2 llama; do
     done
 done
 
-echo "== 5. 2 ranks sharing the GPU (--comm mpi) agree with 1 rank"
+section "== 5. 2 ranks sharing the GPU (--comm mpi) agree with 1 rank"
 if command -v mpirun >/dev/null 2>&1; then
     M="$(model llama) --train $TMP/train.bin --steps 8 --quiet 1 --lr 1e-3 --total-batch 4"
     $TO $G $M --batch 4 --log "$TMP/r1.jsonl" > "$TMP/r.out" 2>&1 || cat "$TMP/r.out"
@@ -182,7 +191,7 @@ else
     echo "  (no mpirun: skipped; scripts/gpu_env.sh provides one from .gpu_deps)"
 fi
 
-echo "== 6. the Brown data: validation, sampling, the JSONL log"
+section "== 6. the Brown data: validation, sampling, the JSONL log"
 if [ -f data/brown/train.bin ] && [ -f data/gpt2_tokenizer.bin ]; then
     $TO $G --arch gpt2 --preset tiny --batch 4 --seq 64 --steps 20 --val-every 10 --val-batches 2 --sample-every 20 \
         --sample-len 16 --log "$TMP/brown.jsonl" > "$TMP/brown.out" 2>&1
@@ -194,7 +203,7 @@ if [ -f data/brown/train.bin ] && [ -f data/gpt2_tokenizer.bin ]; then
 else
     echo "  (no data/brown: skipped; carry data/ to the GPU machine)"
 fi
-echo "== 7. the fp16 build: DeepSpeed's dynamic loss scaling on the GPU"
+section "== 7. the fp16 build: DeepSpeed's dynamic loss scaling on the GPU"
 G16=./build/gpu_z0_o0_fp16/train_gpt
 for arch in gpt2 llama; do
     M="$(model $arch) --train $TMP/train.bin --batch 4 --steps 20 --lr 1e-3 --quiet 1 --seed 7"
@@ -250,7 +259,7 @@ check "fp16 stage 3 with offload (CPU-Adam writing fp16) is bitwise identical to
 expect_error "fp16.enabled on the bf16 build" 'fp16.enabled: true: this train_gpt trains in bf16; fp16 training needs the fp16 build \(make train_gpt FP16=1\)' 1 \
     $G $(model gpt2) --train "$TMP/train.bin" --steps 1 --config "$TMP/f16.json"
 expect_error "--fp16 0 on the fp16 build" '--fp16: false: this train_gpt is the fp16 build' 1 $G16 $(model gpt2) --train "$TMP/train.bin" --steps 1 --fp16 0
-echo "== 8. activation checkpointing: --recompute and --cpu-checkpointing change no bit; memory as estimated"
+section "== 8. activation checkpointing: --recompute and --cpu-checkpointing change no bit; memory as estimated"
 # the kernels are deterministic (no float atomics; cuBLASLt picks by shape, the same shapes recur), so the
 # recomputed forward is the forward: losses and the final model.bin equal without and with recompute
 for arch in gpt2 llama; do
@@ -308,5 +317,6 @@ PYEOF
     check "$arch ${v%_o0}: the estimator equals the measured allocations without and with recompute and CPU checkpoints" $?
   done
 done
+section "== done"
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]
