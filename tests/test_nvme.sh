@@ -41,7 +41,7 @@ for stage in 0 1 2 3; do
   for np in 1 3; do
     run "b$stage$np" $np $stage $TINY --steps 3
     run "n$stage$np" $np $stage $TINY --steps 3 --offload-nvme "$NV" $T
-    same "b$stage$np" "n$stage$np"; check "stage $stage x $np: losses ($(trail "n$stage$np")) and parameters, m, v identical" $?
+    same "b$stage$np" "n$stage$np"; st=$?; check "stage $stage x $np: losses ($(trail "n$stage$np")) and parameters, m, v identical" $st
   done
 done
 run p31 1 3 $TINY --steps 3 --offload-param-nvme "$NV" $T
@@ -57,7 +57,7 @@ grep -q "m, v (.* MB) in $NV/zeroc-rank00000-pid[0-9]*-optimizer.swp" "$TMP/n11.
 grep -q "ZeRO-Infinity (NVMe offload), per rank: m, v (.* MB) in $NV/zeroc-rank00000-pid[0-9]*-optimizer.swp" "$TMP/n11.out" &&
 grep -q "the CPU trainer's fp32 parameters are its master and stay in memory" "$TMP/n11.out" &&
 grep -qE "(io_uring, 1 thread|1 thread of blocking pread/pwrite \(io_uring [^:]*: ).*(O_DIRECT|buffered I/O \()" "$TMP/n11.out"
-check "start-up: where the file is, what moved, the engine ($(grep -oE '(io_uring, |1 thread of).*' "$TMP/n11.out" | head -1))" $?
+st=$?; check "start-up: where the file is, what moved, the engine ($(grep -oE '(io_uring, |1 thread of).*' "$TMP/n11.out" | head -1))" $st
 empty; check "every rank's file removed at exit ($NV empty)" $?
 
 echo "2. the aio knobs, the pipeline and the fallbacks: the same bits"
@@ -88,7 +88,7 @@ run fr 2 1 $TINY --steps 4 --fp16 1 --offload-nvme "$NV" $T --resume "$TMP/fu/ck
 same fu fr 4 2> /dev/null || { [ "$(trail fr)" == "$(trail fu | cut -d' ' -f3-)" ] && cmp -s "$TMP/fu/ckpt_00000004/model.bin" "$TMP/fr/ckpt_00000004/model.bin" &&
     cmp -s "$TMP/fu/ckpt_00000004/optim_rank_00000.bin" "$TMP/fr/ckpt_00000004/optim_rank_00000.bin" &&
     cmp -s "$TMP/fu/ckpt_00000004/optim_rank_00001.bin" "$TMP/fr/ckpt_00000004/optim_rank_00001.bin"; }
-check "fp16, stage 1 x 2, master/m/v on NVMe: resumed at step 2 == unbroken (losses $(trail fr); the checkpoint files)" $?
+st=$?; check "fp16, stage 1 x 2, master/m/v on NVMe: resumed at step 2 == unbroken (losses $(trail fr); the checkpoint files)" $st
 empty; check "no file left behind" $?
 
 echo "4. memory: the offloaded state is on NVMe, not in memory"
@@ -151,7 +151,7 @@ $B1 --config "$N" --nvme-tile 8192 > "$TMP/notes.txt" 2>&1
 grep -q "note: .*offload_optimizer.nvme_path: no effect: used only with device \"nvme\"" "$TMP/notes.txt" &&
 grep -q "note: .*: aio: no effect: no state is offloaded to NVMe" "$TMP/notes.txt" &&
 grep -q "note: --nvme-tile: no effect without --offload-nvme or --offload-param-nvme" "$TMP/notes.txt"
-check "NVMe-only keys and flags without NVMe offload: notes ($(grep -c '^note' "$TMP/notes.txt") notes)" $?
+st=$?; check "NVMe-only keys and flags without NVMe offload: notes ($(grep -c '^note' "$TMP/notes.txt") notes)" $st
 mkdir -p "$TMP/full"
 if ! mount -t tmpfs -o size=1m tmpfs "$TMP/full" 2> "$TMP/mount.err"; then
     echo "  skip the full-device part: cannot mount a tmpfs here ($(head -1 "$TMP/mount.err"))"
