@@ -66,8 +66,12 @@ cat > "$TMP/knobs.json" <<EOF
    "pipeline_write": false, "fast_init": true}},
  "aio": {"block_size": 4096, "queue_depth": 1, "thread_count": 3, "single_submit": true, "overlap_events": false}}
 EOF
-run k13 3 1 $TINY --steps 3 --config "$TMP/knobs.json" $T
+run k13 3 1 $TINY --steps 3 --config "$TMP/knobs.json" $T --quiet 0
 same b13 k13; check "4 KiB blocks, queue depth 1, 3 I/O threads, single submits, waves, no read-ahead or write-behind, 1 buffer, sparse files" $?
+# the knobs reach the engine: the start-up line says what it does (io_uring, or the blocking-thread fallback)
+grep -q "streams tiles of 4096 elements through 1 buffers (read in turn, write in turn); " "$TMP/k13.out" &&
+grep -qE "(io_uring, 3 threads x queue depth 1, blocks of 4 KiB, single submits, waves of queue_depth requests|3 threads of blocking pread/pwrite .*blocks of 4 KiB)" "$TMP/k13.out"
+st=$?; check "the start-up line names them ($(grep -oE '(io_uring, |3 threads of).*' "$TMP/k13.out" | head -1 | cut -c1-110))" $st
 ZEROC_AIO=threads,buffered run t23 3 2 $TINY --steps 3 --offload-nvme "$NV" $T --quiet 0
 same b23 t23 && grep -q "blocking pread/pwrite (io_uring off: ZEROC_AIO.*buffered I/O (ZEROC_AIO=threads,buffered" "$TMP/t23.out"
 check "blocking-thread engine and buffered I/O (said at start-up): identical" $?
