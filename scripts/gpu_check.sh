@@ -45,8 +45,9 @@ results=()
 elapsed() { echo $(( $(date +%s) - START )); }
 
 # GPU_CHECK_ONLY="build,test_gpu,...": run only the stages with these keys (a rerun of what failed);
-# keys: build test_gpu nvme fp16 hf sample bench kernels sanitize compare. `compare` (GPT-2 124M, 300 steps
-# against PyTorch on the same GPU, bench/gpu_compare/) runs only when named: it needs its own call.
+# keys: build test_gpu nvme fp16 hf sample bench kernels sanitize compare gpu_train. `compare` (GPT-2 124M, 300
+# steps against PyTorch on the same GPU, bench/gpu_compare/) and `gpu_train` (bench/gpu_train.sh: zeroc's
+# speed against PyTorch eager and torch.compile) run only when named: each needs its own call.
 ONLY=${GPU_CHECK_ONLY:-build,test_gpu,nvme,fp16,hf,sample,bench,kernels,sanitize}
 
 # stage KEY NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
@@ -358,6 +359,7 @@ main() {
     stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 150 sanitize
     stage kernels "dev/cuda kernels vs CPU references" 150 bash tests/test_cuda_kernels.sh
     stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
+    stage gpu_train "speed: zeroc vs PyTorch eager and torch.compile (bench/gpu_train.sh)" 420 bash bench/gpu_train.sh
 
     echo; echo "######## summary ($(elapsed)s of ${BUDGET}s; ${dev_name:-no GPU})"
     printf '| %-62s | %-16s | %6s |\n' "stage" "result" "time"
