@@ -118,6 +118,12 @@ __device__ __forceinline__ void fa_mma(float c[4], const uint32_t a[4], uint32_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// two n8 tiles side by side: acc0 += a b[0..1], acc1 += a b[2..3] (b as the fa_load_b_* give it)
+__device__ __forceinline__ void fa_mma_pair(float acc0[4], float acc1[4], const uint32_t a[4], const uint32_t b[4]) {
+    fa_mma(acc0, a, b[0], b[1]);
+    fa_mma(acc1, a, b[2], b[3]);
+}
+
 __device__ __forceinline__ uint32_t fa_pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
@@ -155,10 +161,16 @@ template <int HD> __device__ __forceinline__ void fa_load_b_nn(uint32_t b[4], co
     fa_ldsm_x4_trans(b, s + (k0 + (lane % 8) + ((lane / 8) % 2) * 8) * FaTile<HD>::LDS + n0 + (lane / 16) * 8);
 }
 
-// acc[16 x N] += A[16 x HD] X^T, A rows a_r0.. of sA, X rows x_r0.. of sX (both row-major,
+template <int N> __device__ __forceinline__ void fa_zero(float x[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
+}
+
+// acc[16 x N] = A[16 x HD] X^T, A rows a_r0.. of sA, X rows x_r0.. of sX (both row-major,
 // HD columns): scores S = Q K^T, dP = dO V^T and their transposes
 template <int HD, int N>
 __device__ __forceinline__ void fa_mma_abt(float acc[N / 8][4], const floatX *sA, int a_r0, const floatX *sX, int x_r0, int lane) {
+    fa_zero<N / 8>(acc);
 #pragma unroll
     for (int k = 0; k < HD / 16; k++) {
         uint32_t a[4];
@@ -167,8 +179,7 @@ __device__ __forceinline__ void fa_mma_abt(float acc[N / 8][4], const floatX *sA
         for (int n = 0; n < N / 16; n++) {
             uint32_t b[4];
             fa_load_b_nt<HD>(b, sX, x_r0 + n * 16, k * 16, lane);
-            fa_mma(acc[2 * n], a, b[0], b[1]);
-            fa_mma(acc[2 * n + 1], a, b[2], b[3]);
+            fa_mma_pair(acc[2 * n], acc[2 * n + 1], a, b);
         }
     }
 }
@@ -186,15 +197,9 @@ __device__ __forceinline__ void fa_mma_pv(float acc[HD / 8][4], const float p[K 
         for (int n = 0; n < HD / 16; n++) {
             uint32_t b[4];
             fa_load_b_nn<HD>(b, sX, x_r0 + k * 16, n * 16, lane);
-            fa_mma(acc[2 * n], a, b[0], b[1]);
-            fa_mma(acc[2 * n + 1], a, b[2], b[3]);
+            fa_mma_pair(acc[2 * n], acc[2 * n + 1], a, b);
         }
     }
-}
-
-template <int N> __device__ __forceinline__ void fa_zero(float x[N][4]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
 // the 16 x HD accumulator of a warp (rows r0 + lane/4 and r0 + lane/4 + 8) times `mul`, as
@@ -255,7 +260,6 @@ __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(floatX *out, floa
         __syncthreads();
 
         float s[BC / 8][4];
-        fa_zero<BC / 8>(s);
         fa_mma_abt<HD, BC>(s, sQ, warp * 16, sK, 0, lane);
 
         // scale into log2 units, mask above the diagonal and past T, new row maxima
@@ -389,7 +393,6 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv
 
             // P^T = exp(scale K Q^T - lse): the warp's 16 keys x BR queries
             float p[BR / 8][4];
-            fa_zero<BR / 8>(p);
             fa_mma_abt<HD, BR>(p, sK, warp * 16, sQ, 0, lane);
 #pragma unroll
             for (int n = 0; n < BR / 8; n++)
@@ -402,7 +405,6 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv
 
             // dS^T = P^T * (dP^T - D), dP^T = V dO^T
             float ds[BR / 8][4];
-            fa_zero<BR / 8>(ds);
             fa_mma_abt<HD, BR>(ds, sV, warp * 16, sdO, 0, lane);
 #pragma unroll
             for (int n = 0; n < BR / 8; n++)
@@ -452,8 +454,6 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
         __syncthreads();
 
         float p[BC / 8][4], ds[BC / 8][4];
-        fa_zero<BC / 8>(p);
-        fa_zero<BC / 8>(ds);
         fa_mma_abt<HD, BC>(p, sQ, warp * 16, sK, 0, lane);    // S = Q K^T
         fa_mma_abt<HD, BC>(ds, sdO, warp * 16, sV, 0, lane);  // dP = dO V^T
 #pragma unroll
@@ -477,10 +477,11 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
 
 static size_t flash_lse_elems(int B, int T, int H) { return (size_t)B * H * T; }  // lse and the backward's D
 
-static void flash_check(const void *a, const void *b, const void *c, int T, int H, int KV, int hd) {
+static void flash_check(const void *a, const void *b, const void *c, int B, int T, int H, int KV, int hd) {
     CUDA_REQUIRE(hd == 64 || hd == 128);
     CUDA_REQUIRE(KV > 0 && H % KV == 0);
     CUDA_REQUIRE(T > 0);
+    CUDA_REQUIRE(B > 0 && B * H <= 65535);  // grid.y
     CUDA_REQUIRE(is_aligned16(a) && is_aligned16(b) && is_aligned16(c));
 }
 
@@ -504,7 +505,7 @@ static void flash_forward_hd(floatX *out, float *lse, const floatX *qkv, int B, 
 // qkv [B,T,(H+2KV)*hd] (not modified).
 static void flash_attention_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int H, int KV, int hd,
                                     cudaStream_t stream) {
-    flash_check(out, lse, qkv, T, H, KV, hd);
+    flash_check(out, lse, qkv, B, T, H, KV, hd);
     const float scale_log2 = FA_LOG2E / sqrtf((float)hd);
     if (hd == 64) flash_forward_hd<64>(out, lse, qkv, B, T, H, KV, scale_log2, stream);
     else flash_forward_hd<128>(out, lse, qkv, B, T, H, KV, scale_log2, stream);
@@ -538,7 +539,7 @@ static void flash_backward_hd(floatX *dqkv, float *scratch_D, const floatX *dout
 static void flash_attention_backward(floatX *dqkv, float *scratch_D, const floatX *dout, const floatX *qkv,
                                      const floatX *out, const float *lse, int B, int T, int H, int KV, int hd,
                                      cudaStream_t stream) {
-    flash_check(dqkv, dout, qkv, T, H, KV, hd);
+    flash_check(dqkv, dout, qkv, B, T, H, KV, hd);
     CUDA_REQUIRE(is_aligned16(out) && is_aligned16(lse) && is_aligned16(scratch_D));
     const int block_size = 256;
     const size_t rows = (size_t)B * T * H;
