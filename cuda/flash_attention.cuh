@@ -29,7 +29,7 @@
 // re-reads of k/v and q/dout tiles, which hit L2), some 20-30x less traffic, and half of the
 // FLOPs because fully masked tiles are skipped. Nothing of size T x T ever leaves registers.
 //
-// FORWARD (flash_fwd_kernel): one block per (query tile of 64 rows, batch, query head), 4
+// FORWARD (flash_fwd_kernel): one block per (batch and query head, query tile of 64 rows), 4
 // warps, each warp owns 16 query rows for the whole kernel.
 //   - shared memory: the Q tile, and one K and one V tile of 64 rows at a time, loaded with
 //     cp.async (rows past T zero-filled); each row padded by 8 bf16 so that ldmatrix's 8 row
@@ -43,7 +43,9 @@
 //   - causal: key tiles entirely above the diagonal are never visited (query tile i reads key
 //     tiles 0..i); inside the diagonal tile, and past T, scores are masked to -inf.
 //   - at the end O / l is written as bf16 and lse = (m + log2 l) * ln 2 as fp32.
-//   Query tiles are scheduled heaviest (last) first, so the short ones fill the tail.
+//   The tile index is the slowest grid index and runs from the last (longest) query tile down,
+//   so every head's heavy tiles start first and the short ones fill the tail (the same in
+//   the backward: dK/dV from key tile 0, dQ from the last query tile).
 //
 // BACKWARD recomputes P = exp(scale q.k - lse) from the saved lse instead of reading it:
 // recomputing costs tensor-core FLOPs, which are cheap, and saves the B*H*T*T traffic, which
@@ -226,7 +228,7 @@ extern __shared__ uint4 fa_smem[];  // dynamic shared memory of every kernel her
 // ----------------------------------------------------------------------------
 // forward
 
-// grid (ceil(T/BR), B*H), FA_THREADS threads; BR = 16 * FA_WARPS query rows, BC key rows
+// grid (B*H, ceil(T/BR)), FA_THREADS threads; BR = 16 * FA_WARPS query rows, BC key rows
 template <int HD, int BR, int BC>
 __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(floatX *out, float *lse, const floatX *qkv,
                                                                 int T, int H, int KV, float scale_log2) {
@@ -234,8 +236,8 @@ __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(floatX *out, floa
     constexpr int LDS = FaTile<HD>::LDS;
     floatX *sQ = (floatX *)fa_smem, *sK = sQ + BR * LDS, *sV = sK + BC * LDS;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int qt = gridDim.x - 1 - blockIdx.x;  // the longest rows first
-    const int b = blockIdx.y / H, h = blockIdx.y % H, g = h / (H / KV);
+    const int qt = gridDim.y - 1 - blockIdx.y;  // the longest rows first (y is the slowest grid index)
+    const int b = blockIdx.x / H, h = blockIdx.x % H, g = h / (H / KV);
     const size_t ld = (size_t)(H + 2 * KV) * HD;
     const floatX *base = qkv + (size_t)b * T * ld;
     const floatX *qg = base + (size_t)h * HD, *kg = base + (size_t)(H + g) * HD, *vg = base + (size_t)(H + KV + g) * HD;
@@ -262,14 +264,16 @@ __global__ void __launch_bounds__(FA_THREADS) flash_fwd_kernel(floatX *out, floa
         float s[BC / 8][4];
         fa_mma_abt<HD, BC>(s, sQ, warp * 16, sK, 0, lane);
 
-        // scale into log2 units, mask above the diagonal and past T, new row maxima
+        // scale into log2 units, mask above the diagonal and past T (only the diagonal tile
+        // and the last one need it), new row maxima
+        const bool masked = k0 + BC > q0 || k0 + BC > T;
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int col = k0 + n * 8 + (lane % 4) * 2 + (e & 1), row = e < 2 ? row_a : row_b;
-                const float v = (col > row || col >= T) ? -INFINITY : s[n][e] * scale_log2;
+                const float v = (masked && (col > row || col >= T)) ? -INFINITY : s[n][e] * scale_log2;
                 s[n][e] = v;
                 mx[e / 2] = fmaxf(mx[e / 2], v);
             }
@@ -347,7 +351,7 @@ __global__ void flash_bwd_dot_kernel(float *D, const floatX *dout, const floatX 
     }
 }
 
-// dK, dV. grid (ceil(T/BC), B*KV), FA_THREADS threads; BC = 16 * FA_WARPS key rows, query
+// dK, dV. grid (B*KV, ceil(T/BC)), FA_THREADS threads; BC = 16 * FA_WARPS key rows, query
 // tiles of BR rows (BR divides BC). Shared: K, V [BC], Q, dO [BR] tiles, lse and D of the tile.
 template <int HD, int BR, int BC>
 __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv, const floatX *qkv, const floatX *dout,
@@ -358,8 +362,8 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv
     floatX *sK = (floatX *)fa_smem, *sV = sK + BC * LDS, *sQ = sV + BC * LDS, *sdO = sQ + BR * LDS;
     float *sL = (float *)(sdO + BR * LDS), *sD = sL + BR;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int kt = gridDim.x - 1 - blockIdx.x;  // the most query tiles first
-    const int b = blockIdx.y / KV, g = blockIdx.y % KV, rep = H / KV;
+    const int kt = blockIdx.y;  // key tile 0 (the most query tiles) first
+    const int b = blockIdx.x / KV, g = blockIdx.x % KV, rep = H / KV;
     const size_t ld = (size_t)(H + 2 * KV) * HD, ldo = (size_t)H * HD;
     const floatX *base = qkv + (size_t)b * T * ld;
     const int k0 = kt * BC, key0 = k0 + warp * 16;  // the warp's first key row
@@ -391,7 +395,9 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv
             fa_cp_async_wait<0>();
             __syncthreads();
 
-            // P^T = exp(scale K Q^T - lse): the warp's 16 keys x BR queries
+            // P^T = exp(scale K Q^T - lse): the warp's 16 keys x BR queries; masks only in the
+            // tiles that cross the diagonal or T
+            const bool masked = q0 < k0 + BC || q0 + BR > T;
             float p[BR / 8][4];
             fa_mma_abt<HD, BR>(p, sK, warp * 16, sQ, 0, lane);
 #pragma unroll
@@ -399,7 +405,7 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int qi = n * 8 + (lane % 4) * 2 + (e & 1), q = q0 + qi, key = e < 2 ? key_a : key_b;
-                    p[n][e] = (key > q || q >= T) ? 0.0f : exp2f(p[n][e] * scale_log2 - sL[qi]);
+                    p[n][e] = (masked && (key > q || q >= T)) ? 0.0f : exp2f(p[n][e] * scale_log2 - sL[qi]);
                 }
             fa_mma_pv<HD, BR>(dv, p, sdO, 0, lane);  // dV += P^T dO
 
@@ -418,7 +424,7 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dkdv_kernel(floatX *dqkv
     fa_store_rows<HD>(dbase + (size_t)(H + KV + g) * HD, ld, dv, key0, T, 1.0f, lane);
 }
 
-// dQ. grid (ceil(T/BR), B*H), FA_THREADS threads, as the forward. Shared: Q, dO [BR], K, V [BC].
+// dQ. grid (B*H, ceil(T/BR)), FA_THREADS threads, as the forward. Shared: Q, dO [BR], K, V [BC].
 template <int HD, int BR, int BC>
 __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, const floatX *qkv, const floatX *dout,
                                                                    const float *lse, const float *D,
@@ -427,8 +433,8 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
     constexpr int LDS = FaTile<HD>::LDS;
     floatX *sQ = (floatX *)fa_smem, *sdO = sQ + BR * LDS, *sK = sdO + BR * LDS, *sV = sK + BC * LDS;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int qt = gridDim.x - 1 - blockIdx.x;
-    const int b = blockIdx.y / H, h = blockIdx.y % H, g = h / (H / KV);
+    const int qt = gridDim.y - 1 - blockIdx.y;
+    const int b = blockIdx.x / H, h = blockIdx.x % H, g = h / (H / KV);
     const size_t ld = (size_t)(H + 2 * KV) * HD, ldo = (size_t)H * HD;
     const floatX *base = qkv + (size_t)b * T * ld;
     const floatX *kg = base + (size_t)(H + g) * HD, *vg = base + (size_t)(H + KV + g) * HD;
@@ -456,12 +462,13 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
         float p[BC / 8][4], ds[BC / 8][4];
         fa_mma_abt<HD, BC>(p, sQ, warp * 16, sK, 0, lane);    // S = Q K^T
         fa_mma_abt<HD, BC>(ds, sdO, warp * 16, sV, 0, lane);  // dP = dO V^T
+        const bool masked = k0 + BC > q0 || k0 + BC > T;  // the diagonal tile, the last tile
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int col = k0 + n * 8 + (lane % 4) * 2 + (e & 1), row = e < 2 ? row_a : row_b;
-                const float pv = (col > row || col >= T) ? 0.0f : exp2f(p[n][e] * scale_log2 - lse2[e / 2]);
+                const float pv = (masked && (col > row || col >= T)) ? 0.0f : exp2f(p[n][e] * scale_log2 - lse2[e / 2]);
                 ds[n][e] = pv * (ds[n][e] - Dr[e / 2]);
             }
         fa_mma_pv<HD, BC>(dq, ds, sK, 0, lane);  // dQ += dS K (times scale at the end)
@@ -481,7 +488,7 @@ static void flash_check(const void *a, const void *b, const void *c, int B, int 
     CUDA_REQUIRE(hd == 64 || hd == 128);
     CUDA_REQUIRE(KV > 0 && H % KV == 0);
     CUDA_REQUIRE(T > 0);
-    CUDA_REQUIRE(B > 0 && B * H <= 65535);  // grid.y
+    CUDA_REQUIRE(B > 0);
     CUDA_REQUIRE(is_aligned16(a) && is_aligned16(b) && is_aligned16(c));
 }
 
@@ -496,7 +503,7 @@ static void flash_forward_hd(floatX *out, float *lse, const floatX *qkv, int B, 
     const size_t smem = (size_t)3 * FA_TILE * FaTile<HD>::LDS * sizeof(floatX);
     auto kernel = flash_fwd_kernel<HD, FA_TILE, FA_TILE>;
     flash_smem_limit(kernel, smem);
-    dim3 grid((T + FA_TILE - 1) / FA_TILE, B * H);
+    dim3 grid(B * H, (T + FA_TILE - 1) / FA_TILE);
     kernel<<<grid, FA_THREADS, smem, stream>>>(out, lse, qkv, T, H, KV, scale_log2);
     cudaCheckLaunch();
 }
@@ -520,7 +527,7 @@ static void flash_backward_hd(floatX *dqkv, float *scratch_D, const floatX *dout
         const size_t smem = (size_t)(2 * FA_TILE + 2 * BR) * LDS * sizeof(floatX) + 2 * BR * sizeof(float);
         auto kernel = flash_bwd_dkdv_kernel<HD, BR, FA_TILE>;
         flash_smem_limit(kernel, smem);
-        dim3 grid((T + FA_TILE - 1) / FA_TILE, B * KV);
+        dim3 grid(B * KV, (T + FA_TILE - 1) / FA_TILE);
         kernel<<<grid, FA_THREADS, smem, stream>>>(dqkv, qkv, dout, lse, scratch_D, T, H, KV, scale_log2, scale);
         cudaCheckLaunch();
     }
@@ -528,7 +535,7 @@ static void flash_backward_hd(floatX *dqkv, float *scratch_D, const floatX *dout
         const size_t smem = (size_t)4 * FA_TILE * LDS * sizeof(floatX);
         auto kernel = flash_bwd_dq_kernel<HD, FA_TILE, FA_TILE>;
         flash_smem_limit(kernel, smem);
-        dim3 grid((T + FA_TILE - 1) / FA_TILE, B * H);
+        dim3 grid(B * H, (T + FA_TILE - 1) / FA_TILE);
         kernel<<<grid, FA_THREADS, smem, stream>>>(dqkv, qkv, dout, lse, scratch_D, T, H, KV, scale_log2, scale);
         cudaCheckLaunch();
     }
