@@ -49,7 +49,7 @@ static void check_dqkv(const char *what, const std::vector<float> &got, const st
     }
 }
 
-static void run_case(int B, int T, int H, int KV, int hd, int vs_cublas) {
+static void run_case(int B, int T, int H, int KV, int hd) {
     printf("B=%d T=%d H=%d KV=%d hd=%d\n", B, T, H, KV, hd);
     const int nh = H + 2 * KV;
     const size_t nqkv = (size_t)B * T * nh * hd, nout = (size_t)B * T * H * hd, nlse = flash_lse_elems(B, T, H);
@@ -79,7 +79,7 @@ static void run_case(int B, int T, int H, int KV, int hd, int vs_cublas) {
     check_true("flash rerun bitwise identical", dev_bytes(d_out, nout) == out_bytes && dev_bytes(d_lse, nlse) == lse_bytes &&
                                                     dev_bytes(d_dqkv, nqkv) == dqkv_bytes);
 
-    if (vs_cublas) {  // today's path on the same inputs: the same function
+    {  // today's path on the same inputs: the same function
         CublasAttention cb(B, T, H, KV, hd);
         floatX *c_out = dev_alloc<floatX>(nout), *c_dqkv = dev_alloc<floatX>(nqkv);
         dev_poison(c_out, nout); dev_poison(c_dqkv, nqkv);
@@ -126,20 +126,24 @@ static Timing time_case(int B, int T, int H, int KV, int hd) {
     return r;
 }
 
-int main(void) {
+// --checks-only: no timings (for compute-sanitizer's memcheck / racecheck, which are slow)
+int main(int argc, char **argv) {
+    const int timings = !(argc > 1 && strcmp(argv[1], "--checks-only") == 0);
     dev_require_gpu();
     matmul_setup();
-    run_case(2, 200, 4, 4, 64, 1);     // T not a multiple of the tile, H = KV
-    run_case(2, 200, 12, 4, 128, 1);   // GQA rep 3, hd 128, ragged T
-    run_case(3, 37, 4, 1, 64, 1);      // multi-query, T below one tile
-    run_case(1, 1, 2, 2, 128, 0);      // a single position
-    run_case(1, 1024, 12, 12, 64, 1);  // gpt2 124M's attention, T = 1024
-    run_case(1, 1024, 12, 4, 128, 1);  // GQA, hd 128, T = 1024
+    run_case(2, 200, 4, 4, 64);        // T not a multiple of the tile, H = KV
+    run_case(2, 200, 12, 4, 128);      // GQA rep 3, hd 128, ragged T
+    run_case(3, 37, 4, 1, 64);         // multi-query, T below one tile
+    run_case(1, 1, 2, 2, 128);         // a single position
+    run_case(1, 1024, 12, 12, 64);     // gpt2 124M's attention, T = 1024
+    run_case(1, 1024, 12, 4, 128);     // GQA, hd 128, T = 1024
     std::vector<Timing> t;
-    t.push_back(time_case(8, 1024, 12, 12, 64));  // the shape of bench/gpu_check_*'s attention line
-    t.push_back(time_case(16, 1024, 12, 12, 64)); // gpt2 124M at B=16
-    t.push_back(time_case(8, 1024, 12, 4, 64));
-    t.push_back(time_case(8, 1024, 12, 4, 128));
+    if (timings) {
+        t.push_back(time_case(8, 1024, 12, 12, 64));   // the shape of bench/gpu_check_*'s attention line
+        t.push_back(time_case(16, 1024, 12, 12, 64));  // gpt2 124M at B=16
+        t.push_back(time_case(8, 1024, 12, 4, 64));
+        t.push_back(time_case(8, 1024, 12, 4, 128));
+    }
     // the speedups, on lines tests/test_cuda_kernels.sh shows ("time ...")
     for (const Timing &r : t)
         printf("  time cuBLAS/flash B=%d T=%d H=%d KV=%d hd=%d: forward %.2fx, backward %.2fx\n", r.B, r.T, r.H, r.KV,
