@@ -24,8 +24,8 @@
 // exp(s - max) / sum for t2 <= t and 0 above the diagonal.
 // Softmax backward: dS = P * (dP - sum_t2 P dP), one warp per row.
 //
-// TODO (performance): a fused flash-attention kernel (wgmma, online softmax, causal block
-// skipping) would drop the [B,H,T,T] tensors and half of the FLOPs; see docs/kernels.md.
+// The fused replacement (no [B,H,T,T] tensors, half the FLOPs) is cuda/flash_attention.cuh,
+// written but not yet run on a GPU nor used by the trainer; see docs/kernels.md.
 //
 // Requirements: hd % 8 == 0, H % KV == 0, 16-byte aligned pointers; matmul_setup() called.
 #pragma once

@@ -1,0 +1,153 @@
+// dev/cuda/flash_attention.cu: the fused causal attention of cuda/flash_attention.cuh, forward
+// (out, lse) and backward (dq, dk, dv inside dqkv), checked
+//   1. against the double-precision CPU reference of dev/cuda/attention_ref.h, on fresh random
+//      bf16 inputs, every output element poisoned first (NaN) and checked;
+//   2. against today's cuBLAS path (cuda/attention.cuh) on the same inputs: the same function,
+//      so out and dqkv must agree within bf16 tolerance;
+//   3. for bitwise repeatability (no atomics: two runs give the same bytes);
+// on T not a multiple of the 64-row tile, T < one tile, T = 1024, hd 64 and 128, H = KV, GQA
+// (H=12, KV=4) and multi-query (KV=1). Then both paths are timed (CUDA events, median) with
+// TFLOP/s counted on the causal FLOPs (forward 4*hd per (query, key) pair with key <= query,
+// backward 2.5x that, as flash-attention counts).
+#include "dev/cuda/kernel_check.cuh"
+#include "cuda/attention.cuh"
+#include "cuda/flash_attention.cuh"
+#include "dev/cuda/attention_ref.h"
+
+// the cuBLAS path's buffers for one shape (cuda/attention.cuh's scratch contract)
+struct CublasAttention {
+    floatX *qkvr, *att, *s_bf, *s_y, *s_dqkvr;
+    float *s_f32;
+    CublasAttention(int B, int T, int H, int KV, int hd) {
+        const size_t nqkv = attention_qkv_elems(B, T, H, KV, hd), natt = attention_att_elems(B, T, H);
+        qkvr = dev_alloc<floatX>(nqkv); s_dqkvr = dev_alloc<floatX>(nqkv);
+        att = dev_alloc<floatX>(natt); s_bf = dev_alloc<floatX>(natt); s_f32 = dev_alloc<float>(natt);
+        s_y = dev_alloc<floatX>(attention_y_elems(B, T, H, hd));
+    }
+    ~CublasAttention() {
+        cudaCheck(cudaFree(qkvr)); cudaCheck(cudaFree(s_dqkvr)); cudaCheck(cudaFree(att));
+        cudaCheck(cudaFree(s_bf)); cudaCheck(cudaFree(s_f32)); cudaCheck(cudaFree(s_y));
+    }
+    void forward(floatX *out, const floatX *qkv, int B, int T, int H, int KV, int hd) {
+        attention_forward(out, qkvr, att, qkv, s_f32, s_y, B, T, H, KV, hd, 0);
+    }
+    void backward(floatX *dqkv, const floatX *dout, int B, int T, int H, int KV, int hd) {
+        attention_backward(dqkv, dout, qkvr, att, s_f32, s_bf, s_y, s_dqkvr, B, T, H, KV, hd, 0);
+    }
+};
+
+// dq, dk, dv of two [B,T,(H+2KV)*hd] gradients, each part checked on its own
+static void check_dqkv(const char *what, const std::vector<float> &got, const std::vector<float> &ref,
+                       int B, int T, int H, int KV, int hd, double nrel) {
+    const int nh = H + 2 * KV;
+    const char *names[3] = {"dq", "dk", "dv"};
+    const int h0[3] = {0, H, H + KV}, h1[3] = {H, H + KV, nh};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s %s", what, names[i]);
+        check_close(name, heads(got, B, T, nh, hd, h0[i], h1[i]), heads(ref, B, T, nh, hd, h0[i], h1[i]), 1e-2f, 5e-2f, nrel);
+    }
+}
+
+static void run_case(int B, int T, int H, int KV, int hd) {
+    printf("B=%d T=%d H=%d KV=%d hd=%d\n", B, T, H, KV, hd);
+    const int nh = H + 2 * KV;
+    const size_t nqkv = (size_t)B * T * nh * hd, nout = (size_t)B * T * H * hd, nlse = flash_lse_elems(B, T, H);
+    std::vector<float> qkv = rand_normal_bf16(nqkv, 1.0f), dout = rand_normal_bf16(nout, 1.0f);
+    std::vector<float> out_ref, lse_ref, dqkv_ref;
+    attention_ref(out_ref, NULL, &lse_ref, dqkv_ref, qkv, dout, B, T, H, KV, hd);
+
+    floatX *d_qkv = to_device_bf16(qkv), *d_dout = to_device_bf16(dout);
+    floatX *d_out = dev_alloc<floatX>(nout), *d_dqkv = dev_alloc<floatX>(nqkv);
+    float *d_lse = dev_alloc<float>(nlse), *d_D = dev_alloc<float>(nlse);
+    dev_poison(d_out, nout); dev_poison(d_lse, nlse); dev_poison(d_dqkv, nqkv); dev_poison(d_D, nlse);
+
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, H, KV, hd, 0);
+    const std::vector<float> out = from_device_bf16(d_out, nout);
+    check_close("flash forward out", out, out_ref, 1e-2f, 2e-2f);
+    check_close("flash forward lse", from_device_f32(d_lse, nlse), lse_ref, 2e-4f, 1e-3f, 1e-4);
+    flash_attention_backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, 0);
+    const std::vector<float> dqkv = from_device_bf16(d_dqkv, nqkv);
+    check_dqkv("flash backward", dqkv, dqkv_ref, B, T, H, KV, hd, 2e-2);
+
+    // bitwise repeatability, outputs poisoned again in between
+    const std::vector<unsigned char> out_bytes = dev_bytes(d_out, nout), lse_bytes = dev_bytes(d_lse, nlse),
+                                     dqkv_bytes = dev_bytes(d_dqkv, nqkv);
+    dev_poison(d_out, nout); dev_poison(d_lse, nlse); dev_poison(d_dqkv, nqkv); dev_poison(d_D, nlse);
+    flash_attention_forward(d_out, d_lse, d_qkv, B, T, H, KV, hd, 0);
+    flash_attention_backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, H, KV, hd, 0);
+    check_true("flash rerun bitwise identical", dev_bytes(d_out, nout) == out_bytes && dev_bytes(d_lse, nlse) == lse_bytes &&
+                                                    dev_bytes(d_dqkv, nqkv) == dqkv_bytes);
+
+    {  // today's path on the same inputs: the same function
+        CublasAttention cb(B, T, H, KV, hd);
+        floatX *c_out = dev_alloc<floatX>(nout), *c_dqkv = dev_alloc<floatX>(nqkv);
+        dev_poison(c_out, nout); dev_poison(c_dqkv, nqkv);
+        cb.forward(c_out, d_qkv, B, T, H, KV, hd);
+        cb.backward(c_dqkv, d_dout, B, T, H, KV, hd);
+        check_close("flash vs cuBLAS out", out, from_device_bf16(c_out, nout), 1e-2f, 2e-2f);
+        check_dqkv("flash vs cuBLAS", dqkv, from_device_bf16(c_dqkv, nqkv), B, T, H, KV, hd, 3e-2);
+        cudaCheck(cudaFree(c_out)); cudaCheck(cudaFree(c_dqkv));
+    }
+    cudaCheck(cudaFree(d_qkv)); cudaCheck(cudaFree(d_dout)); cudaCheck(cudaFree(d_out)); cudaCheck(cudaFree(d_dqkv));
+    cudaCheck(cudaFree(d_lse)); cudaCheck(cudaFree(d_D));
+}
+
+struct Timing { int B, T, H, KV, hd; float fwd, bwd, cb_fwd, cb_bwd; };
+
+static Timing time_case(int B, int T, int H, int KV, int hd) {
+    const int nh = H + 2 * KV;
+    const size_t nqkv = (size_t)B * T * nh * hd, nout = (size_t)B * T * H * hd, nlse = flash_lse_elems(B, T, H);
+    floatX *qkv = dev_alloc<floatX>(nqkv), *dout = dev_alloc<floatX>(nout), *out = dev_alloc<floatX>(nout);
+    floatX *dqkv = dev_alloc<floatX>(nqkv);
+    float *lse = dev_alloc<float>(nlse), *D = dev_alloc<float>(nlse);
+    upload_bf16(qkv, rand_normal_bf16(nqkv, 1.0f).data(), nqkv);  // random data: never time on zeros
+    upload_bf16(dout, rand_normal_bf16(nout, 1.0f).data(), nout);
+    const double flops_fwd = 4.0 * B * H * hd * ((double)T * (T + 1) / 2);  // causal pairs only
+    Timing r = {B, T, H, KV, hd, 0, 0, 0, 0};
+    char name[96];
+    snprintf(name, sizeof(name), "flash fwd B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    r.fwd = time_us([&] { flash_attention_forward(out, lse, qkv, B, T, H, KV, hd, 0); }, 20, 7);
+    report_flops(name, r.fwd, flops_fwd);
+    snprintf(name, sizeof(name), "flash bwd B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+    r.bwd = time_us([&] { flash_attention_backward(dqkv, D, dout, qkv, out, lse, B, T, H, KV, hd, 0); }, 20, 7);
+    report_flops(name, r.bwd, 2.5 * flops_fwd);
+    {
+        CublasAttention cb(B, T, H, KV, hd);
+        snprintf(name, sizeof(name), "cuBLAS fwd B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+        r.cb_fwd = time_us([&] { cb.forward(out, qkv, B, T, H, KV, hd); }, 10, 7);
+        report_flops(name, r.cb_fwd, flops_fwd);
+        snprintf(name, sizeof(name), "cuBLAS bwd B=%d T=%d H=%d KV=%d hd=%d", B, T, H, KV, hd);
+        r.cb_bwd = time_us([&] { cb.backward(dqkv, dout, B, T, H, KV, hd); }, 10, 7);
+        report_flops(name, r.cb_bwd, 2.5 * flops_fwd);
+    }
+    cudaCheck(cudaFree(qkv)); cudaCheck(cudaFree(dout)); cudaCheck(cudaFree(out)); cudaCheck(cudaFree(dqkv));
+    cudaCheck(cudaFree(lse)); cudaCheck(cudaFree(D));
+    return r;
+}
+
+// --checks-only: no timings (for compute-sanitizer's memcheck / racecheck, which are slow)
+int main(int argc, char **argv) {
+    const int timings = !(argc > 1 && strcmp(argv[1], "--checks-only") == 0);
+    dev_require_gpu();
+    matmul_setup();
+    run_case(2, 200, 4, 4, 64);        // T not a multiple of the tile, H = KV
+    run_case(2, 200, 12, 4, 128);      // GQA rep 3, hd 128, ragged T
+    run_case(3, 37, 4, 1, 64);         // multi-query, T below one tile
+    run_case(1, 1, 2, 2, 128);         // a single position
+    run_case(1, 1024, 12, 12, 64);     // gpt2 124M's attention, T = 1024
+    run_case(1, 1024, 12, 4, 128);     // GQA, hd 128, T = 1024
+    std::vector<Timing> t;
+    if (timings) {
+        t.push_back(time_case(8, 1024, 12, 12, 64));   // the shape of bench/gpu_check_*'s attention line
+        t.push_back(time_case(16, 1024, 12, 12, 64));  // gpt2 124M at B=16
+        t.push_back(time_case(8, 1024, 12, 4, 64));
+        t.push_back(time_case(8, 1024, 12, 4, 128));
+    }
+    // the speedups, on lines tests/test_cuda_kernels.sh shows ("time ...")
+    for (const Timing &r : t)
+        printf("  time cuBLAS/flash B=%d T=%d H=%d KV=%d hd=%d: forward %.2fx, backward %.2fx\n", r.B, r.T, r.H, r.KV,
+               r.hd, r.cb_fwd / r.fwd, r.cb_bwd / r.bwd);
+    matmul_teardown();
+    return dev_finish("flash_attention");
+}
