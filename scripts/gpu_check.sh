@@ -357,7 +357,7 @@ main() {
     stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
     stage bench "benchmark: GPT-2 124M on Brown" 150 bench
     stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 150 sanitize
-    stage kernels "dev/cuda kernels vs CPU references" 150 bash tests/test_cuda_kernels.sh
+    stage kernels "dev/cuda kernels vs CPU references" 180 bash tests/test_cuda_kernels.sh
     stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
     stage gpu_train "speed: zeroc vs PyTorch eager and torch.compile (bench/gpu_train.sh)" 420 bash bench/gpu_train.sh
 
