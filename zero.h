@@ -291,6 +291,7 @@ typedef struct {
     size_t host_mem[N_MEM];     // GPU trainer: pinned host bytes (offload), by kind
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host
     int offload_param;          // stage 3: the parameter shard in host memory
+    int whole;                  // stage 3 at one rank, the shard in working memory: units used in place (zero_shard_whole)
     int separate_master;        // an fp32 master beside floatX working parameters (GPU; CPU with --fp16 1)
 
     // model states (one allocation each)
@@ -338,15 +339,20 @@ enum { ZB_PARAMS, ZB_MASTER, ZB_OPT_M, ZB_OPT_V, ZB_RESIDENT, ZB_ARENA, ZB_GRADS
        ZB_RS_SCRATCH, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
+// Stage 3 at one rank: the shard is the whole model. Unless offload_param keeps it in host memory
+// (GPU), it already sits where the compute reads it, and a gather would copy every unit onto itself:
+// the units are used in place instead (no gather arena, no resident copies, no all-gathers).
+static int zero_shard_whole(const ZeroPlan *p, int offload_param) { return p->stage == 3 && p->P == 1 && !offload_param; }
+
 static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, int separate_master, int offload, int offload_param) {
-    int st = p->stage, opt = offload ? ZMEM_HOST : ZMEM_WORK;
+    int st = p->stage, opt = offload ? ZMEM_HOST : ZMEM_WORK, gathers = st == 3 && !zero_shard_whole(p, offload_param);
     size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4;   // the reduced gradient: floatX slices, or the fp32 shard
     memset(b, 0, sizeof(ZeroBuffer) * N_ZBUF);
     b[ZB_PARAMS] = (ZeroBuffer){(st <= 2 ? p->full_elems : shard) * x, MEM_PARAMS, st == 3 && offload_param ? ZMEM_HOST : ZMEM_WORK};
     b[ZB_MASTER] = (ZeroBuffer){separate_master ? shard * 4 : 0, MEM_OPTIM, opt};
     b[ZB_OPT_M] = b[ZB_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, opt};
-    b[ZB_RESIDENT] = (ZeroBuffer){st == 3 ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
-    b[ZB_ARENA] = (ZeroBuffer){st == 3 ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZB_RESIDENT] = (ZeroBuffer){gathers ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZB_ARENA] = (ZeroBuffer){gathers ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
     b[ZB_GRADS] = (ZeroBuffer){st <= 1 ? p->full_elems * x : 0, MEM_GRADS, ZMEM_WORK};
     b[ZB_GRAD_SHARD] = (ZeroBuffer){st >= 2 ? shard * 4 : 0, MEM_GRADS, ZMEM_WORK};
     b[ZB_GRAD_SLOTS] = (ZeroBuffer){st >= 2 ? p->slot_elems * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
@@ -365,6 +371,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
               cfg->max_live_elems, p->gather_need);
     z->offload = cfg->offload;
     z->offload_param = cfg->offload_param;
+    z->whole = zero_shard_whole(p, z->offload_param);
     // the model states (stage 3: the parameters' shard in host memory with ZeRO-Infinity's
     // offload_param, each unit's slice copied to the GPU as part of its gather; the optimizer
     // partition in host memory with ZeRO-Offload), then the working buffers
@@ -383,8 +390,10 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
     // parameters that never move: stages 0-2 hold every unit whole, stage 3 its persistent units
+    // (and at one rank every unit, its shard)
     for (int i = 0; i < p->n_units; i++)
         z->unit_params[i] = ZERO_STAGE <= 2 ? z->params + p->u[i].full_off
+                          : z->whole ? z->params + p->u[i].shard_off
                           : p->u[i].persistent ? z->resident + p->u[i].resident_off : NULL;
 }
 
@@ -452,7 +461,7 @@ static int zero_load_params(Zero *z, ParamSource *src) {
             zb_upload(&z->be, zero_master_slice(z, i), vals + ((size_t)p->part * U->shard - lo), U->shard * sizeof(float));
             zb_upload_floatX(&z->be, held, vals, n);
         }
-        if (ok && ZERO_STAGE == 3 && U->persistent) {   // stage 3's resident units are whole
+        if (ok && ZERO_STAGE == 3 && U->persistent && !z->whole) {   // stage 3's resident units are whole
             float *whole = z->separate_master ? staging : (float *)(z->resident + U->resident_off);
             ok = src->read(src, i, 0, U->padded, whole);
             if (ok && z->separate_master) zb_upload_floatX(&z->be, z->resident + U->resident_off, whole, U->padded);
@@ -534,6 +543,7 @@ static floatX *zero_fetch_params(Zero *z, int u) {
             fatal("zero stage 3: unit %d fetched out of the planned order (expected %d)", u,
                   z->cursor < z->n_order ? z->order[z->cursor] : -1);
         z->cursor++;
+        if (z->whole) return z->unit_params[u];   // one rank: the shard is the unit
         int s = zero_ring_find(z, u);
         if (s < 0) { zero_start_gather(z, u, 1); s = zero_ring_find(z, u); }
         comm_wait(z->comm, &z->ring[s].req);
@@ -550,7 +560,7 @@ static floatX *zero_fetch_params(Zero *z, int u) {
 // gather into the same space waits for them, see comm_nccl_begin.)
 static void zero_release_params(Zero *z, int u) {
 #if ZERO_STAGE == 3
-    if (z->plan.u[u].persistent) return;
+    if (z->plan.u[u].persistent || z->whole) return;
     if (z->ring_count == 0 || z->ring[z->ring_head].unit != u)
         fatal("zero stage 3: unit %d released out of order", u);
     int s = z->ring_head;
@@ -628,8 +638,14 @@ static void zero_grads_end(Zero *z, int u) {
     if (z->grads_observer) z->grads_observer(z->observer_ctx, u, z->unit_grads[u]);
 #if ZERO_STAGE >= 2
     const ZeroUnit *U = &z->plan.u[u];
-    CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
-    zb_accumulate_reduced(&z->be, &r, z->grad_shard + U->shard_off, z->rs_scratch, U->shard, z->micro == 0);
+    if (z->plan.P == 1 && ZB_ONE_RANK_IN_PLACE) {
+        // one rank: the reduce-scatter's result would be its input; the slot is added as it is
+        CommRequest none = {0};
+        zb_accumulate_reduced(&z->be, &none, z->grad_shard + U->shard_off, z->unit_grads[u], U->shard, z->micro == 0);
+    } else {
+        CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
+        zb_accumulate_reduced(&z->be, &r, z->grad_shard + U->shard_off, z->rs_scratch, U->shard, z->micro == 0);
+    }
     if (z->micro == z->cfg->accum - 1) zero_grad_final(z, u);
     zb_slot_release(&z->be, z->unit_slot[u]);
 #endif
@@ -741,8 +757,8 @@ static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
     for (int i = 0; i < p->n_units; i++)
         comm_all_gather(z->comm, zero_param_slice(z, i), z->params + p->u[i].full_off, p->u[i].shard, ZPARAM_DT);
 #elif ZERO_STAGE == 3
-    // parameters stay partitioned; only the persistent units are re-gathered
-    for (int i = 0; i < p->n_units; i++) {
+    // parameters stay partitioned; only the persistent units are re-gathered (at one rank they are the shard)
+    for (int i = 0; i < p->n_units && !z->whole; i++) {
         const ZeroUnit *U = &p->u[i];
         if (!U->persistent) continue;
         floatX *full = z->resident + U->resident_off, *mine = full + (size_t)p->part * U->shard;

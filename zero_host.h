@@ -40,6 +40,9 @@
 #pragma once
 
 #define ZPARAM_DT DT_F32
+// at one rank a reduced gradient is the gradient itself: zb_accumulate_reduced reads the slot in place
+// (zero.h skips the reduce-scatter, which MPI would run as a copy through a temporary buffer)
+#define ZB_ONE_RANK_IN_PLACE 1
 
 typedef struct {
     Comm *comm;
