@@ -26,19 +26,23 @@ specified in docs/model.md.
 #include "zero.h"
 #include "checkpoint.h"
 #include "activations.h"
+#include "cpu_threads.h"
 
 // OpenBLAS (the openmp build) has this; it keeps BLAS on our thread count.
 void openblas_set_num_threads(int num_threads);
 
 // ----------------------------------------------------------------------------
-// kernels: fp32, OpenMP. Every reduction runs in a fixed order whatever the
-// thread count, so runs are bitwise repeatable (resume relies on it).
+// kernels: fp32, OpenMP. Every reduction of these kernels runs in a fixed order
+// whatever the thread count; the GEMMs' tiling depends on it (cpu_threads.h). So
+// runs are bitwise repeatable at a given thread count (resume relies on it). The
+// loops take their iterations in chunks (cpu_chunk): a thread that another process
+// slows down takes fewer of them.
 
 // out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias)
 static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
+    cpu_gemm(CblasNoTrans, CblasTrans, N, OC, C, inp, C, w, C, 0.0f, out, OC);
     if (bias) {
-        #pragma omp parallel for
+        #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
         for (int n = 0; n < N; n++) for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
     }
 }
@@ -46,10 +50,10 @@ static void matmul_forward(float *out, const float *inp, const float *w, const f
 // dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout
 static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                             int N, int C, int OC) {
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (dinp) cpu_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, w, C, 0.0f, dinp, C);
+    cpu_gemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) {
-        #pragma omp parallel for
+        #pragma omp parallel for schedule(dynamic, cpu_chunk(OC))
         for (int o = 0; o < OC; o++) {
             float s = 0;
             for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
@@ -60,7 +64,7 @@ static void matmul_backward(float *dinp, float *dw, float *dbias, const float *d
 
 // x = wte[tok] (+ wpe[t])
 static void encoder_forward(float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(B * T))
     for (int bt = 0; bt < B * T; bt++) {
         const float *e = wte + (size_t)tok[bt] * C, *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
         float *o = out + (size_t)bt * C;
@@ -68,13 +72,12 @@ static void encoder_forward(float *out, const int *tok, const float *wte, const 
     }
 }
 
-// scatter-add into the embedding rows; threads split the channels so the
-// order of additions per element is fixed
+// scatter-add into the embedding rows; threads take blocks of 16 channels (a
+// cache line) so the order of additions per element is fixed
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C) {
-    #pragma omp parallel
-    {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        int c0 = C * id / nt, c1 = C * (id + 1) / nt;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
         for (int bt = 0; bt < B * T; bt++) {
             const float *d = dout + (size_t)bt * C;
             float *e = dwte + (size_t)tok[bt] * C, *p = dwpe ? dwpe + (size_t)(bt % T) * C : NULL;
@@ -85,7 +88,7 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                               int N, int C, float eps) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0, v = 0;
@@ -103,7 +106,7 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
 // dinp += ...; dw, db += ...
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                                const float *mean, const float *rstd, int N, int C) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
         float m = mean[n], s = rstd[n], dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -118,7 +121,7 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
             di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
         }
     }
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
     for (int c = 0; c < C; c++) {
         float sw = 0, sb = 0;
         for (int n = 0; n < N; n++) {
@@ -132,7 +135,7 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
 }
 
 static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float ss = 0;
@@ -147,7 +150,7 @@ static void rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
 // y = x * s * w, s = (mean(x^2) + eps)^-1/2:  dx = s * (w*dy) - x * s^3 * mean(x * w * dy)
 static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
                              int N, int C) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
         float s = rstd[n], dot = 0;
@@ -156,7 +159,7 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
         float *di = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) di[c] += s * w[c] * d[c] - x[c] * s * s * s * dot;
     }
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
     for (int c = 0; c < C; c++) {
         float sw = 0;
         for (int n = 0; n < N; n++) sw += inp[(size_t)n * C + c] * rstd[n] * dout[(size_t)n * C + c];
@@ -168,7 +171,7 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
 // sign = +1 rotates forward; -1 rotates back (the backward of a rotation).
 static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int H, int KV, int hd, float sign) {
     int row = (H + 2 * KV) * hd, half = hd / 2;
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(B * T))
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
         float *x = qkv + (size_t)bt * row;
@@ -214,7 +217,7 @@ static inline void attend(float *o, float *a, const float *q, const float *k, co
 static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int H, int KV, int hd) {
     int row = (H + 2 * KV) * hd, C = H * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-    #pragma omp parallel for collapse(3)
+    #pragma omp parallel for collapse(3) schedule(dynamic, cpu_chunk((long)B * T * H))
     for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
     for (int h = 0; h < H; h++) {
@@ -234,7 +237,7 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
     int row = (H + 2 * KV) * hd, C = H * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     memset(dqkv, 0, sizeof(float) * (size_t)B * T * row);
-    #pragma omp parallel for collapse(2)
+    #pragma omp parallel for collapse(2) schedule(dynamic, cpu_chunk((long)B * KV))
     for (int b = 0; b < B; b++)
     for (int g = 0; g < KV; g++)
     for (int h = g * group; h < (g + 1) * group; h++)
@@ -266,14 +269,14 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
 static void gelu_forward(float *out, const float *inp, size_t n) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
     }
 }
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) {
         float x = inp[i], u = GELU_SCALE * (x + 0.044715f * x * x * x), th = tanhf(u);
         float sech2 = 1.0f - th * th;
@@ -284,7 +287,7 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
 
 // inp [N, 2F]: gate in columns 0..F-1, up in F..2F-1; out [N, F] = silu(gate) * up
 static void swiglu_forward(float *out, const float *inp, int N, int F) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *g = inp + (size_t)n * 2 * F, *u = g + F;
         float *o = out + (size_t)n * F;
@@ -292,7 +295,7 @@ static void swiglu_forward(float *out, const float *inp, int N, int F) {
     }
 }
 static void swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *g = inp + (size_t)n * 2 * F, *u = g + F, *d = dout + (size_t)n * F;
         float *dg = dinp + (size_t)n * 2 * F, *du = dg + F;
@@ -305,7 +308,7 @@ static void swiglu_backward(float *dinp, const float *inp, const float *dout, in
 }
 
 static void residual_forward(float *out, const float *a, const float *b, size_t n) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
@@ -318,7 +321,7 @@ extern float expf(float);
 // keep_probs (training) the logits are replaced by the softmax in the same pass,
 // which is all the backward needs; padded columns become 0.
 static void crossentropy_forward(float *losses, float *logits, const int *targets, int N, int V, int Vp, int keep_probs) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         float *l = logits + (size_t)n * Vp;
         float mx = -INFINITY, sum = 0;
@@ -342,7 +345,7 @@ static void crossentropy_forward(float *losses, float *logits, const int *target
 
 // In place: the softmax probabilities become dlogits = (p - onehot) * dloss.
 static void crossentropy_softmax_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         float *l = probs + (size_t)n * Vp;
         #pragma omp simd
@@ -492,7 +495,7 @@ static void attention_decode(GPT *m, int l, float *atty, float *att, float *qkv,
         memcpy(v + b * seq + (size_t)pos * kvrow, qkv + (size_t)b * m->QKV + (H + KV) * hd, sizeof(float) * kvrow);
     }
     float scale = 1.0f / sqrtf((float)hd);
-    #pragma omp parallel for collapse(2)
+    #pragma omp parallel for collapse(2) schedule(dynamic, cpu_chunk((long)B * H))
     for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
         int g = h / (H / KV);
@@ -677,15 +680,18 @@ static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *des
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    snprintf(desc, n, "%d thread%s (%s)", threads, threads > 1 ? "s" : "", why);
+    char policy[80];
+    cpu_wait_policy_describe(policy, sizeof(policy));
+    snprintf(desc, n, "%d thread%s (%s; %s)", threads, threads > 1 ? "s" : "", why, policy);
 }
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    cpu_wait_policy(argv);   // OpenMP threads that wait sleep soon (cpu_threads.h): may start the program again
     Comm comm;
     TrainConfig tc;
     if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
-    char threads[160];
+    char threads[256];
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);

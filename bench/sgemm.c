@@ -42,6 +42,7 @@ static double square_peak(int n, int reps) {
 }
 
 int main(int argc, char **argv) {
+    cpu_wait_policy(argv);   // the trainer's OpenMP wait policy (cpu_threads.h)
     int square = 2048, reps = 5;
     char **rest = (char **)xmalloc(sizeof(char *) * (argc + 1), "args");
     int nrest = 0;
