@@ -76,19 +76,24 @@ static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *o
     return 1;
 }
 
+static int params_read_safetensors(ParamSource *s, int u, size_t lo, size_t n, float *out) {
+    return hf_source_read((HFSource *)s->hf, u, lo, n, out, s->err, sizeof(s->err));
+}
+
 // Opens a model file as a parameter source: zeroc's own (its header checked
-// against the run's model; each rank then reads only its ranges) or a Hugging
-// Face .safetensors file (hf.h: imported whole, then served from memory).
-// Returns 1, or 0 with err.
+// against the run's model) or a Hugging Face .safetensors file (hf.h: checked
+// from its header, converted a tensor at a time); either way each rank then
+// reads only its ranges. Returns 1, or 0 with err.
 static int params_from_file(ParamSource *s, const ModelLayout *L, const char *path, char *err, size_t errn) {
     const ModelConfig *c = &L->cfg;
     size_t num_params = L->num_params;
     *s = params_from_init(L, 0);
     snprintf(s->path, sizeof(s->path), "%s", path);
     if (st_sniff(path)) {
-        s->owned = (float *)xmalloc(num_params * sizeof(float), "parameters (safetensors import)");
-        if (!hf_import(path, c, num_params, s->owned, err, errn)) { free(s->owned); s->owned = NULL; return 0; }
-        s->read = params_read_flat; s->flat = s->owned;
+        HFSource *h = (HFSource *)xmalloc(sizeof(HFSource), "safetensors source");
+        if (!hf_source_open(h, path, c, err, errn)) { free(h); return 0; }
+        s->hf = h;
+        s->read = params_read_safetensors;
         return 1;
     }
     FILE *f = fopen(path, "rb");
@@ -119,8 +124,8 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
 
 static void params_close(ParamSource *s) {
     if (s->fd >= 0) close(s->fd);
-    free(s->owned);
-    s->fd = -1; s->owned = NULL;
+    if (s->hf) { hf_source_close((HFSource *)s->hf); free(s->hf); }
+    s->fd = -1; s->hf = NULL;
 }
 
 // The whole model file into flat (tests; the exporter streams instead). Returns 1, or 0 with err.

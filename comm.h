@@ -60,7 +60,7 @@ typedef struct {
     long long calls[N_COLL];
 #if COMM_DEVICE
     int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
-    int device;
+    int device, has_device;        // has_device: comm_attach_device ran (the estimator never needs it)
     ncclComm_t nccl;
     cudaStream_t compute;          // the trainer's kernels run here
     cudaStream_t stream;           // collectives run here (NCCL)
@@ -111,21 +111,38 @@ static struct {
     volatile int step;
     const char *volatile coll;       // the collective it waits on, NULL if none
     const char *volatile last_coll;  // the last one it waited on
+    double coll_t0, blocked_s;       // when the current wait began; seconds spent waiting (--breakdown)
 } g_wd = {0};
 
 static void wd_touch(void) { g_wd.last = wall_time(); }
 // the training loop says where it is (phase: a static string); step is 1-based
 static void comm_phase(const char *phase, int step) { g_wd.phase = phase; g_wd.step = step; wd_touch(); }
-static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); }
-static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); }
+static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); g_wd.coll_t0 = g_wd.last; }
+static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); g_wd.blocked_s += g_wd.last - g_wd.coll_t0; }
+// Seconds this rank spent blocked in collectives since the last call (the step
+// line's breakdown). Host-side: with NCCL the waits are the device's, not counted.
+static double comm_blocked_seconds(void) { double s = g_wd.blocked_s; g_wd.blocked_s = 0; return s; }
 
 static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
+// NCCL's asynchronous error (a peer gone, a network failure), NULL when there is none: a
+// failed collective never completes on the stream, so the host would wait forever
+static const char *comm_device_error(void *comm);
 
 static void *wd_main(void *arg) {
     int rank = *(int *)arg;
     while (!g_wd.stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        // NCCL's own error first (ncclCommGetAsyncError: safe from another thread, as
+        // PyTorch's watchdog uses it): a failed collective stops every rank at once
+        const char *nccl_error = g_wd.stop ? NULL : comm_device_error(g_wd.comm);
+        if (nccl_error) {
+            diag("error", "rank %d: NCCL reports %s (in %s of step %d, the last collective: %s): aborting the job", rank,
+                 nccl_error, g_wd.phase ? g_wd.phase : "start-up", g_wd.step, g_wd.last_coll ? g_wd.last_coll : "none");
+            comm_abort_device(g_wd.comm);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            _exit(1);
+        }
         double idle = wall_time() - g_wd.last;
         if (g_wd.stop || idle < g_wd.timeout) continue;
         const char *coll = g_wd.coll, *phase = g_wd.phase ? g_wd.phase : "start-up";
@@ -173,7 +190,9 @@ static MPI_Datatype mpi_dtype(CommDType t) {
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
 
-static void comm_init_mpi(Comm *c, int *argc, char ***argv) {
+// MPI: rank, world and the ranks sharing this node. The GPU trainer takes its
+// device afterwards (comm_attach_device).
+static void comm_init(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -275,9 +294,10 @@ static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd
 
 #if !COMM_DEVICE
 // CPU build: buffers are host memory, MPI does everything
-static void comm_init(Comm *c, int *argc, char ***argv) { comm_init_mpi(c, argc, argv); }
+static void comm_attach_device(Comm *c) { (void)c; }   // the CPU trainer's buffers are host memory
 static void comm_setup_backend(Comm *c, const char *name) { }
 static void comm_abort_device(void *comm) { }
+static const char *comm_device_error(void *comm) { (void)comm; return NULL; }
 static void comm_finalize(Comm *c) { comm_watchdog_stop(); MPI_Finalize(); }
 static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
@@ -299,8 +319,9 @@ static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) 
 // CUDA build: buffers are device memory.
 #define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
 
-static void comm_init(Comm *c, int *argc, char ***argv) {
-    comm_init_mpi(c, argc, argv);
+// This rank's GPU, its streams and events: after the flags, so that what needs no
+// GPU (--help, the estimator, a bad flag) answers on a machine without one.
+static void comm_attach_device(Comm *c) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0)
@@ -312,18 +333,33 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     for (int i = 0; i < 64; i++) cudaCheck(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
     c->backend = COMM_BACKEND_MPI;
+    c->has_device = 1;
 }
 
-// --comm nccl|mpi. NCCL gets its unique id from rank 0 over MPI.
+// --comm auto|nccl|mpi. auto: one rank needs no backend (comm_alone: no NCCL
+// bootstrap, no MPI); ranks sharing a GPU get the host-staged MPI collectives,
+// since NCCL refuses two ranks on one device; otherwise NCCL, which gets its
+// unique id from rank 0 over MPI.
 static void comm_setup_backend(Comm *c, const char *name) {
-    if (strcmp(name, "mpi") == 0) { c->backend = COMM_BACKEND_MPI; return; }
+    int automatic = strcmp(name, "auto") == 0;
+    if (strcmp(name, "mpi") == 0 || (automatic && c->world == 1)) { c->backend = COMM_BACKEND_MPI; return; }
     int ndev = 0;
     cudaCheck(cudaGetDeviceCount(&ndev));
-    // decided on every rank from the same numbers: all ranks stop, none hangs in init
-    if (c->local_world > ndev)
+    // decided on every rank from the same number (the most crowded node): all ranks
+    // take the same backend or all stop; none hangs in init
+    int crowded = c->local_world > ndev ? c->local_world : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, c->mpi);
+    if (crowded && automatic) {
+        if (c->rank == 0)
+            printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm mpi); "
+                   "NCCL needs one GPU per rank\n", crowded);
+        c->backend = COMM_BACKEND_MPI;
+        return;
+    }
+    if (crowded)
         fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
               "use --comm mpi (host-staged collectives) to test several ranks on one GPU",
-              c->local_world, ndev, ndev == 1 ? "" : "s");
+              crowded, ndev, ndev == 1 ? "" : "s");
     ncclUniqueId id;
     if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
@@ -339,13 +375,21 @@ static void comm_abort_device(void *comm) {
     Comm *c = (Comm *)comm;
     if (c && c->backend == COMM_BACKEND_NCCL && c->nccl) ncclCommAbort(c->nccl);
 }
+static const char *comm_device_error(void *comm) {
+    Comm *c = (Comm *)comm;
+    ncclResult_t r = ncclSuccess;
+    if (!c || c->backend != COMM_BACKEND_NCCL || !c->nccl || ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) return NULL;
+    return r == ncclSuccess || r == ncclInProgress ? NULL : ncclGetErrorString(r);
+}
 
 static void comm_finalize(Comm *c) {
     comm_watchdog_stop();
-    cudaStreamSynchronize(c->compute);
-    cudaStreamSynchronize(c->stream);
-    if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
-    if (c->stage) cudaFreeHost(c->stage);
+    if (c->has_device) {
+        cudaStreamSynchronize(c->compute);
+        cudaStreamSynchronize(c->stream);
+        if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
+        if (c->stage) cudaFreeHost(c->stage);
+    }
     MPI_Finalize();
 }
 
@@ -416,6 +460,16 @@ static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in,
     cudaCheck(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
 }
 
+// One rank: every collective is the identity (an average over one rank, the
+// gather of one shard), so nothing is staged or launched but the copy when the
+// result goes elsewhere. The volume is still counted, as the CPU trainer counts it.
+static int comm_alone(Comm *c, void *recv, const void *send, size_t bytes) {
+    if (c->world > 1) return 0;
+    if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, c->compute));
+    return 1;
+}
+static CommRequest comm_done(void) { CommRequest r; memset(&r, 0, sizeof(r)); return r; }
+
 static void comm_wait(Comm *c, CommRequest *r) {
     if (!r->active) return;
     if (c->backend == COMM_BACKEND_NCCL) cudaCheck(cudaStreamWaitEvent(c->compute, r->done, 0));
@@ -424,18 +478,20 @@ static void comm_wait(Comm *c, CommRequest *r) {
 
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
+    if (comm_alone(c, buf, buf, n * dtype_size(t))) return comm_done();
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
         return comm_nccl_end(c, "all_reduce (NCCL)");
     }
     comm_mpi_reduce_device(c, buf, buf, n, n, t, op, 0);
-    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+    return comm_done();
 }
 
 // send holds world*n elements; in place when recv == send + rank*n (NCCL's convention)
 static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
     comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * dtype_size(t));
+    if (comm_alone(c, recv, send, n * dtype_size(t))) return comm_done();
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclReduceScatter(send, recv, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
@@ -443,12 +499,13 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
     }
     // MPI: reduce-scatter on the host; the result lands at the front of the staging buffer
     comm_mpi_reduce_device(c, send, recv, n * c->world, n, t, op, 1);
-    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+    return comm_done();
 }
 
 static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     size_t es = dtype_size(t);
     comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
+    if (comm_alone(c, recv, send, n * es)) return comm_done();
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclAllGather(send, recv, n, nccl_dtype(t), c->nccl, c->stream));
@@ -461,12 +518,13 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
     wd_coll_end();
     cudaCheck(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
-    CommRequest r; memset(&r, 0, sizeof(r)); return r;
+    return comm_done();
 }
 
 static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
     size_t es = dtype_size(t);
     comm_count(c, COLL_BROADCAST, (long long)n * es);
+    if (comm_alone(c, buf, buf, n * es)) return;
     if (c->backend == COMM_BACKEND_NCCL) {
         comm_nccl_begin(c);
         COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));

@@ -347,6 +347,15 @@ static double peak_rss_bytes(void) {
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss * 1024.0;   // Linux: kilobytes
 }
+// and now (Linux: /proc/self/statm's resident pages); 0 if unknown
+static double current_rss_bytes(void) {
+    long long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%lld %lld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
 
 // ----------------------------------------------------------------------------
 // CRC-32 (IEEE): checkpoint files and manifests, the data's fingerprint, config hashes

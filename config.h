@@ -86,7 +86,8 @@ static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0,
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
-                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0};
+                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0},
+                   R_BUDGET = {0, 1 << 30, 1, 0, 0};
 
 static int range_ok(const Range *r, double v) {
     if (!isfinite(v) || (r->integer && v != floor(v))) return 0;
@@ -153,6 +154,8 @@ typedef struct {
     int save_every, threads;
     int keep_last;                  // --keep-last K: keep the newest K checkpoints (0: all)
     double timeout;                 // --timeout S: the watchdog's limit on a step or collective without progress (0: off)
+    int breakdown;                  // --breakdown 1 (wall_clock_breakdown): per-phase times of each step
+    double peak_tflops;             // --peak-tflops X: the device's peak for MFU (0: the GPU's own; none on the CPU)
     int val_every, val_batches, sample_every, sample_len;
     // sampling (sample.h): --sample 1 samples instead of training; the rest apply to --sample-every too
     int sample, num_samples, top_k, kv_cache;
@@ -167,10 +170,11 @@ typedef struct {
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
     int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
+    double memory_budget;           // --memory-budget GIB (with --estimate-memory): the largest micro batch that fits
     // activations (activations.h)
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
-    char comm[8];                   // "nccl" or "mpi" (GPU trainer)
+    char comm[8];                   // "auto", "nccl" or "mpi" (GPU trainer; comm_setup_backend)
     char tokenizer_path[512];
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
@@ -203,7 +207,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->persistence_threshold = 100000LL;
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
-    strcpy(c->comm, "nccl");
+    strcpy(c->comm, "auto");
     c->offload = OFFLOAD;
 }
 
@@ -320,10 +324,14 @@ static void print_help(const char *prog) {
            "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
+           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --keep-last K            keep the newest K checkpoints in --save DIR (default 0: all)\n"
+           "  --breakdown 0|1          per step: forward, backward, communication wait and optimizer times\n"
+           "                           (wall_clock_breakdown; the GPU synchronizes between phases to measure them)\n"
+           "  --peak-tflops X          the peak the step line's MFU is relative to (default: the GPU's dense\n"
+           "                           16-bit tensor peak; the CPU trainer prints GFLOP/s unless given)\n"
            "  --timeout S              watchdog: abort the job when a step or collective makes no progress\n"
            "                           for S seconds (default 600; 0: off)\n"
-           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --quiet 0|1\n"
            "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
@@ -355,10 +363,13 @@ static void print_help(const char *prog) {
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
            "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
+           "  --memory-budget GIB      with --estimate-memory: the largest micro batch per rank within GIB, per stage,\n"
+           "                           with and without --recompute\n"
            "activations\n"
            "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
-           "  --comm nccl|mpi          GPU collective backend\n", ZERO_STAGE);
+           "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
+           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n", ZERO_STAGE);
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
@@ -448,6 +459,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   c->zero_stage, ZERO_STAGE, c->zero_stage);
 #if !TRAINER_IS_GPU
     // the CPU trainer's model states live in host memory already: offload has nothing to move
+    // (the estimator keeps the settings: its train_gpt rows use them)
+    if (!c->estimate_world) {
     if (c->offload)
         report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD] ? c->from[FROM_OFFLOAD] : "--offload",
                   "\"cpu\": the CPU trainer's optimizer state is in host memory already (offload applies to train_gpt)");
@@ -455,16 +468,19 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
                   "\"cpu\": the CPU trainer's parameters are in host memory already (offload applies to train_gpt)");
     c->offload = c->offload_param = 0;
+    }
 #endif
     // activations
     if (c->cpu_checkpointing && !c->recompute)
         report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
                   "(or an activation_checkpointing block)");
 #if !TRAINER_IS_GPU
-    else if (c->cpu_checkpointing)
+    else if (c->cpu_checkpointing && !c->estimate_world)
         report_at(r, MSG_NOTE, c->from[FROM_CPU_CKPT], "the CPU trainer's activations are in host memory already (cpu_checkpointing applies to train_gpt)");
-    c->cpu_checkpointing = 0;
+    if (!c->estimate_world) c->cpu_checkpointing = 0;
 #endif
+    if (c->memory_budget > 0 && !c->estimate_world)
+        report_at(r, MSG_ERROR, "--memory-budget", "is a question for the estimator: give it with --estimate-memory N");
     if (c->offload_param && ZERO_STAGE != 3)
         report_at(r, MSG_ERROR, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
@@ -564,6 +580,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--save-every")) c->save_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--keep-last")) c->keep_last = flag_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--timeout")) c->timeout = flag_number(a, v, &R_TIMEOUT);
+        else if (!strcmp(a, "--breakdown")) c->breakdown = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--peak-tflops")) c->peak_tflops = flag_number(a, v, &R_TIMEOUT);
         else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
         else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
         else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);
@@ -590,10 +608,11 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--offload")) { c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload"; }
         else if (!strcmp(a, "--offload-param")) { c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);
         else if (!strcmp(a, "--recompute")) { c->recompute = flag_int(a, v, 0, 1); c->from[FROM_RECOMPUTE] = "--recompute"; }
         else if (!strcmp(a, "--cpu-checkpointing")) { c->cpu_checkpointing = flag_int(a, v, 0, 1); c->from[FROM_CPU_CKPT] = "--cpu-checkpointing"; }
         else if (!strcmp(a, "--comm")) {
-            if (strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected nccl or mpi, got '%s'", a, v);
+            if (strcmp(v, "auto") && strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected auto, nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);
         }
         else fatal("unknown flag '%s' (see --help)", a);

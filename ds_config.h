@@ -40,7 +40,7 @@ enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
        K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
        K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
-       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT };
+       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT, K_BREAKDOWN };
 
 typedef struct {
     const char *path;    // dotted key path
@@ -68,7 +68,7 @@ static const DsKey DS_KEYS[] = {
     {"gradient_accumulation_steps", NULL, DS_HONOURED, JT_INT, &R_ACCUM, K_ACCUM, NULL, "`--accum`: micro-steps per optimizer step"},
     {"gradient_clipping", NULL, DS_HONOURED, JT_NUM, &R_CLIP, K_CLIP, NULL, "`--clip`: global-norm clipping, 0 = off (zeroc's default 1.0; DeepSpeed's 0)"},
     {"steps_per_print", NULL, DS_NO_EFFECT, JT_INT, &R_WINDOW, K_NONE, NULL, "zeroc prints every step (`--quiet 1`: none) and logs every step to `--log`"},
-    {"wall_clock_breakdown", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "each step line and JSONL record has the step's time (ms) and tokens/s; there is no per-phase breakdown"},
+    {"wall_clock_breakdown", NULL, DS_HONOURED, JT_BOOL, NULL, K_BREAKDOWN, NULL, "`--breakdown`: each step line and JSONL record also has the forward, backward, communication-wait and optimizer times"},
     {"zero_allow_untested_optimizer", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc's ZeRO runs only its own Adam/AdamW"},
     {"communication_data_type", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "\"fp32\"", "the CPU trainer communicates fp32, the GPU trainer its 16-bit parameters and gradients (bf16, or fp16 in the fp16 build)"},
     {"prescale_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are averaged by the reduction itself"},
@@ -468,6 +468,7 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_MIN_LOSS_SCALE: c->min_loss_scale = (float)d; break;
     case K_BF16: c->bf16 = cJSON_IsTrue(v); c->from[FROM_BF16] = path; break;
     case K_ACT_CKPT: c->recompute = 1; c->from[FROM_RECOMPUTE] = path; break;
+    case K_BREAKDOWN: c->breakdown = cJSON_IsTrue(v); break;
     case K_CPU_CKPT: c->cpu_checkpointing = cJSON_IsTrue(v); c->from[FROM_CPU_CKPT] = path; break;
     case K_NUM_CKPT:
         if ((int)d != c->model.n_layer)

@@ -140,9 +140,11 @@ static int hf_ignorable(int arch, const char *name) {
 #undef ENDS
 }
 
-// A tensor of the file as fp32, after checking its shape, dtype and values. raw: scratch.
-static int hf_read_f32(STFile *s, const STTensor *t, int ndim, const int64_t *shape, void *raw, float *out, char *err, size_t errn) {
+// A tensor of the file against the entry it is to fill: its shape and a readable dtype.
+static int hf_check_tensor(const STFile *s, const STTensor *t, const HFTensor *e, char *err, size_t errn) {
     char a[64], b[64];
+    int64_t shape[2];
+    int ndim = hf_shape(e, shape);
     if (t->ndim != ndim || memcmp(t->shape, shape, sizeof(int64_t) * ndim) != 0) {
         snprintf(err, errn, "%.500s: tensor %s has shape %s, this model needs %s (sizes from config.json)", s->path, t->name,
                  st_shape_str(t->shape, t->ndim, a, sizeof(a)), st_shape_str(shape, ndim, b, sizeof(b)));
@@ -152,6 +154,11 @@ static int hf_read_f32(STFile *s, const STTensor *t, int ndim, const int64_t *sh
         snprintf(err, errn, "%s: tensor %s has dtype %s; zeroc reads F32, BF16 and F16", s->path, t->name, ST_DTYPE_NAMES[t->dtype]);
         return 0;
     }
+    return 1;
+}
+
+// A (checked) tensor of the file as fp32, its values checked finite. raw: scratch.
+static int hf_read_f32(STFile *s, const STTensor *t, void *raw, float *out, char *err, size_t errn) {
     if (!st_read_raw(s, t, raw, err, errn)) return 0;
     hf_to_f32(t->dtype, raw, t->numel, out);
     for (size_t i = 0; i < t->numel; i++)
@@ -159,79 +166,115 @@ static int hf_read_f32(STFile *s, const STTensor *t, int ndim, const int64_t *sh
     return 1;
 }
 
-// Reads Hugging Face weights into flat (zeroc's flat order, num_params floats) for the model c
-// (which parse_args took from the config.json beside the file). Accepts the names with or without
-// their model's prefix (OpenAI's GPT-2 files say h.0.attn..., not transformer.h.0.attn...), skips
-// GPT-2's attn.bias / attn.masked_bias and LLaMA's rotary_emb.inv_freq buffers, and with tied
-// embeddings fills llama's lm_head from embed_tokens. Returns 1, or 0 with a one-line err naming
-// the tensor: missing, unexpected, wrongly shaped, of an unreadable dtype, or non-finite.
-static int hf_import(const char *path, const ModelConfig *c, size_t num_params, float *flat, char *err, size_t errn) {
+// --init X.safetensors as a source of parameter ranges (ParamSource, model.h), so that under
+// ZeRO a rank reads only the slices it holds, as it does from zeroc's own model file. Opening
+// checks the file against the model c (which parse_args took from the config.json beside it)
+// from the header alone: every tensor present, of the right shape and a readable dtype, none
+// unexpected. It accepts the names with or without their model's prefix (OpenAI's GPT-2 files
+// say h.0.attn..., not transformer.h.0.attn...), skips GPT-2's attn.bias / attn.masked_bias and
+// LLaMA's rotary_emb.inv_freq buffers, and with tied embeddings serves llama's lm_head from
+// embed_tokens. A read converts only the tensors its range touches, one at a time, checking
+// their values finite: a rank holds its slices and one tensor, never the model.
+typedef struct {
     ModelLayout L;
-    model_layout_build(&L, c);
-    if (L.num_params != num_params) {
-        snprintf(err, errn, "%s: internal error: %zu parameters expected, the layout has %zu", path, num_params, L.num_params);
-        model_layout_free(&L);
-        return 0;
-    }
+    STFile s;
+    HFTensor *map;          // zeroc's tensors in flat order (hf_tensors)
+    const STTensor **src;   // the file's tensor behind each (llama's tied lm_head: embed_tokens)
+    int n;
+    const STTensor *cached; // the tensor whose fp32 values buf holds (NULL: none)
+    float *buf;
+    void *raw;
+} HFSource;
+
+static void hf_source_close(HFSource *h) {
+    free(h->map); free(h->src); free(h->buf); free(h->raw);
+    if (h->s.f) st_close(&h->s);
+    model_layout_free(&h->L);
+    memset(h, 0, sizeof(*h));
+}
+
+// the fp32 values of file tensor t into h->buf
+static int hf_source_load(HFSource *h, const STTensor *t, char *err, size_t errn) {
+    if (h->cached == t) return 1;
+    h->cached = NULL;
+    if (!hf_read_f32(&h->s, t, h->raw, h->buf, err, errn)) return 0;
+    h->cached = t;
+    return 1;
+}
+
+// Returns 1, or 0 with a one-line err naming the file and the tensor.
+static int hf_source_open(HFSource *h, const char *path, const ModelConfig *c, char *err, size_t errn) {
+    memset(h, 0, sizeof(*h));
+    model_layout_build(&h->L, c);
     char cfg_path[1100];
     hf_config_path(path, cfg_path, sizeof(cfg_path));
     ModelConfig fc;
     int tied;
     hf_config_read(cfg_path, &fc, &tied);
-    STFile s;
-    if (!st_open(&s, path, err, errn)) { model_layout_free(&L); return 0; }
-    HFTensor *map = (HFTensor *)xmalloc(sizeof(HFTensor) * hf_max_tensors(&L), "tensor map");
-    int n = hf_tensors(&L, map);
-    size_t max_numel = 0;
-    for (int i = 0; i < s.n; i++) if (s.t[i].numel > max_numel) max_numel = s.t[i].numel;
-    float *buf = (float *)xmalloc(max_numel * 4, "import buffer"), *head = NULL;
-    void *raw = xmalloc(max_numel * 4, "import buffer");
-    char *used = (char *)xcalloc(s.n + 1, "import");
+    if (!st_open(&h->s, path, err, errn)) { h->s.f = NULL; hf_source_close(h); return 0; }
+    h->map = (HFTensor *)xmalloc(sizeof(HFTensor) * hf_max_tensors(&h->L), "tensor map");
+    h->n = hf_tensors(&h->L, h->map);
+    h->src = (const STTensor **)xcalloc(sizeof(STTensor *) * h->n, "tensor map");
+    size_t max_numel = 1;
+    for (int i = 0; i < h->s.n; i++) if (h->s.t[i].numel > max_numel) max_numel = h->s.t[i].numel;
+    h->buf = (float *)xmalloc(max_numel * 4, "import buffer");
+    h->raw = xmalloc(max_numel * 4, "import buffer");
+    char *used = (char *)xcalloc(h->s.n + 1, "import");
     // the file's naming: with the model's prefix (save_pretrained) or without (OpenAI's GPT-2)
     const char *prefix = c->arch == ARCH_GPT2 ? "transformer." : "model.";
     size_t plen = strlen(prefix);
-    int strip = !st_find(&s, map[0].name) && st_find(&s, map[0].name + plen);
+    int strip = !st_find(&h->s, h->map[0].name) && st_find(&h->s, h->map[0].name + plen);
     int ok = 1;
-    memset(flat, 0, num_params * sizeof(float));
-    for (int i = 0; i < n && ok; i++) {
-        const HFTensor *h = &map[i];
-        const UnitSpec *u = &L.units[h->unit];
-        float *dst = flat + u->flat_offset + u->t[h->k].offset + (size_t)h->row0 * h->cols;
-        int lm_from_embed = tied && c->arch == ARCH_LLAMA && strcmp(h->name, "lm_head.weight") == 0;
-        const HFTensor *src = lm_from_embed ? &map[0] : h;   // map[0]: the embedding, the same shape
-        const char *name = strip && strncmp(src->name, prefix, plen) == 0 ? src->name + plen : src->name;
-        const STTensor *t = st_find(&s, name);
-        if (!t) { snprintf(err, errn, "%s: missing tensor %s", path, name); ok = 0; break; }
-        int64_t shape[2];
-        int ndim = hf_shape(h, shape);
-        ok = hf_read_f32(&s, t, ndim, shape, raw, buf, err, errn);
-        if (!ok) break;
-        used[t - s.t] = 1;
-        for (int r = 0; r < h->rows; r++)
-            for (int cc = 0; cc < h->cols; cc++) dst[(size_t)r * h->cols + cc] = buf[hf_index(h, r, cc)];
-        if (i == 0) {   // keep the embedding for a tied head's check below
-            head = (float *)xmalloc(t->numel * 4, "embedding copy");
-            memcpy(head, buf, t->numel * 4);
+    for (int i = 0; i < h->n && ok; i++) {
+        const HFTensor *e = &h->map[i];
+        int lm_from_embed = tied && c->arch == ARCH_LLAMA && strcmp(e->name, "lm_head.weight") == 0;
+        const HFTensor *named = lm_from_embed ? &h->map[0] : e;   // map[0]: the embedding, the same shape
+        const char *name = strip && strncmp(named->name, prefix, plen) == 0 ? named->name + plen : named->name;
+        const STTensor *t = st_find(&h->s, name);
+        if (!t) { snprintf(err, errn, "%s: missing tensor %s", path, name); ok = 0; }
+        else if ((ok = hf_check_tensor(&h->s, t, e, err, errn))) {
+            h->src[i] = t;
+            used[t - h->s.t] = 1;
         }
     }
-    for (int i = 0; i < s.n && ok; i++) {
-        if (used[i] || hf_ignorable(c->arch, s.t[i].name)) continue;
-        if (tied && strcmp(s.t[i].name, "lm_head.weight") == 0) {
+    for (int i = 0; i < h->s.n && ok; i++) {
+        if (used[i] || hf_ignorable(c->arch, h->s.t[i].name)) continue;
+        if (tied && strcmp(h->s.t[i].name, "lm_head.weight") == 0) {
             // a tied head stored anyway (some exports do): it must be the embedding
-            int64_t shape[2];
-            int ndim = hf_shape(&map[0], shape);
-            ok = hf_read_f32(&s, &s.t[i], ndim, shape, raw, buf, err, errn);
-            if (ok && memcmp(buf, head, s.t[i].numel * 4) != 0) {
+            float *embed = (float *)xmalloc(h->src[0]->numel * 4, "embedding copy");
+            ok = hf_check_tensor(&h->s, &h->s.t[i], &h->map[0], err, errn) && hf_source_load(h, h->src[0], err, errn);
+            if (ok) memcpy(embed, h->buf, h->src[0]->numel * 4);
+            ok = ok && hf_source_load(h, &h->s.t[i], err, errn);
+            if (ok && memcmp(h->buf, embed, h->s.t[i].numel * 4) != 0) {
                 snprintf(err, errn, "%s: lm_head.weight differs from the embedding, but config.json ties them (tie_word_embeddings)", path);
                 ok = 0;
             }
+            free(embed);
             continue;
         }
-        snprintf(err, errn, "%s: unexpected tensor %s (not part of zeroc's %s)", path, s.t[i].name, arch_name(c->arch));
+        snprintf(err, errn, "%s: unexpected tensor %s (not part of zeroc's %s)", path, h->s.t[i].name, arch_name(c->arch));
         ok = 0;
     }
-    free(used); free(raw); free(buf); free(head); free(map);
-    st_close(&s);
-    model_layout_free(&L);
+    free(used);
+    if (!ok) hf_source_close(h);
     return ok;
+}
+
+// Elements [lo, lo + n) of unit u in zeroc's layout into out (zeros where no tensor is:
+// the vocabulary's padding rows, the plan's padding). Returns 1, or 0 with err.
+static int hf_source_read(HFSource *h, int u, size_t lo, size_t n, float *out, char *err, size_t errn) {
+    memset(out, 0, n * sizeof(float));
+    for (int i = 0; i < h->n; i++) {
+        const HFTensor *e = &h->map[i];
+        if (e->unit != u) continue;
+        size_t start = h->L.units[u].t[e->k].offset + (size_t)e->row0 * e->cols, len = (size_t)e->rows * e->cols;
+        size_t a = start > lo ? start : lo, z = start + len < lo + n ? start + len : lo + n;
+        if (a >= z) continue;
+        if (!hf_source_load(h, h->src[i], err, errn)) return 0;
+        for (size_t x = a; x < z; x++) {
+            size_t r = (x - start) / e->cols, cc = (x - start) % e->cols;
+            out[x - lo] = h->buf[hf_index(e, (int)r, (int)cc)];
+        }
+    }
+    return 1;
 }

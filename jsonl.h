@@ -1,8 +1,9 @@
 // jsonl.h: the --log file, one JSON object per line (rank 0 writes it).
 // One function per record type; the reports of zero_report.h build their own
 // records (memory, comm, estimate) and hand them to jsonl_record.
-//   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps"
-//                    [, "skip_reason"][, "loss_scale"][, "peak_live_elems"]}
+//   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps",
+//    "elapsed_s", "gflops", "mem_bytes" [, "skip_reason"][, "loss_scale"][, "peak_live_elems"][, "mfu"]
+//    [, "forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms": --breakdown 1]}
 //   {"type":"val", "step", "val_loss"}
 // A number that is not finite is written as the string "nan", "inf" or "-inf"
 // (JSON has no such numbers; cJSON would write null): Python's float() reads
@@ -52,7 +53,12 @@ typedef struct {
     const char *skipped;        // why this step was skipped (step_guard.h), NULL: applied
     long long skipped_steps;    // steps skipped so far, this one included
     double loss_scale;          // fp16: the loss scale this step's backward used; 0: no fp16
+    double gflops, mfu;         // achieved model FLOP/s (PaLM/llm.c count); mfu: of the peak, -1 without one
+    double mem_bytes;           // memory in use: the GPU's (all of it), or this process's resident memory
+    double elapsed_s, eta_s;    // since the loop started; to the last step at this run's mean pace
+    double phase_ms[4];         // --breakdown: forward, backward, communication wait, optimizer; [0] < 0: off
 } StepStats;
+static const char *const PHASE_NAMES[4] = {"forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms"};
 
 static void jsonl_train(JsonLog *l, const StepStats *s) {
     if (!l->f) return;
@@ -69,6 +75,11 @@ static void jsonl_train(JsonLog *l, const StepStats *s) {
     cJSON_AddNumberToObject(r, "skipped_steps", (double)s->skipped_steps);
     if (s->loss_scale > 0) cJSON_AddNumberToObject(r, "loss_scale", s->loss_scale);
     if (s->peak_live_elems >= 0) cJSON_AddNumberToObject(r, "peak_live_elems", (double)s->peak_live_elems);
+    cJSON_AddNumberToObject(r, "elapsed_s", s->elapsed_s);
+    cJSON_AddNumberToObject(r, "gflops", s->gflops);
+    if (s->mfu >= 0) cJSON_AddNumberToObject(r, "mfu", s->mfu);
+    cJSON_AddNumberToObject(r, "mem_bytes", s->mem_bytes);
+    for (int i = 0; i < 4 && s->phase_ms[0] >= 0; i++) cJSON_AddNumberToObject(r, PHASE_NAMES[i], s->phase_ms[i]);
     jsonl_record(l, r);
 }
 

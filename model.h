@@ -308,7 +308,7 @@ struct ParamSource {
     uint64_t seed;        // the seeded initialization
     const float *flat;    // parameters in memory, in flat order
     int fd;               // a model file (checkpoint.h), -1 if none
-    float *owned;         // memory the source allocated (params_close frees it)
+    void *hf;             // a safetensors file (hf.h's HFSource), NULL if none
     char path[512];
     char err[1200];
 };

@@ -12,9 +12,11 @@
 #include <signal.h>
 
 #define EXIT_PREEMPTED 75
-enum { PREEMPT_STOP = 1, PREEMPT_SAVE = 2 };
+// PREEMPT_SIGINT / PREEMPT_SIGTERM: which stop signal arrived; OR-ed across ranks with the rest by
+// preempt_poll, so rank 0 names the signal whichever rank received it
+enum { PREEMPT_STOP = 1, PREEMPT_SAVE = 2, PREEMPT_SIGINT = 4, PREEMPT_SIGTERM = 8 };
 
-static volatile sig_atomic_t g_preempt_flags = 0, g_preempt_signal = 0;
+static volatile sig_atomic_t g_preempt_flags = 0;
 
 static void preempt_handler(int sig) {
     if (sig == SIGUSR1) { __atomic_fetch_or(&g_preempt_flags, PREEMPT_SAVE, __ATOMIC_SEQ_CST); return; }
@@ -23,8 +25,7 @@ static void preempt_handler(int sig) {
         raise(sig);
         return;
     }
-    g_preempt_signal = sig;
-    __atomic_fetch_or(&g_preempt_flags, PREEMPT_STOP, __ATOMIC_SEQ_CST);
+    __atomic_fetch_or(&g_preempt_flags, PREEMPT_STOP | (sig == SIGINT ? PREEMPT_SIGINT : PREEMPT_SIGTERM), __ATOMIC_SEQ_CST);
 }
 
 static void preempt_install(void) {
@@ -45,6 +46,8 @@ static int preempt_poll(Comm *c) {
     return comm_control_or(c, mine);
 }
 
-static const char *preempt_signal_name(void) {
-    return g_preempt_signal == SIGINT ? "SIGINT" : g_preempt_signal == SIGTERM ? "SIGTERM" : "a stop signal on another rank";
+// req: preempt_poll's answer, the same on every rank
+static const char *preempt_signal_name(int req) {
+    int i = req & PREEMPT_SIGINT, t = req & PREEMPT_SIGTERM;
+    return i && t ? "SIGINT and SIGTERM" : i ? "SIGINT" : "SIGTERM";
 }

@@ -72,7 +72,9 @@ int main(int argc, char **argv) {
     }
     const char *state_path = NULL;
     const char *tol_names[] = {"logits", "loss", "grad", "step"};
-    double tols[] = {2e-2, 1e-2, 5e-2, 2e-2};   // bf16 against fp32 (see above)
+    // bf16 against fp32, a small factor above what an H100 measured (bench/gpu_check_20261122-170326_*,
+    // docs/gpu.md): logits rel 5.2e-3, loss 2.2e-5, worst gradient 1.16e-2, worst step loss 3.3e-4
+    double tols[] = {1.5e-2, 1e-4, 3e-2, 1e-3};
     int nrest;
     char **rest = test_split_args(argc, argv, &state_path, tol_names, tols, 4, &nrest);
     double tol_logits = tols[0], tol_loss = tols[1], tol_grad = tols[2], tol_step = tols[3];
@@ -81,6 +83,7 @@ int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     TrainConfig tc;
     parse_args(&tc, nrest, rest, 1);
+    comm_attach_device(&comm);
     comm_setup_backend(&comm, tc.comm);
     if (!tc.init_path[0]) fatal("test_gpt needs --init MODEL (the model file the reference started from)");
 

@@ -401,6 +401,7 @@ typedef struct GPT {
     Activations a;
     void *act_memory, *scratch_memory;       // one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
+    double peak_flops;                       // the step line's MFU: --peak-tflops (0: none, GFLOP/s instead)
     Decode dec;                              // sampling with a KV cache (gpt_decode_alloc)
     int *inputs, *targets;
     float loss;                              // mean loss of the last forward
@@ -413,6 +414,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->B = tc->B; m->T = tc->T;
     const ModelConfig *c = &m->cfg;
     m->recompute = tc->recompute;
+    m->peak_flops = tc->peak_tflops * 1e12;
     model_layout_build(&m->layout, c);
     model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);

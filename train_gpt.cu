@@ -134,6 +134,7 @@ typedef struct GPT {
     Activations a;
     void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
+    double peak_flops;                       // the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
     int cpu_ckpt, in_backward;
     floatX *ckpt_host;                       // [L-1][BT, C]
@@ -151,6 +152,26 @@ typedef struct GPT {
     float loss;                              // mean loss of the last forward
 } GPT;
 
+
+// The device's peak dense 16-bit tensor-core FLOP/s, for the step line's MFU:
+// NVIDIA's published figure for the data-center parts it knows by name, else
+// SMs x boost clock x the FLOPs one SM does per clock at its compute capability
+// (the clock reported is the maximum boost, so this errs high). --peak-tflops
+// overrides it.
+static double gpu_peak_flops(int device) {
+    cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, device));
+    static const struct { const char *name; double tflops; } KNOWN[] = {
+        {"H100 SXM", 989.4}, {"H100 80GB HBM3", 989.4}, {"H100 NVL", 835.0}, {"H100 PCIe", 756.0}, {"H200", 989.4},
+        {"GH200", 989.4}, {"A100", 312.0}, {"L40S", 362.1}, {"L4", 121.0}, {"A10", 125.0}, {"B200", 2250.0}};
+    for (size_t i = 0; i < sizeof(KNOWN) / sizeof(KNOWN[0]); i++)
+        if (strstr(p.name, KNOWN[i].name)) return KNOWN[i].tflops * 1e12;
+    int khz = 0;
+    cudaCheck(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+    int cc = p.major * 10 + p.minor;
+    double per_sm_clock = cc >= 100 ? 8192 : cc >= 90 ? 4096 : cc >= 80 && cc != 86 && cc != 89 ? 2048 : 1024;
+    return p.multiProcessorCount * (khz * 1e3) * per_sm_clock;
+}
 
 // the sizes the kernels rely on (16-byte vectors of 8 floatX), one line each
 static void gpt_check_sizes(const ModelConfig *c, int T) {
@@ -172,6 +193,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     gpt_check_sizes(c, m->T);
     m->recompute = tc->recompute;
     m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
+    m->peak_flops = tc->peak_tflops > 0 ? tc->peak_tflops * 1e12 : gpu_peak_flops(comm->device);
     model_layout_build(&m->layout, c);
     model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);

@@ -4,7 +4,8 @@
 // with --sample 1, sample_run):
 //
 //   GPT (its model) has: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
-//                        int B, T; int *inputs, *targets (host, B*T)
+//                        int B, T; int *inputs, *targets (host, B*T);
+//                        double peak_flops (per device, for the step line's MFU; 0: unknown)
 //   gpt_forward, gpt_backward, gpt_decode (passes.h), what sample.h lists, and
 //   void gpt_set_dloss(GPT *m, float dloss)        the dloss the coming training backwards take (the
 //                                                  GPU's fused classifier uses it in the forward already)
@@ -46,6 +47,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
         comm_finalize(comm);
         return 0;
     }
+    comm_attach_device(comm);   // the GPU trainer's device: not needed above
     config_resolve_batch(tc, comm->world);
     if (tc->sample) {
         // sampling builds no training batch: the KV cache has its own buffers (sampler_init);
@@ -99,15 +101,36 @@ static void print_model(GPT *m, const TrainConfig *tc, const char *name) {
            tc->preset, mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff, mc->vocab_size, m->layout.num_params);
 }
 
-// The step line; with fp16 the loss scale, and once a step was skipped, the skips.
-static void print_step(const StepStats *s, int steps, double gflops) {
-    char extra[160] = "";
+// h:mm:ss
+static const char *clock_text(double seconds, char *buf, size_t n) {
+    long long t = seconds > 0 ? (long long)(seconds + 0.5) : 0;
+    snprintf(buf, n, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+    return buf;
+}
+
+// The step line: loss, lr, gradient norm (with fp16 the loss scale; once a step was
+// skipped, the skips), time, tokens/s, MFU (or GFLOP/s without a known peak), memory
+// in use, elapsed time and the time left; with --breakdown a second line of phases.
+static void print_step(const StepStats *s, int steps) {
+    char extra[160] = "", perf[48], el[32], eta[32];
     int k = 0;
     if (s->loss_scale > 0) k += snprintf(extra + k, sizeof(extra) - k, " | scale %.10g", s->loss_scale);
     if (s->skipped) snprintf(extra + k, sizeof(extra) - k, " | SKIPPED (%s; %lld so far)", s->skipped, s->skipped_steps);
     else if (s->skipped_steps) snprintf(extra + k, sizeof(extra) - k, " | %lld skipped", s->skipped_steps);
-    printf("step %4d/%d | loss %.6f | lr %.2e | norm %.4f%s | %.1f ms | %.0f tok/s | %.2f GFLOP/s\n",
-           s->step, steps, s->loss, s->lr, s->grad_norm, extra, s->ms, s->tokens_per_sec, gflops);
+    if (s->mfu >= 0) snprintf(perf, sizeof(perf), "MFU %.1f%%", 100 * s->mfu);
+    else snprintf(perf, sizeof(perf), "%.2f GFLOP/s", s->gflops);
+    printf("step %4d/%d | loss %.6f | lr %.2e | norm %.4f%s | %.1f ms | %.0f tok/s | %s | mem %.2f GiB | %s, ETA %s\n",
+           s->step, steps, s->loss, s->lr, s->grad_norm, extra, s->ms, s->tokens_per_sec, perf, s->mem_bytes / 1073741824.0,
+           clock_text(s->elapsed_s, el, sizeof(el)), clock_text(s->eta_s, eta, sizeof(eta)));
+    if (s->phase_ms[0] >= 0)
+        printf("          forward %.1f ms | backward %.1f ms | communication wait %.1f ms | optimizer %.1f ms\n",
+               s->phase_ms[0], s->phase_ms[1], s->phase_ms[2], s->phase_ms[3]);
+}
+
+// memory in use now: the GPU's (all of it: cudaMemGetInfo), or this process's resident memory
+static double memory_in_use(Zero *z) {
+    size_t used = 0, total = 0;
+    return zb_device_memory(&z->be, &used, &total) ? (double)used : current_rss_bytes();
 }
 
 // A checkpoint of the state after now->step, never of a non-finite model: then
@@ -163,8 +186,10 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     int status = 0;
     preempt_install();
     comm_watchdog_start(comm, comm->rank, tc->timeout);
+    double loop_t0 = wall_time(), steps_time = 0;
     for (int step = st.step; step < tc->steps; step++) {
-        double t0 = wall_time();
+        double t0 = wall_time(), phase[4] = {0, 0, 0, 0}, tp;   // --breakdown: forward, backward, comm wait, optimizer
+        comm_blocked_seconds();
         zero_step_begin(&m->zero);
         comm_reset_counters(comm);
         float dloss = step_guard_dloss(guard, tc->accum);   // times the loss scale with fp16
@@ -173,8 +198,14 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         for (int k = 0; k < tc->accum; k++) {
             comm_phase("forward/backward", step + 1);
             dataloader_next(&train, m->inputs, m->targets);
+            tp = wall_time();
             loss += gpt_forward(m, m->targets, 1);
+            if (tc->breakdown) zb_sync(&m->zero.be);
+            phase[0] += wall_time() - tp;
+            tp = wall_time();
             gpt_backward(m, m->targets, dloss);
+            if (tc->breakdown) zb_sync(&m->zero.be);
+            phase[1] += wall_time() - tp;
             zero_micro_step_end(&m->zero);
         }
         float step_loss = (float)(loss / tc->accum);
@@ -182,21 +213,30 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         // the step (step_guard.h): reduce, check for Inf/NaN on every rank, update unless skipped;
         // a skipped step does not advance the schedule or Adam's step count
         comm_phase("the optimizer step", step + 1);
+        tp = wall_time();
         int applied = step - (int)guard->skipped;
         ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
         zero_step_reduce(&m->zero);
         step_guard_inject(guard, &m->zero, step + 1);
         StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, zero_global_norm(&m->zero), tc->grad_clip);
         if (v.apply) zero_step_update(&m->zero, &opt, v.grad_scale);
-        double dt = wall_time() - t0;
+        if (tc->breakdown) zb_sync(&m->zero.be);
+        double t1 = wall_time(), dt = t1 - t0;
+        phase[3] = t1 - tp;
+        phase[2] = comm_blocked_seconds();   // (inside the phases above: each includes its own waits)
+        if (step > st.step || tc->steps - st.step == 1) steps_time += dt;   // the mean pace leaves out the first step's warm-up
         if (v.apply || step == st.step) {   // (a skipped step has no parameter all-gather)
             memcpy(comm_bytes, comm->bytes, sizeof(comm_bytes));
             memcpy(comm_calls, comm->calls, sizeof(comm_calls));
         }
+        int timed = step > st.step ? step - st.step : 1;
         StepStats s = {step + 1, step_loss, opt.lr, v.norm, dt * 1e3, tokens_per_step / dt,
                        ZERO_STAGE == 3 ? (long long)m->zero.peak_live : -1, v.skipped, guard->skipped,
-                       guard->fp16 ? v.scale : 0};
-        if (say) print_step(&s, tc->steps, flops_per_step / dt * 1e-9);
+                       guard->fp16 ? v.scale : 0, flops_per_step / dt * 1e-9,
+                       m->peak_flops > 0 ? flops_per_step / dt / (m->peak_flops * comm->world) : -1, memory_in_use(&m->zero),
+                       t1 - loop_t0, (steps_time > 0 ? steps_time / timed : dt) * (tc->steps - step - 1),
+                       {tc->breakdown ? phase[0] * 1e3 : -1, phase[1] * 1e3, phase[2] * 1e3, phase[3] * 1e3}};
+        if (say) print_step(&s, tc->steps);
         jsonl_train(&log, &s);
         if (v.stop[0]) fatal("%s", v.stop);
 
@@ -222,7 +262,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
             if (tc->save_dir[0] && !saved && isfinite(step_loss)) train_save(m, tc, &now, say);
             if (req & PREEMPT_STOP) {
                 if (comm->rank == 0)
-                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(), step + 1, tc->steps,
+                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(req), step + 1, tc->steps,
                          tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
                          EXIT_PREEMPTED);
                 status = EXIT_PREEMPTED;

@@ -142,6 +142,11 @@ static void zb_wait_collectives(ZeroBackend *b) {
     cudaCheck(cudaStreamWaitEvent(b->stream, e, 0));
 }
 
+static void zb_sync(ZeroBackend *b) {
+    cudaCheck(cudaStreamSynchronize(b->reduce_stream));
+    cudaCheck(cudaStreamSynchronize(b->stream));
+}
+
 static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
     global_norm_squared(b->norm_dev, g, n, b->norm_scratch, b->n_sumsq > 0, b->stream);
     b->n_sumsq++;

@@ -34,6 +34,7 @@
 //   zb_grad_slice_final                   a gradient slice is final (offload copies it to the host)
 //   zb_slot_acquire / zb_slot_release     a gradient slot is reused only after its reduction
 //   zb_wait_collectives                   everything the collectives produced is visible
+//   zb_sync                               every queued operation is done (the step line's --breakdown)
 //   zb_sumsq_add / zb_sumsq_take          the squared global norm, segment by segment
 //   zb_adamw                              AdamW on one segment of this rank's partition
 //   zb_device_memory                      the accelerator's used / total bytes (none here)
@@ -99,6 +100,7 @@ static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, zgrad_t *slice
 static void zb_slot_acquire(ZeroBackend *b, int slot) {}   // collectives here finish before
 static void zb_slot_release(ZeroBackend *b, int slot) {}   // the call that started them returns
 static void zb_wait_collectives(ZeroBackend *b) {}
+static void zb_sync(ZeroBackend *b) {}   // every queued operation done (the breakdown's timings): nothing is queued here
 
 // Squares summed in double, per segment (OpenMP's reduction: the same bits for
 // the same thread count).

@@ -103,6 +103,62 @@ static double footprint_sum(const double *kinds, int from, int to) {
     return s;
 }
 
+static double footprint_total(const ModelLayout *L, const TrainConfig *cfg, int trainer, int stage, int world) {
+    Footprint f = zero_footprint(L, cfg, trainer, stage, world);
+    return footprint_sum(f.work, 0, N_MEM - 1);
+}
+
+// The largest micro batch (sequences of cfg->T tokens per rank) whose working
+// memory fits `budget` bytes, 0 when not even one does: the footprint grows
+// with the micro batch, so a doubling search, then bisection.
+static int zero_max_micro_batch(const ModelLayout *L, const TrainConfig *cfg, int trainer, int stage, int world, double budget) {
+    TrainConfig c = *cfg;
+    int lo = 0, hi = 1;   // fits(lo) (or lo = 0), !fits(hi)
+    for (;;) {
+        c.B = hi;
+        if (footprint_total(L, &c, trainer, stage, world) > budget) break;
+        lo = hi;
+        if (hi >= (1 << 20)) return lo;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        c.B = lo + (hi - lo) / 2;
+        if (footprint_total(L, &c, trainer, stage, world) <= budget) lo = c.B; else hi = c.B;
+    }
+    return lo;
+}
+
+// --memory-budget GIB: for each trainer and stage the largest micro batch per
+// rank within the budget, without and with activation checkpointing (the GPU
+// trainer's "on" column offloads the checkpoints when --cpu-checkpointing is given).
+static void zero_estimate_budget(cJSON *rec, const ModelLayout *L, const TrainConfig *cfg, int world, int print) {
+    double budget = cfg->memory_budget * 1073741824.0;
+    cJSON *out = cJSON_AddObjectToObject(rec, "max_micro_batch");
+    cJSON_AddNumberToObject(out, "budget_bytes", budget);
+    if (print) printf("\nlargest micro batch per rank (sequences of %d tokens) within %g GiB of working memory at %d rank%s\n"
+                      "| %-13s | %-5s | %13s | %13s |\n", cfg->T, cfg->memory_budget, world, world > 1 ? "s" : "",
+                      "trainer", "stage", "recompute off", "recompute on");
+    for (int tr = 0; tr < 2; tr++) {
+        cJSON *t = cJSON_AddObjectToObject(out, TRAINER_NAMES[tr]);
+        for (int s = 0; s <= 3; s++) {
+            int best[2];
+            for (int r = 0; r < 2; r++) {
+                TrainConfig c = *cfg;
+                c.recompute = r;
+                c.cpu_checkpointing = r && cfg->cpu_checkpointing;
+                best[r] = zero_max_micro_batch(L, &c, tr, s, world, budget);
+            }
+            char key[16];
+            snprintf(key, sizeof(key), "stage%d", s);
+            cJSON *e = cJSON_AddObjectToObject(t, key);
+            cJSON_AddNumberToObject(e, "recompute_off", best[0]);
+            cJSON_AddNumberToObject(e, "recompute_on", best[1]);
+            if (print) printf("| %-13s | %5d | %13d | %13d |\n", TRAINER_NAMES[tr], s, best[0], best[1]);
+        }
+    }
+    if (print) printf("0: not even one sequence fits. Not counted: the libraries' own memory (CUDA context, NCCL, MPI, OpenBLAS).\n");
+}
+
 // The memory estimator (--estimate-memory N): the per-rank footprint of every
 // stage at world size N for both trainers, for the run's micro batch, sequence
 // length and flags (recompute, offload, the stage-3 settings), from the plan's
@@ -151,6 +207,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
     }
     if (print) printf("total: in the trainer's working memory (the GPU's for train_gpt); host (pinned): what offload keeps on the host.\n"
                       "Model states and ZeRO's buffers from the plan; activations and scratch for the micro batch (--batch, --seq).\n");
+    if (cfg->memory_budget > 0) zero_estimate_budget(rec, L, cfg, world, print);
     return rec;
 }
 

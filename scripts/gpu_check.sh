@@ -15,7 +15,8 @@
 #   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
 #      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
 #      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
-#   4. GPT-2 124M on the Brown data: tokens/s and MFU (ZeRO 0; ZeRO 3 and offload for overheads)
+#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0; ZeRO 3 and offload for
+#      overheads; --recompute and --cpu-checkpointing: memory against speed)
 #   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
 #   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
 #   7. a summary table
@@ -29,7 +30,7 @@
 # Stages get time limits; when the 9 minutes run short the remaining ones are skipped and say so.
 cd "$(dirname "$0")/.."
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET:-530}
+BUDGET=${GPU_CHECK_BUDGET:-585}
 PEAK_SPEC=989e12      # H100 SXM dense bf16, datasheet
 PEAK_MEASURED=800e12  # DESIGN.md: about 800 TFLOP/s measured on an 8192^3 bf16 GEMM
 dev_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -41,9 +42,16 @@ results=()
 
 elapsed() { echo $(( $(date +%s) - START )); }
 
-# stage NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
+# GPU_CHECK_ONLY="build,test_gpu,...": run only the stages with these keys (a rerun of what failed);
+# keys: build test_gpu fp16 hf sample bench kernels sanitize compare gpu_train. `compare` (GPT-2 124M, 300
+# steps against PyTorch on the same GPU, bench/gpu_compare/) and `gpu_train` (bench/gpu_train.sh: zeroc's
+# speed against PyTorch eager and torch.compile) run only when named: each needs its own call.
+ONLY=${GPU_CHECK_ONLY:-build,test_gpu,fp16,hf,sample,bench,kernels,sanitize}
+
+# stage KEY NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
 stage() {
-    local name=$1 limit=$2; shift 2
+    local key=$1 name=$2 limit=$3; shift 3
+    case ",$ONLY," in *",$key,"*) ;; *) return;; esac
     local left=$(( BUDGET - $(elapsed) ))
     if [ $left -lt 25 ]; then
         echo; echo "######## $name: SKIPPED (the 9-minute budget is spent)"
@@ -103,6 +111,83 @@ sanitize() {
     echo "-- memcheck: llama, stage 3 (every unit gathered), 2 steps + validation"
     "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z3_o0/train_gpt --arch llama $common \
         --persistence-threshold 0 || rc=1
+    # racecheck: shared-memory hazards in our kernels (one step). cuBLASLt's own kernels (nvjet, cutlass,
+    # xmma) synchronize in ways racecheck does not follow (split-K counters, TMA barriers): their reports
+    # are printed, not counted
+    local arch z out
+    for arch in gpt2 llama; do
+        z=0; [ $arch = llama ] && z=3
+        echo "-- racecheck: $arch, stage $z, 1 step"
+        out=$("$cs" --tool racecheck --print-limit 50 ./build/gpu_z${z}_o0/train_gpt --arch $arch \
+            --preset tiny --batch 2 --seq 32 --steps 1 --quiet 1 --comm mpi --persistence-threshold 0 2>&1)
+        echo "$out" | grep -E "Race reported|RACECHECK SUMMARY" | head -8
+        if echo "$out" | grep "Race reported" | grep -qvE "nvjet|cutlass|xmma|gemm|cublas"; then
+            echo "   a hazard in one of our kernels"; rc=1
+        else echo "   no hazard in our kernels"; fi
+    done
+    # initcheck: a read of device memory nothing wrote (accumulation included), without and with recompute.
+    # cuBLASLt's split-K reduce reads memory it did not write (540k reports a step, run 3 of 2026-11-22):
+    # excluded, and any other report in cuBLAS's kernels is printed, not counted
+    local r ours
+    for r in 0 1; do
+        echo "-- initcheck: gpt2, stage 0, --recompute $r, accumulation 2, 1 step (cuBLASLt's splitKreduce excluded)"
+        out=$("$cs" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 ./build/gpu_z0_o0/train_gpt \
+            --arch gpt2 --preset tiny --batch 2 --seq 32 --accum 2 --steps 1 --quiet 1 --recompute $r 2>&1)
+        echo "$out" | grep -E "^=+ +at " | sort | uniq -c | sort -rn | head -6
+        echo "$out" | grep "ERROR SUMMARY" | head -1
+        ours=$(echo "$out" | grep -E "^=+ +at " | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
+        if ! echo "$out" | grep -q "ERROR SUMMARY"; then echo "$out" | tail -n 5; echo "   initcheck did not run"; rc=1
+        elif [ -n "$ours" ]; then echo "   a read of uninitialized memory in one of our kernels"; rc=1
+        else echo "   none in our kernels"; fi
+    done
+    return $rc
+}
+
+# GPT-2 124M on the Brown data, zeroc's GPU trainer against the PyTorch reference (scripts/train_gpt.py,
+# fp32, TF32 off) on this GPU: same initial weights (train_gpt_cpu --steps 0 --save), same data order,
+# same flags. Writes bench/gpu_compare/{zeroc,torch}.{jsonl,log}, loss.png and summary.txt, whose last
+# line is "gpu_compare: N steps, max |loss diff| X, mean Y" over the steps after the warm-up.
+compare() {
+    [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
+    python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "no torch with CUDA"; return 77; }
+    local D=bench/gpu_compare steps=${GPU_COMPARE_STEPS:-300} warm=20 rc=0
+    mkdir -p "$D" "$TMPD/init"
+    ./build/z0/train_gpt_cpu --preset gpt2-124m --batch 1 --seq 1024 --steps 0 --save "$TMPD/init" --quiet 1 > /dev/null || return 1
+    local F=(--preset gpt2-124m --batch 8 --seq 1024 --steps "$steps" --lr 6e-4 --warmup $warm
+             --init "$TMPD/init/ckpt_00000000/model.bin" --train data/brown/train.bin --val data/brown/val.bin
+             --val-every 50 --val-batches 4)
+    echo "-- zeroc: ./build/gpu_z0_o0/train_gpt ${F[*]}"
+    local t0=$(date +%s)
+    ./build/gpu_z0_o0/train_gpt "${F[@]}" --log "$D/zeroc.jsonl" > "$D/zeroc.log" 2>&1 || rc=1
+    echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/zeroc.log"
+    [ $rc -eq 0 ] || { tail -n 20 "$D/zeroc.log"; return 1; }
+    echo "-- PyTorch: scripts/train_gpt.py ${F[*]} --device cuda"
+    t0=$(date +%s)
+    PYTHONUNBUFFERED=1 python3 scripts/train_gpt.py "${F[@]}" --device cuda --log "$D/torch.jsonl" > "$D/torch.log" 2>&1 || rc=1
+    echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/torch.log"
+    [ $rc -eq 0 ] || { tail -n 20 "$D/torch.log"; return 1; }
+    python3 scripts/plot_losses.py "$D/zeroc.jsonl" "$D/torch.jsonl" --labels zeroc,PyTorch \
+        --title "GPT-2 124M on Brown (B=8, T=1024): zeroc bf16 vs PyTorch fp32, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+        --out "$D/loss.png" | tail -n 3
+    python3 - "$D" "$warm" <<'PYEOF' | tee "$D/summary.txt"
+import json, os, subprocess, sys
+d, warm = sys.argv[1], int(sys.argv[2])
+def losses(p, kind="train", key="loss"):
+    return {r["step"]: r[key] for r in map(json.loads, open(p)) if r.get("type") == kind}
+a, b = losses(d + "/zeroc.jsonl"), losses(d + "/torch.jsonl")
+va, vb = losses(d + "/zeroc.jsonl", "val", "val_loss"), losses(d + "/torch.jsonl", "val", "val_loss")
+commit = os.environ.get("ZEROC_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+print("GPT-2 124M on Brown, B=8 x T=1024, lr 6e-4 cosine, warm-up %d; zeroc train_gpt (bf16, fp32 master) vs scripts/train_gpt.py (fp32, TF32 off)" % warm)
+print("commit %s, %s" % (commit, gpu))
+for s in sorted(set(va) & set(vb)):
+    print("val step %4d: zeroc %.4f  PyTorch %.4f  diff %+.4f" % (s, va[s], vb[s], va[s] - vb[s]))
+steps = sorted(s for s in set(a) & set(b) if s > warm)
+d_ = [abs(a[s] - b[s]) for s in steps]
+print("loss at step %d: zeroc %.4f, PyTorch %.4f" % (steps[-1], a[steps[-1]], b[steps[-1]]))
+print("gpu_compare: %d steps, max |loss diff| %.4f, mean %.4f" % (len(a), max(d_), sum(d_) / len(d_)))
+PYEOF
+    if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then mkdir -p "$OUT/gpu_compare" && cp "$D"/* "$OUT/gpu_compare/"; fi
     return $rc
 }
 
@@ -159,23 +244,19 @@ bench_run() {
     "$bin" --preset gpt2-124m --batch 16 --seq 1024 --steps "$steps" --lr 6e-4 --warmup 10 --log "$TMPD/bench_$name.jsonl" \
         "$@" > "$out" 2>&1
     local rc=$?
-    grep -E "^zeroc|ZeRO stage|^\| (model states|device in use|host)|step +[0-9]+/" "$out" | sed -n '1,12p;$p'
+    grep -E "^zeroc|ZeRO stage|^\| (model states|device in use|host|activations|scratch)|step +[0-9]+/" "$out" | sed -n '1,14p;$p'
     [ $rc -eq 0 ] || { tail -n 20 "$out"; echo "$name|FAILED (exit $rc)" >> "$TMPD/bench.txt"; return 1; }
-    python3 - "$name" "$out" "$TMPD/bench_$name.jsonl" >> "$TMPD/bench.txt" <<'PYEOF'
-import json, re, statistics, sys
-name, out, log = sys.argv[1:4]
-rows = []
-for line in open(out):
-    m = re.search(r"step +(\d+)/\d+ \| loss ([-\d.naif]+) .*\| ([\d.]+) ms \| (\d+) tok/s \| ([\d.]+) GFLOP/s", line)
-    if m: rows.append((int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5])))
-steady = [r for r in rows if r[0] > 5] or rows   # the first steps warm up cuBLAS and the allocator
-tok = statistics.median(r[3] for r in steady)
-ms = statistics.median(r[2] for r in steady)
-fpt = statistics.median(r[4] * 1e9 / r[3] for r in steady)
-mem = 0
-for r in map(json.loads, open(log)):
-    if r.get("type") == "memory": mem = r.get("device_used_bytes", 0)
-print(f"{name}|{tok:.0f}|{ms:.1f}|{fpt / 1e9:.4f}|{rows[0][1]:.3f} -> {rows[-1][1]:.3f}|{mem / 2**30:.1f}")
+    python3 - "$name" "$TMPD/bench_$name.jsonl" >> "$TMPD/bench.txt" <<'PYEOF'
+import json, statistics, sys
+name, log = sys.argv[1:3]
+recs = list(map(json.loads, open(log)))
+rows = [r for r in recs if r.get("type") == "train"]
+steady = [r for r in rows if r["step"] > 5] or rows   # the first steps warm up cuBLAS and the allocator
+tok = statistics.median(r["tokens_per_sec"] for r in steady)
+ms = statistics.median(r["ms"] for r in steady)
+fpt = statistics.median(r["gflops"] * 1e9 / r["tokens_per_sec"] for r in steady)
+mem = max([r.get("mem_bytes", 0) for r in rows] + [r.get("device_used_bytes", 0) for r in recs if r.get("type") == "memory"])
+print(f"{name}|{tok:.0f}|{ms:.1f}|{fpt / 1e9:.4f}|{rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}|{mem / 2**30:.1f}")
 PYEOF
 }
 
@@ -187,6 +268,9 @@ bench() {
     bench_run zero0 ./build/gpu_z0_o0/train_gpt 30 || rc=1
     bench_run zero3 ./build/gpu_z3_o0/train_gpt 15 || rc=1
     bench_run zero2_offload ./build/gpu_z2_o1/train_gpt 12 || rc=1
+    # memory against speed: activation checkpointing, and its checkpoints in pinned host memory
+    bench_run zero0_recompute ./build/gpu_z0_o0/train_gpt 12 --recompute 1 || rc=1
+    bench_run zero0_cpu_ckpt ./build/gpu_z0_o0/train_gpt 12 --recompute 1 --cpu-checkpointing 1 || rc=1
     echo
     python3 - "$TMPD/bench.txt" "$PEAK_SPEC" "$PEAK_MEASURED" <<'PYEOF'
 import sys
@@ -206,10 +290,17 @@ PYEOF
 }
 
 main() {
-    echo "zeroc gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')"
+    # ZEROC_COMMIT: the device tool copies the working tree, not always the repository's newest HEAD
+    echo "zeroc gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')}"
     nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
     echo "cores: $(nproc), memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}')"
+    # the facts that decide whether the carried libraries can work here, before they are unpacked
+    local inc=${CUDA_HOME:-/usr/local/cuda}/include
+    echo "glibc $(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9]*\.[0-9]*$'); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+    echo "mpirun of the image: $(command -v mpirun || echo none)$(command -v mpirun >/dev/null && mpirun --version 2>/dev/null | head -n 1 | sed 's/^/, /')"
+    echo "NCCL (toolkit header): $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$inc/nccl.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}')" \
+         "cuBLAS: $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}')"
     echo; echo "######## environment"
     # shellcheck source=scripts/gpu_env.sh
     if source scripts/gpu_env.sh; then results+=("environment (.gpu_deps)|PASS|$(elapsed)")
@@ -217,17 +308,19 @@ main() {
     cuda_libs
     "$NVCC" --version | tail -n 2
     python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run hf_transformers fp16_run
-    export TMPD PEAK_SPEC PEAK_MEASURED
+    export -f build sanitize bench bench_run hf_transformers fp16_run compare
+    export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
-    stage "build (sm_90)" 200 build
-    stage "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
-    stage "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
-    stage "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
-    stage "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
-    stage "benchmark: GPT-2 124M on Brown" 120 bench
-    stage "dev/cuda kernels vs CPU references" 90 bash tests/test_cuda_kernels.sh
-    stage "compute-sanitizer memcheck" 80 sanitize
+    stage build "build (sm_90)" 200 build
+    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
+    stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
+    stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
+    stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
+    stage bench "benchmark: GPT-2 124M on Brown" 150 bench
+    stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 150 sanitize
+    stage kernels "dev/cuda kernels vs CPU references" 150 bash tests/test_cuda_kernels.sh
+    stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
+    stage gpu_train "speed: zeroc vs PyTorch eager and torch.compile (bench/gpu_train.sh)" 420 bash bench/gpu_train.sh
 
     echo; echo "######## summary ($(elapsed)s of ${BUDGET}s; ${dev_name:-no GPU})"
     printf '| %-62s | %-16s | %6s |\n' "stage" "result" "time"

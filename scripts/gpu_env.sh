@@ -28,6 +28,16 @@ zeroc_gpu_env() {
         for d in "${debs[@]}"; do dpkg -x "$d" "$prefix" || { echo "gpu_env: error: dpkg -x $d failed" >&2; return 1; }; done
         echo "$list" > "$prefix/.unpacked"
     fi
+    # glibc: the carried libraries were built against Debian 12's (2.36; libevent-core imports
+    # arc4random@GLIBC_2.36); an image with an older one would fail every build and run obscurely
+    local need have
+    need=$(find "$prefix" -name '*.so*' -type f -print0 | xargs -0 grep -aoh 'GLIBC_2\.[0-9]*' 2>/dev/null |
+           sort -t. -k2,2n -u | tail -n 1)
+    have=${ZEROC_GLIBC_HAVE:-$(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9]*\.[0-9]*$')}   # (tests pretend another)
+    if [ -n "$need" ] && [ -n "$have" ] && [ "${have#2.}" -lt "${need#GLIBC_2.}" ] 2>/dev/null; then
+        echo "gpu_env: error: the libraries in .gpu_deps need $need, this machine has glibc $have: build .gpu_deps on a system with glibc $have or older (scripts/gpu_deps.sh)" >&2
+        return 1
+    fi
     local usr="$prefix/usr" multi="$prefix/usr/lib/x86_64-linux-gnu"
     # Debian names mpicc/mpirun through /etc/alternatives, which dpkg -x does not create
     mkdir -p "$prefix/bin"
@@ -49,8 +59,9 @@ zeroc_gpu_env() {
     # ("Read -1, expected ..., errno = 1"); plain copy-in/copy-out works everywhere
     export OMPI_MCA_btl_vader_single_copy_mechanism=none
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export GPU_MAKE_FLAGS="OPENBLAS_DIR=$multi/openblas-openmp"
+    export GPU_MAKE_FLAGS="OPENBLAS_DIR=$multi/openblas-openmp" ZEROC_GPU_ENV=1   # scripts/setup.sh: nothing to install
+    command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
     if ! mpicc --showme:version >/dev/null 2>&1; then echo "gpu_env: error: the unpacked mpicc does not run" >&2; return 1; fi
-    echo "gpu_env: $(echo "$list" | wc -l) packages from .gpu_deps in $prefix; $(mpicc --showme:version 2>&1 | head -1)"
+    echo "gpu_env: $(echo "$list" | wc -l) packages from .gpu_deps in $prefix (they need ${need:-?}; glibc here ${have:-?}); $(mpicc --showme:version 2>&1 | head -1)"
 }
 zeroc_gpu_env "$@"

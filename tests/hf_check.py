@@ -248,6 +248,13 @@ def cmd_edit(d, out, op, *args):
         write(dst, ts + [(args[0], "F32", [4], np.zeros(4, np.float32).tobytes())])
     elif op == "shape":
         write(dst, [(n, dt, s[::-1] if n == args[0] else s, r) for n, dt, s, r in ts])
+    elif op == "nan":   # one element of a tensor (F32) set to NaN
+        write(dst, [(n, dt, s, r[:4 * int(args[1])] + struct.pack("<f", float("nan")) + r[4 * int(args[1]) + 4:] if n == args[0] else r)
+                    for n, dt, s, r in ts])
+    elif op == "tied-head":   # a tied head stored anyway: the embedding's copy, or with one element changed
+        wte = [t for t in ts if t[0] == args[0]][0]
+        r = wte[3] if args[1] == "same" else struct.pack("<f", 1.5) + wte[3][4:]
+        write(dst, ts + [("lm_head.weight", wte[1], wte[2], r)])
     elif op == "gap":
         write(dst, ts)
         header, n, data = read(dst)

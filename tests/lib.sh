@@ -1,5 +1,9 @@
 # Shared helpers for the test scripts (sourced).
+# a python3 with numpy: Debian's here and in CI; on the GPU machine /usr/bin/python3 may lack it
 PY=/usr/bin/python3
+for _py in "${PYTHON:-}" /usr/bin/python3 python3; do
+    if [ -n "$_py" ] && "$_py" -c "import numpy" >/dev/null 2>&1; then PY=$_py; break; fi
+done
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
 TMP=$(mktemp -d /tmp/zeroc_test.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
@@ -18,7 +22,9 @@ open(path, "wb").write(h.tobytes() + tok.tobytes())
 PYEOF
 }
 
-check() {  # check NAME CONDITION-EXIT-CODE
+# check NAME CONDITION-EXIT-CODE. When NAME holds a command substitution, take the status first
+# (st=$?; check "... $(...)" $st): bash expands $? after the substitution, which sets it.
+check() {
     if [ "$2" -eq 0 ]; then echo "  ok   $1"; else echo "  FAIL $1"; fails=$((fails+1)); fi
 }
 

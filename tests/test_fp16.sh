@@ -177,7 +177,7 @@ run stop 3 2 --steps 10 --inject-nonfinite 5:2,6:2,7:1:nan,8:2 --max-skips 3 --s
 n_err=$(grep -c "error: step 7: 3 consecutive steps skipped (non-finite gradients" "$TMP/stop.out")
 [ "$(cat "$TMP/stop.rc")" != 0 ] && [ "$n_err" -ge 1 ] && [ "$(cat "$TMP/stop/latest")" = ckpt_00000006 ] && [ ! -e "$TMP/stop/ckpt_00000007" ] &&
     ck_same "$TMP/stop/ckpt_00000004" "$TMP/stop/ckpt_00000006"
-check "3 consecutive skips (rank 2 twice, then rank 1): every rank stops at step 7, exit $(cat "$TMP/stop.rc"), $n_err rank(s) printed the line" $?
+st=$?; check "3 consecutive skips (rank 2 twice, then rank 1): every rank stops at step 7, exit $(cat "$TMP/stop.rc"), $n_err rank(s) printed the line" $st
 grep -m1 "error: step 7" "$TMP/stop.out" | sed 's/^/       /'
 $PY - "$TMP/stop.jsonl" <<'PYEOF'
 import json, math, sys
@@ -206,7 +206,7 @@ ok=$?
 [ $ok -eq 0 ] && [ "$(cat "$TMP/diverge.rc")" != 0 ] && [ "$(cat "$TMP/div/latest")" = ckpt_00000001 ] && [ ! -e "$TMP/div/ckpt_00000002" ] &&
     grep -q "error: step 4: 3 consecutive steps skipped (non-finite loss" "$TMP/diverge.out" &&
     grep -q "warning: step 2: no checkpoint written: the loss is not finite" "$TMP/diverge.out"
-check "a diverging learning rate: NaN loss from step 2, no checkpoint written from then on, stopped at step 4 (exit $(cat "$TMP/diverge.rc"))" $?
+st=$?; check "a diverging learning rate: NaN loss from step 2, no checkpoint written from then on, stopped at step 4 (exit $(cat "$TMP/diverge.rc"))" $st
 
 ./build/z0/train_gpt_cpu $M --steps 2 --save "$TMP/good" > /dev/null 2>&1
 $PY - "$TMP/good/ckpt_00000002/model.bin" "$TMP/poison.bin" <<'PYEOF'
@@ -219,7 +219,7 @@ run poison0 3 3 --init "$TMP/poison.bin" --steps 0 --save "$TMP/good"
 grep -q "error: step 0: not saving a checkpoint to .*the fp32 master weights hold nan (unit embed, element 777)" "$TMP/poison0.out" &&
     [ "$(cat "$TMP/poison0.rc")" != 0 ] && [ "$(cat "$TMP/good/latest")" = ckpt_00000002 ] && [ ! -e "$TMP/good/ckpt_00000000" ] &&
     ! ls -a "$TMP/good" | grep -q tmp
-check "a model with a NaN parameter is never saved (ZeRO 3, 3 ranks): one line, exit $(cat "$TMP/poison0.rc"), the good checkpoint stays latest" $?
+st=$?; check "a model with a NaN parameter is never saved (ZeRO 3, 3 ranks): one line, exit $(cat "$TMP/poison0.rc"), the good checkpoint stays latest" $st
 grep -m1 "error: step 0" "$TMP/poison0.out" | sed 's/^/       /'
 run poison16 1 0 --init "$TMP/poison.bin" --steps 10 --fp16 1 --max-skips 4
 [ "$(cat "$TMP/poison16.rc")" != 0 ] && grep -q "error: step 4: 4 consecutive steps skipped (non-finite loss" "$TMP/poison16.out"

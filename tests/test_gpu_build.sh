@@ -4,6 +4,7 @@
 # test_gpt.cu and test_decode.c: `make gpu-all`.
 # Needs the CUDA toolkit and mpicc, no GPU. A compile or link error fails the test.
 cd "$(dirname "$0")/.."
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 if [ ! -x "$NVCC" ] && ! command -v "$NVCC" >/dev/null 2>&1; then
     echo "SKIP: no nvcc ($NVCC)"
@@ -28,4 +29,30 @@ n16=$(echo "$bins" | tr ' ' '\n' | grep -c "_fp16/train_gpt")
 out=$(./build/gpu_test/test_gpt --state /dev/null 2>&1); rc=$?
 if [ $rc -eq 77 ]; then echo "  test_gpt without a GPU: $out"
 elif [ $rc -ne 0 ]; then echo "FAIL: test_gpt exited $rc: $out"; exit 1; fi
+# the estimator needs no GPU: train_gpt answers on the build machine, with train_gpt_cpu's numbers
+if ! nvidia-smi -L 2>/dev/null | grep -q GPU && [ -x build/z0/train_gpt_cpu ]; then
+    E="--preset gpt2-124m --batch 8 --seq 1024 --recompute 1 --cpu-checkpointing 1 --offload 1 --estimate-memory 8"
+    ./build/gpu_z3_o1/train_gpt $E --log "$TMP/est_gpu.jsonl" > /dev/null 2>&1 || { echo "FAIL: train_gpt --estimate-memory without a GPU"; exit 1; }
+    ./build/z0/train_gpt_cpu $E --log "$TMP/est_cpu.jsonl" > /dev/null 2>&1
+    a=$(grep '"estimate"' "$TMP/est_gpu.jsonl"); b=$(grep '"estimate"' "$TMP/est_cpu.jsonl")
+    [ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: train_gpt's and train_gpt_cpu's estimates differ"; exit 1; }
+    echo "  train_gpt --estimate-memory runs without a GPU and equals train_gpt_cpu's estimate"
+    ./build/gpu_z0_o0/train_gpt --preset tiny --steps 1 > "$TMP/nogpu.out" 2>&1
+    [ $? -ne 0 ] && [ "$(wc -l < "$TMP/nogpu.out")" -eq 1 ] && grep -q "^error: no CUDA device" "$TMP/nogpu.out" ||
+        { echo "FAIL: train_gpt without a GPU: $(cat "$TMP/nogpu.out")"; exit 1; }
+    echo "  train_gpt without a GPU: $(cat "$TMP/nogpu.out")"
+fi
+# scripts/gpu_env.sh (the lent GPU machine) refuses carried libraries that need a newer glibc, in one line
+R="$TMP/repo"; mkdir -p "$R/scripts" "$R/.gpu_deps" "$TMP/pkg/DEBIAN" "$TMP/pkg/usr/lib/x86_64-linux-gnu"
+cp scripts/gpu_env.sh "$R/scripts/"
+printf 'Package: fake\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@t>\nDescription: t\n' > "$TMP/pkg/DEBIAN/control"
+printf 'x\0GLIBC_2.17\0GLIBC_2.36\0' > "$TMP/pkg/usr/lib/x86_64-linux-gnu/libfake.so.1"
+dpkg-deb --build "$TMP/pkg" "$R/.gpu_deps/fake_1_amd64.deb" > /dev/null || { echo "FAIL: dpkg-deb"; exit 1; }
+out=$(ZEROC_GLIBC_HAVE=2.31 bash -c 'source "$1/scripts/gpu_env.sh" "$2"' sh "$R" "$TMP/prefix" 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "need GLIBC_2.36, this machine has glibc 2.31" ||
+    { echo "FAIL: gpu_env.sh on an older glibc: exit $rc: $out"; exit 1; }
+echo "  gpu_env.sh on glibc 2.31: $out"
+out=$(ZEROC_GLIBC_HAVE=2.39 bash -c 'source "$1/scripts/gpu_env.sh" "$2"' sh "$R" "$TMP/prefix" 2>&1)
+echo "$out" | grep -q "glibc" && { echo "FAIL: gpu_env.sh on glibc 2.39 refused: $out"; exit 1; }
+echo "  gpu_env.sh on glibc 2.39: no glibc complaint"
 echo "built $n GPU programs ($n16 of them the fp16 build)"

@@ -16,20 +16,20 @@ M="--preset tiny --vocab 250 --batch 2 --seq 32 --steps 3 --lr 1e-3 --train $TMP
 echo "== threads"
 line() { grep -m1 "ZeRO stage" "$1" | sed 's/^ *//'; }
 OMP_NUM_THREADS=1 $TR $M > "$TMP/t1.out" || exit 1
-grep -q "1 rank x 1 thread (OMP_NUM_THREADS)" "$TMP/t1.out"; check "OMP_NUM_THREADS=1: $(line "$TMP/t1.out" | cut -d'|' -f2)" $?
+grep -q "1 rank x 1 thread (OMP_NUM_THREADS)" "$TMP/t1.out"; st=$?; check "OMP_NUM_THREADS=1: $(line "$TMP/t1.out" | cut -d'|' -f2)" $st
 OMP_NUM_THREADS=1 $TR $M --threads 2 > "$TMP/t2.out" || exit 1
-grep -q "1 rank x 2 threads (--threads)" "$TMP/t2.out"; check "--threads 2 wins over OMP_NUM_THREADS=1: $(line "$TMP/t2.out" | cut -d'|' -f2)" $?
+grep -q "1 rank x 2 threads (--threads)" "$TMP/t2.out"; st=$?; check "--threads 2 wins over OMP_NUM_THREADS=1: $(line "$TMP/t2.out" | cut -d'|' -f2)" $st
 env -u OMP_NUM_THREADS $TR $M > "$TMP/t3.out" || exit 1
 cores=$(nproc)
-grep -q "1 rank x $cores threads\? ($cores cores\? / 1 rank on the node)" "$TMP/t3.out"; check "neither: cores / ranks: $(line "$TMP/t3.out" | cut -d'|' -f2)" $?
+grep -q "1 rank x $cores threads\? ($cores cores\? / 1 rank on the node)" "$TMP/t3.out"; st=$?; check "neither: cores / ranks: $(line "$TMP/t3.out" | cut -d'|' -f2)" $st
 OMP_NUM_THREADS=lots $TR $M > "$TMP/t4.out" 2>&1 || exit 1
-grep -q "(OMP_NUM_THREADS ignored: $cores cores\? / 1 rank on the node)" "$TMP/t4.out"; check "OMP_NUM_THREADS=lots is ignored, as libgomp does: $(line "$TMP/t4.out" | cut -d'|' -f2)" $?
+grep -q "(OMP_NUM_THREADS ignored: $cores cores\? / 1 rank on the node)" "$TMP/t4.out"; st=$?; check "OMP_NUM_THREADS=lots is ignored, as libgomp does: $(line "$TMP/t4.out" | cut -d'|' -f2)" $st
 OMP_NUM_THREADS=1 $MPIRUN -np 2 -x OMP_NUM_THREADS $TR $M > "$TMP/t5.out" || exit 1
-grep -q "2 ranks x 1 thread (OMP_NUM_THREADS)" "$TMP/t5.out"; check "under mpirun -x OMP_NUM_THREADS=1: $(line "$TMP/t5.out" | cut -d'|' -f2)" $?
+grep -q "2 ranks x 1 thread (OMP_NUM_THREADS)" "$TMP/t5.out"; st=$?; check "under mpirun -x OMP_NUM_THREADS=1: $(line "$TMP/t5.out" | cut -d'|' -f2)" $st
 
 echo "== one node"
 $MPIRUN -np 4 $TR $M --log "$TMP/one.jsonl" > "$TMP/one.out" 2>&1 || { cat "$TMP/one.out"; exit 1; }
-grep -q "1 node: $(hostname | cut -c1-63) ranks 0-3$" "$TMP/one.out"; check "4 ranks on one node: $(grep -m1 "node" "$TMP/one.out" | sed 's/^ *//')" $?
+grep -q "1 node: $(hostname | cut -c1-63) ranks 0-3$" "$TMP/one.out"; st=$?; check "4 ranks on one node: $(grep -m1 "node" "$TMP/one.out" | sed 's/^ *//')" $st
 
 echo "== two nodes simulated on this machine"
 cat > "$TMP/fakessh" <<'SH'
@@ -50,11 +50,11 @@ if [ $rc -ne 0 ] && grep -qiE "ORTE|orted|daemon" "$TMP/two.out"; then
 else
     [ $rc -eq 0 ]; check "scripts/launch/mpirun.sh on a 2-node hostfile ran (exit $rc)" $?
     h=$(hostname | cut -c1-63)
-    grep -q "2 nodes: $h ranks 0-1 | $h ranks 2-3$" "$TMP/two.out"; check "start-up line: $(grep -m1 "nodes:" "$TMP/two.out" | sed 's/^ *//')" $?
-    grep -q "4 ranks x 1 thread ([0-9]* cores\? / 2 ranks on the node)" "$TMP/two.out"; check "threads per rank from the ranks of its node: $(line "$TMP/two.out" | cut -d'|' -f2)" $?
+    grep -q "2 nodes: $h ranks 0-1 | $h ranks 2-3$" "$TMP/two.out"; st=$?; check "start-up line: $(grep -m1 "nodes:" "$TMP/two.out" | sed 's/^ *//')" $st
+    grep -q "4 ranks x 1 thread ([0-9]* cores\? / 2 ranks on the node)" "$TMP/two.out"; st=$?; check "threads per rank from the ranks of its node: $(line "$TMP/two.out" | cut -d'|' -f2)" $st
     ! grep -q "warning" "$TMP/two.out"; check "MPI's node-local ranks agree with OMPI_COMM_WORLD_LOCAL_RANK (no warning)" $?
     log=$(ls "$TMP"/logs/zeroc_*.jsonl 2>/dev/null | head -1)
-    [ -n "$log" ] && [ -f "${log%.jsonl}.out" ]; check "logs: $(basename "${log%.jsonl}").out and .jsonl in LOGDIR" $?
+    [ -n "$log" ] && [ -f "${log%.jsonl}.out" ]; st=$?; check "logs: $(basename "${log%.jsonl}").out and .jsonl in LOGDIR" $st
     compare_losses "$TMP/one.jsonl" "$log" 3 1e-5 "2 nodes x 2 ranks vs 1 node x 4 ranks (ZeRO-3)"
     check "the 2-node run trains like the 1-node run" $?
 
@@ -68,7 +68,7 @@ SH
     rc=$?
     [ $rc -eq 0 ] && [ "$(grep -c "^warning" "$TMP/warn.out")" -eq 1 ] &&
         grep -q "warning: 2 of 4 ranks: the launcher's node-local rank (SLURM_LOCALID, first on rank 2) differs" "$TMP/warn.out"
-    check "SLURM_LOCALID disagreeing on ranks 2-3: one warning line, the run goes on: $(grep -m1 "^warning" "$TMP/warn.out" | cut -c1-110)..." $?
+    st=$?; check "SLURM_LOCALID disagreeing on ranks 2-3: one warning line, the run goes on: $(grep -m1 "^warning" "$TMP/warn.out" | cut -c1-110)..." $st
 
     # zeroc.sbatch with a stand-in srun that starts the tasks on the two simulated nodes and
     # sets SLURM_PROCID / SLURM_LOCALID as srun does
@@ -89,7 +89,7 @@ SH
     rc=$?
     [ $rc -eq 0 ] && grep -q "2 nodes: $h ranks 0-1 | $h ranks 2-3$" "$TMP/sbatch.out" && ! grep -q "warning" "$TMP/sbatch.out" &&
         grep -q "4 ranks x 1 thread (OMP_NUM_THREADS)" "$TMP/sbatch.out" && [ "$(grep -c '"type":"train"' "$TMP/slogs/zt_42.jsonl")" -eq 3 ]
-    check "zeroc.sbatch (stand-in srun, 2 nodes x 2 tasks): $(head -1 "$TMP/sbatch.out" | cut -c1-90)...; SLURM_LOCALID agrees, OMP_NUM_THREADS from --cpus-per-task, log in LOGDIR/zt_42.jsonl" $?
+    st=$?; check "zeroc.sbatch (stand-in srun, 2 nodes x 2 tasks): $(head -1 "$TMP/sbatch.out" | cut -c1-90)...; SLURM_LOCALID agrees, OMP_NUM_THREADS from --cpus-per-task, log in LOGDIR/zt_42.jsonl" $st
     [ $fails -eq 0 ] || { echo "--- two.out"; head -20 "$TMP/two.out"; echo "--- sbatch.out"; head -20 "$TMP/sbatch.out"; }
 fi
 expect_error "mpirun.sh without HOSTFILE" "HOSTFILE" 1 env -u HOSTFILE bash scripts/launch/mpirun.sh

@@ -98,6 +98,18 @@ expect_error "wrongly shaped tensor (Linear layout)" "tensor transformer.h.0.att
 expect_error "wrongly shaped llama tensor" "tensor model.layers.1.mlp.down_proj.weight has shape \[100, 48\], this model needs \[48, 100\]" 1 \
     $T0 $B --init "$(bad $Q shape2 shape model.layers.1.mlp.down_proj.weight)"
 expect_error "data with a gap" "data starts at byte 4, expected 0" 1 $T0 $B --init "$(bad $G gap gap)"
+expect_error "a NaN in a tensor" "tensor transformer.h.1.mlp.c_proj.weight: non-finite value at element 7" 1 \
+    $T0 $B --init "$(bad $G nan nan transformer.h.1.mlp.c_proj.weight 7)"
+# ZeRO-3 on 2 ranks, nothing persistent: the final unit (ln_f weight, then bias; 96 elements) is split in
+# halves, so only rank 1 reads ln_f.bias; the ranks agree on its error and both print it
+$MPIRUN -np 2 $T3 $B --persistence-threshold 0 --init "$(bad $G nan1 nan transformer.ln_f.bias 5)" > "$TMP/nan1.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c "error: .*tensor transformer.ln_f.bias: non-finite value at element 5" "$TMP/nan1.out")" -eq 2 ]
+check "a NaN only rank 1 of 2 reads (ZeRO-3 ranks read their slices): both ranks stop with its line" $?
+$T0 $B --init "$(bad $G tied_same tied-head transformer.wte.weight same)" > /dev/null
+check "a tied head stored anyway, equal to the embedding, is accepted" $?
+expect_error "a tied head stored anyway that differs from the embedding" "lm_head.weight differs from the embedding, but config.json ties them" 1 \
+    $T0 $B --init "$(bad $G tied_diff tied-head transformer.wte.weight diff)"
 f=$(bad $G nocfg copy); rm "$(dirname "$f")/config.json"
 expect_error "no config.json beside the file" "nocfg/config.json: cannot open" 1 $T0 $B --init "$f"
 expect_error "a size flag that disagrees with config.json" "config.json: layers is 2 but --layers says 3" 1 $T0 $B --layers 3 --init "$G/model.safetensors"

@@ -120,10 +120,10 @@ expect_error "--sample 1 from a checkpoint of another model" "checkpoint has .* 
     $T0 $B --arch llama --sample 1 --resume "$CK"
 $T0 $B --sample 1 --resume "$CK" --steps 5 --lr 1 --sample-len 4 > /dev/null 2> "$TMP/note1.txt"
 grep -q "note: --sample: 1 samples and does not train: --steps, --lr have no effect" "$TMP/note1.txt"
-check "note: training flags with --sample 1 ($(head -1 "$TMP/note1.txt"))" $?
+st=$?; check "note: training flags with --sample 1 ($(head -1 "$TMP/note1.txt"))" $st
 $T0 $B --train "$TMP/train.bin" --batch 2 --seq 32 --steps 1 --temperature 0.5 --top-k 3 > /dev/null 2> "$TMP/note2.txt"
 grep -q "note: --temperature, --top-k have no effect without --sample 1 or --sample-every N" "$TMP/note2.txt"
-check "note: sampling flags without sampling ($(head -1 "$TMP/note2.txt"))" $?
+st=$?; check "note: sampling flags without sampling ($(head -1 "$TMP/note2.txt"))" $st
 
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -19,7 +19,7 @@ if [ -f "$TMP/probe" ] && [ "$(du -k "$TMP/probe" | cut -f1)" -lt 1024 ]; then
     ./build/dataloader_test --big "$TMP/big"; check "more than 2^31 tokens (sparse shards)" $?
     ./build/dataloader_test --big-bad "$TMP/bigbad" > "$TMP/bad.out" 2> "$TMP/bad.err"; rc=$?
     [ $rc -eq 1 ] && [ "$(wc -l < "$TMP/bad.err")" -eq 1 ] && grep -q "big_000001.bin: token id 60000 at position 647483653 is out of range" "$TMP/bad.err"
-    check "a bad token beyond 2^31 is found when its batch is read: $(cat "$TMP/bad.err")" $?
+    st=$?; check "a bad token beyond 2^31 is found when its batch is read: $(cat "$TMP/bad.err")" $st
     rm -rf "$TMP/big" "$TMP/bigbad"
 else
     echo "  skip more than 2^31 tokens: $TMP does not make sparse files"
@@ -69,7 +69,7 @@ for s in $pick; do
     $MPIRUN -np 2 $TR $S --resume "$TMP/ck/ckpt_$(printf %08d $s)" --log "$TMP/res_$s.jsonl" > /dev/null || exit 1
     a=$(grep '"type":"train"' "$TMP/full.jsonl" | tail -n +$((s + 1)) | grep -o '"loss":[^,]*'); b=$(grep -o '"loss":[^,]*' "$TMP/res_$s.jsonl")
     [ -n "$b" ] && [ "$a" = "$b" ]
-    check "shuffled, 2 ranks: resume at step $s, the next steps change shard or epoch: $(echo "$b" | wc -l) losses bitwise identical" $?
+    st=$?; check "shuffled, 2 ranks: resume at step $s, the next steps change shard or epoch: $(echo "$b" | wc -l) losses bitwise identical" $st
 done
 cmp -s "$TMP/ck/ckpt_00000030/model.bin" <($MPIRUN -np 2 $TR $S --resume "$TMP/ck/ckpt_00000012" --save "$TMP/ck2" > /dev/null && cat "$TMP/ck2/ckpt_00000030/model.bin")
 check "resumed at step 12: the final weights are bitwise identical" $?

@@ -54,7 +54,8 @@ wait_train_steps "$TMP/u.jsonl" $((n + 3)) $run; check "after the SIGUSR1 save (
 kill -INT $(pgrep -P $run | tail -1)
 wait $run; rc=$?
 [ $rc -eq 75 ] && [ "$(ls "$TMP/u" | grep -c ckpt_)" -eq 2 ] && grep -q "stopped by SIGINT" "$TMP/u.err"
-check "SIGINT: exit 75, a second checkpoint ($(cat "$TMP/u/latest"))" $?
+st=$?; [ $st -ne 0 ] && { echo "       exit $rc; $(ls "$TMP/u" | tr '\n' ' ')"; sed 's/^/       /' "$TMP/u.err" | head -8; }
+check "SIGINT: exit 75, a second checkpoint ($(cat "$TMP/u/latest"))" $st
 
 echo "== SIGTERM to mpirun (which passes it on to the ranks)"
 # Open MPI's mpirun passes SIGTERM on to the ranks and kills them about odls_base_sigkill_timeout
