@@ -103,9 +103,9 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
     }
 }
 
-// dinp += ...; dw, db += ...
+// dinp += ... (with first: dinp = 0 + ..., the head's first write, no memset before); dw, db += ...
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                               const float *mean, const float *rstd, int N, int C) {
+                               const float *mean, const float *rstd, int N, int C, int first) {
     #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
@@ -118,7 +118,7 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
         float *di = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             float norm = (x[c] - m) * s, dnorm = w[c] * d[c];
-            di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+            di[c] = (first ? 0.0f : di[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
         }
     }
     #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
@@ -149,7 +149,7 @@ static void rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
 
 // y = x * s * w, s = (mean(x^2) + eps)^-1/2:  dx = s * (w*dy) - x * s^3 * mean(x * w * dy)
 static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                             int N, int C) {
+                             int N, int C, int first) {
     #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
@@ -157,7 +157,7 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
         for (int c = 0; c < C; c++) dot += x[c] * w[c] * d[c];
         dot /= C;
         float *di = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) di[c] += s * w[c] * d[c] - x[c] * s * s * s * dot;
+        for (int c = 0; c < C; c++) di[c] = (first ? 0.0f : di[c]) + (s * w[c] * d[c] - x[c] * s * s * s * dot);
     }
     #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
     for (int c = 0; c < C; c++) {
@@ -187,6 +187,11 @@ static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B
     }
 }
 
+// glibc's libmvec has AVX2 and AVX-512 versions of expf: declaring them lets the
+// compiler vectorize the `omp simd` loops below that call it (softmaxes, GELU, SwiGLU)
+#pragma omp declare simd notinbranch
+extern float expf(float);
+
 // One query's attention over n keys and values whose rows lie `stride` floats
 // apart: a[0..n) the softmax probabilities, o[hd] the output. Both the forward
 // and the decode step (KV cache) call it, so they compute the same bits.
@@ -201,8 +206,10 @@ static inline void attend(float *o, float *a, const float *q, const float *k, co
         a[t2] = s;
         if (s > mx) mx = s;
     }
+    #pragma omp simd
+    for (int t2 = 0; t2 < n; t2++) a[t2] = expf(a[t2] - mx);
     float sum = 0;
-    for (int t2 = 0; t2 < n; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+    for (int t2 = 0; t2 < n; t2++) sum += a[t2];
     float inv = 1.0f / sum;
     for (int t2 = 0; t2 < n; t2++) a[t2] *= inv;
     for (int i = 0; i < hd; i++) o[i] = 0;
@@ -268,17 +275,25 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
 }
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+// tanh(u) = 1 - 2 / (e^{2u} + 1) through the vector expf (glibc's tanhf has no vector
+// version, and a scalar tanhf per element was most of GELU's time). Its absolute error is a
+// few float ulps of 1 (the 1 - ... cancels near 0), which GELU's 0.5 x (1 + tanh) and
+// 1 - tanh^2 absorb; for |u| large e^{2u} is inf or 0 and the result exactly +-1.
+static inline float gelu_tanh(float x) {
+    float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+}
 static void gelu_forward(float *out, const float *inp, size_t n) {
-    #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
+    #pragma omp parallel for simd schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + gelu_tanh(x));
     }
 }
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
+    #pragma omp parallel for simd schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i], u = GELU_SCALE * (x + 0.044715f * x * x * x), th = tanhf(u);
+        float x = inp[i], th = gelu_tanh(x);
         float sech2 = 1.0f - th * th;
         float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = grad * dout[i];
@@ -291,6 +306,7 @@ static void swiglu_forward(float *out, const float *inp, int N, int F) {
     for (int n = 0; n < N; n++) {
         const float *g = inp + (size_t)n * 2 * F, *u = g + F;
         float *o = out + (size_t)n * F;
+        #pragma omp simd
         for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
     }
 }
@@ -299,6 +315,7 @@ static void swiglu_backward(float *dinp, const float *inp, const float *dout, in
     for (int n = 0; n < N; n++) {
         const float *g = inp + (size_t)n * 2 * F, *u = g + F, *d = dout + (size_t)n * F;
         float *dg = dinp + (size_t)n * 2 * F, *du = dg + F;
+        #pragma omp simd
         for (int i = 0; i < F; i++) {
             float sig = 1.0f / (1.0f + expf(-g[i])), silu = g[i] * sig;
             du[i] = d[i] * silu;
@@ -311,11 +328,6 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
     #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
-
-// glibc's libmvec has AVX2 and AVX-512 versions of expf: declaring them lets
-// the compiler vectorize the loops over the vocabulary below
-#pragma omp declare simd notinbranch
-extern float expf(float);
 
 // Cross-entropy over the first V of Vp logits: losses[n] per position. With
 // keep_probs (training) the logits are replaced by the softmax in the same pass,
@@ -560,15 +572,15 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     if (llama) swiglu_backward(a->dfch, fch, a->dfch_act, N, F);
     else gelu_backward(a->dfch, fch, a->dfch_act, (size_t)N * F);
     matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dfch, ln2, w.t[T_FC_W], N, C, m->FC);
-    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C);
-    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C, 0);
+    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C, 0);
     // attention
     matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C);
     attention_backward(a->dqkv, a->datt, a->dbuf, qkv, att, B, T, H, KV, m->hd);
     if (llama) rope_apply(a->dqkv, a->rope_cos, a->rope_sin, B, T, H, KV, m->hd, -1.0f);
     matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV);
-    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C);
-    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C, 0);
+    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C, 0);
 }
 
 // the embedding: x = wte[tokens] (+ wpe)
@@ -608,10 +620,9 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
     crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
     matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp);
-    memset(a->dres, 0, sizeof(float) * N * C);
-    const float *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C);
-    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
+    const float *x = layer_input(m, c->n_layer);   // d(last layer's output) starts here: written, not added
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, 1);
+    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, 1);
 }
 
 // the embedding's backward needs only the token ids, not the parameters
