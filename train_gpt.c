@@ -47,17 +47,18 @@ static void matmul_forward(float *out, const float *inp, const float *w, const f
     }
 }
 
-// dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout
+// dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout. With
+// grads_first (zero_grads_first_write) dw and dbias are written: = 0 + ..., the bits of an add to zeros.
 static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
-                            int N, int C, int OC) {
+                            int N, int C, int OC, int grads_first) {
     if (dinp) cpu_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, w, C, 0.0f, dinp, C);
-    cpu_gemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dw, C);
+    cpu_gemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, grads_first ? 0.0f : 1.0f, dw, C);
     if (dbias) {
         #pragma omp parallel for schedule(dynamic, cpu_chunk(OC))
         for (int o = 0; o < OC; o++) {
             float s = 0;
             for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-            dbias[o] += s;
+            dbias[o] = (grads_first ? 0.0f : dbias[o]) + s;
         }
     }
 }
@@ -103,9 +104,10 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
     }
 }
 
-// dinp += ... (with first: dinp = 0 + ..., the head's first write, no memset before); dw, db += ...
+// dinp += ... (with dinp_first: dinp = 0 + ..., the head's first write, no memset before); dw, db += ...
+// (with grads_first: written, as matmul_backward's)
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                               const float *mean, const float *rstd, int N, int C, int first) {
+                               const float *mean, const float *rstd, int N, int C, int dinp_first, int grads_first) {
     #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
@@ -118,7 +120,7 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
         float *di = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             float norm = (x[c] - m) * s, dnorm = w[c] * d[c];
-            di[c] = (first ? 0.0f : di[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+            di[c] = (dinp_first ? 0.0f : di[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
         }
     }
     #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
@@ -129,8 +131,8 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
             sw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dd;
             sb += dd;
         }
-        dw[c] += sw;
-        if (db) db[c] += sb;
+        dw[c] = (grads_first ? 0.0f : dw[c]) + sw;
+        if (db) db[c] = (grads_first ? 0.0f : db[c]) + sb;
     }
 }
 
@@ -149,7 +151,7 @@ static void rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
 
 // y = x * s * w, s = (mean(x^2) + eps)^-1/2:  dx = s * (w*dy) - x * s^3 * mean(x * w * dy)
 static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                             int N, int C, int first) {
+                             int N, int C, int dinp_first, int grads_first) {
     #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
@@ -157,13 +159,13 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
         for (int c = 0; c < C; c++) dot += x[c] * w[c] * d[c];
         dot /= C;
         float *di = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) di[c] = (first ? 0.0f : di[c]) + (s * w[c] * d[c] - x[c] * s * s * s * dot);
+        for (int c = 0; c < C; c++) di[c] = (dinp_first ? 0.0f : di[c]) + (s * w[c] * d[c] - x[c] * s * s * s * dot);
     }
     #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
     for (int c = 0; c < C; c++) {
         float sw = 0;
         for (int n = 0; n < N; n++) sw += inp[(size_t)n * C + c] * rstd[n] * dout[(size_t)n * C + c];
-        dw[c] += sw;
+        dw[c] = (grads_first ? 0.0f : dw[c]) + sw;
     }
 }
 
@@ -275,27 +277,25 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
 }
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
-// tanh(u) = 1 - 2 / (e^{2u} + 1) through the vector expf (glibc's tanhf has no vector
-// version, and a scalar tanhf per element was most of GELU's time). Its absolute error is a
-// few float ulps of 1 (the 1 - ... cancels near 0), which GELU's 0.5 x (1 + tanh) and
-// 1 - tanh^2 absorb; for |u| large e^{2u} is inf or 0 and the result exactly +-1.
-static inline float gelu_tanh(float x) {
+// GELU's tanh form, 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), through the identity
+// 0.5 (1 + tanh(u)) = 1 / (1 + e^{-2u}) = s: out = x s, and since 1 - tanh^2 = 4 s (1 - s), the
+// derivative is s + 2 x s (1 - s) du/dx. One vector expf per element (glibc's tanhf has no vector
+// version, and a scalar tanhf per element was most of GELU's time); and no 1 + tanh(u) that cancels
+// for negative x (within 1.4e-6 of the double-precision value where |GELU| > 1e-4, on [-8, 8];
+// with tanhf: 5.8e-4). For |u| large e^{-2u} is 0 or inf and s exactly 1 or 0.
+static inline float gelu_sigmoid(float x) {
     float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+    return 1.0f / (1.0f + expf(-2.0f * u));
 }
 static void gelu_forward(float *out, const float *inp, size_t n) {
     #pragma omp parallel for simd schedule(dynamic, cpu_chunk(n))
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + gelu_tanh(x));
-    }
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] * gelu_sigmoid(inp[i]);
 }
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     #pragma omp parallel for simd schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i], th = gelu_tanh(x);
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        float x = inp[i], s = gelu_sigmoid(x);
+        float grad = s + 2.0f * x * s * (1.0f - s) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = grad * dout[i];
     }
 }
@@ -566,21 +566,22 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
     float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act;
     int llama = c->arch == ARCH_LLAMA;
+    int gf = zero_grads_first_write(&m->zero, model_unit_layer(&m->layout, l));   // write this layer's gradients, not add
 
     // MLP
-    matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dres, fch_act, w.t[T_FCPROJ_W], N, F, C);
+    matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dres, fch_act, w.t[T_FCPROJ_W], N, F, C, gf);
     if (llama) swiglu_backward(a->dfch, fch, a->dfch_act, N, F);
     else gelu_backward(a->dfch, fch, a->dfch_act, (size_t)N * F);
-    matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dfch, ln2, w.t[T_FC_W], N, C, m->FC);
-    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C, 0);
-    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C, 0);
+    matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dfch, ln2, w.t[T_FC_W], N, C, m->FC, gf);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C, 0, gf);
+    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C, 0, gf);
     // attention
-    matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C);
+    matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C, gf);
     attention_backward(a->dqkv, a->datt, a->dbuf, qkv, att, B, T, H, KV, m->hd);
     if (llama) rope_apply(a->dqkv, a->rope_cos, a->rope_sin, B, T, H, KV, m->hd, -1.0f);
-    matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV);
-    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C, 0);
-    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C, 0);
+    matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV, gf);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C, 0, gf);
+    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C, 0, gf);
 }
 
 // the embedding: x = wte[tokens] (+ wpe)
@@ -619,10 +620,12 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
     Activations *a = &m->a;
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
     crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
-    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp);
+    const ModelLayout *L = &m->layout;   // gpt2's lm_head is wte: the embedding's gradient, added to
+    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp, zero_grads_first_write(&m->zero, L->lm_head.unit));
     const float *x = layer_input(m, c->n_layer);   // d(last layer's output) starts here: written, not added
-    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, 1);
-    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, 1);
+    int gf = zero_grads_first_write(&m->zero, L->lnf_w.unit);
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, 1, gf);
+    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, 1, gf);
 }
 
 // the embedding's backward needs only the token ids, not the parameters

@@ -92,6 +92,9 @@ enum { ZMEM_WORK = 0, ZMEM_HOST = 1 };
 #else
 #include "zero_host.h"
 #endif
+#ifndef ZB_GRADS_FIRST_WRITE
+#define ZB_GRADS_FIRST_WRITE 0   // the GPU trainer's kernels add to zeroed gradients
+#endif
 
 // ----------------------------------------------------------------------------
 // the plan
@@ -674,11 +677,24 @@ static void zero_grads_close(Zero *z, const PassStep *s) {
 // ----------------------------------------------------------------------------
 // the optimizer step
 
+// Stages 0-1, where each unit's gradient has its own place that micro-steps add to: with a trainer
+// whose backward can write a unit's gradients instead of adding them (ZB_GRADS_FIRST_WRITE), at a
+// step's first micro-step every unit but the embedding is written whole by its one backward step
+// (GEMMs with beta 0, the sums of norms and biases stored), so it is not zeroed first; its padding,
+// which no kernel writes, keeps the zeros of its allocation (reductions of zeros are zeros). The
+// embedding's backward adds rows (and gpt2's head adds its tied lm_head into wte): it is zeroed.
+static int zero_grads_first_write(const Zero *z, int u) {
+    return ZB_GRADS_FIRST_WRITE && ZERO_STAGE <= 1 && z->micro == 0 && u != model_unit_embed(z->layout);
+}
+
 static void zero_step_begin(Zero *z) {
-#if ZERO_STAGE <= 1
-    zb_fill(&z->be, z->grads, 0, z->plan.full_elems * sizeof(floatX));
-#endif
     z->micro = 0;
+#if ZERO_STAGE <= 1
+    const ZeroPlan *p = &z->plan;
+    if (!ZB_GRADS_FIRST_WRITE) zb_fill(&z->be, z->grads, 0, p->full_elems * sizeof(floatX));
+    for (int i = 0; i < p->n_units && ZB_GRADS_FIRST_WRITE; i++)
+        if (!zero_grads_first_write(z, i)) zb_fill(&z->be, z->grads + p->u[i].full_off, 0, p->u[i].padded * sizeof(floatX));
+#endif
 }
 
 static void zero_micro_step_end(Zero *z) { z->micro++; }

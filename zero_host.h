@@ -44,6 +44,9 @@
 // at one rank a reduced gradient is the gradient itself: zb_accumulate_reduced reads the slot in place
 // (zero.h skips the reduce-scatter, which MPI would run as a copy through a temporary buffer)
 #define ZB_ONE_RANK_IN_PLACE 1
+// the CPU trainer's backward writes a unit's gradients instead of adding them when zero_grads_first_write
+// says so (zero.h: stages 0-1 then skip zeroing those units at every step)
+#define ZB_GRADS_FIRST_WRITE 1
 
 typedef struct {
     Comm *comm;

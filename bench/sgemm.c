@@ -81,11 +81,11 @@ int main(int argc, char **argv) {
         for (int l = 0; l < L; l++)
             for (int k = 0; k < 4; k++) { matmul_forward(y, x, wl, NULL, N, ic[k], oc[k]); wl += (size_t)oc[k] * ic[k]; }
         matmul_forward(y, x, wl, NULL, N, C, Vp);
-        matmul_backward(dx, g + (wl - w), NULL, y, x, wl, N, C, Vp);
+        matmul_backward(dx, g + (wl - w), NULL, y, x, wl, N, C, Vp, 0);
         for (int l = L - 1; l >= 0; l--)
             for (int k = 3; k >= 0; k--) {
                 wl -= (size_t)oc[k] * ic[k];
-                matmul_backward(dx, g + (wl - w), NULL, y, x, wl, N, ic[k], oc[k]);
+                matmul_backward(dx, g + (wl - w), NULL, y, x, wl, N, ic[k], oc[k], 0);
             }
         double t = wall_time() - t0;
         if (r > 0 && t < best) best = t;
