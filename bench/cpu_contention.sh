@@ -42,29 +42,11 @@ bench_openblas_core
 busy_core=$(( $(nproc) - 1 ))
 say "# $THREADS threads = all cores; the busy loop is pinned to core $busy_core; first $WARMUP steps of each run excluded"
 
-rate() {
-    "$BENCH_PY" - "$1" "$WARMUP" <<'PY'
-import json, sys
-tok = sec = 0.0
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("type") == "train" and r["step"] > int(sys.argv[2]):
-        tok += r["tokens_per_sec"] * r["ms"] / 1000.0
-        sec += r["ms"] / 1000.0
-print("%.1f" % (tok / sec) if sec > 0 else "nan")
-PY
-}
-shape_flags() {
-    case $1 in
-        demo) echo "--preset mini --batch 32 --seq 64 --steps $STEPS_DEMO" ;;
-        124m) echo "--preset gpt2-124m --batch 4 --seq 64 --steps $STEPS_124M" ;;
-        *) die "unknown shape '$1' (demo, 124m)" ;;
-    esac
-}
 
 declare -A R
 for shape in $SHAPES; do
-    read -r -a SF <<< "$(shape_flags "$shape")"
+    flags=$(bench_shape_flags "$shape") || exit 1
+    read -r -a SF <<< "$flags"
     for arch in $ARCHS; do
         for build in before after; do
             bin=./build/z0/train_gpt_cpu
@@ -77,7 +59,7 @@ for shape in $SHAPES; do
                 bench_run "$shape $arch $build: $t thread(s)$([ $cfg = busy ] && echo ', one core busy')" "${extra[@]}" -- \
                     "$bin" --arch "$arch" "${SF[@]}" --threads "$t" --train data/brown/train.bin --lr-schedule constant --quiet 1 \
                     --log "$log.jsonl" > "$log.out" || [ $? -eq 3 ] || die "the trainer failed (see $log.out)"
-                R[$shape,$arch,$build,$cfg]=$(rate "$log.jsonl")
+                R[$shape,$arch,$build,$cfg]=$(bench_rate "$log.jsonl")
             done
         done
     done

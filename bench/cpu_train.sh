@@ -40,35 +40,14 @@ bench_header "bench/cpu_train.sh: tokens/s of ./train_gpt_cpu vs scripts/train_g
 bench_openblas_core
 say "# $THREADS threads each (C: --threads; PyTorch: torch.set_num_threads), $REPEATS alternating rounds (median), first $WARMUP steps of each run excluded"
 
-# tokens/s over the steps after the warm-up: sum(tokens) / sum(time)
-rate() {
-    "$BENCH_PY" - "$1" "$WARMUP" <<'PY'
-import json, sys
-tok = sec = 0.0
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("type") == "train" and r["step"] > int(sys.argv[2]):
-        tok += r["tokens_per_sec"] * r["ms"] / 1000.0
-        sec += r["ms"] / 1000.0
-if sec <= 0:
-    sys.exit("%s: no timed steps after the warm-up" % sys.argv[1])
-print("%.2f" % (tok / sec))
-PY
-}
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 
-shape_flags() {   # preset, batch, seq, steps of a shape
-    case $1 in
-        demo) echo "--preset mini --batch 32 --seq 64 --steps $STEPS_DEMO" ;;
-        124m) echo "--preset gpt2-124m --batch 4 --seq 64 --steps $STEPS_124M" ;;
-        *) die "unknown shape '$1' (demo, 124m)" ;;
-    esac
-}
 
 declare -A C_RATE PT_RATE Z3_RATE FLOPS GEMM_S GEMM_GF PEAK
 for shape in $SHAPES; do
-    read -r -a SF <<< "$(shape_flags "$shape")"
+    flags=$(bench_shape_flags "$shape") || exit 1
+    read -r -a SF <<< "$flags"
     # the sgemm peak and this shape's GEMMs (gpt2 and llama), before the trainers
     for arch in gpt2 llama; do
         out=$BENCH_OUT/sgemm_${shape}_$arch.out
@@ -90,9 +69,9 @@ for shape in $SHAPES; do
                 || [ $? -eq 3 ] || die "scripts/train_gpt.py failed (see $base.torch.out)"
             bench_run "C stage 3 $shape $arch #$rep" -- ./build/z3/train_gpt_cpu "${FLAGS[@]}" --log "$base.z3.jsonl" > "$base.z3.out" \
                 || [ $? -eq 3 ] || die "build/z3/train_gpt_cpu failed (see $base.z3.out)"
-            c_rates+=("$(rate "$base.c.jsonl")")
-            pt_rates+=("$(rate "$base.torch.jsonl")")
-            z3_rates+=("$(rate "$base.z3.jsonl")")
+            c_rates+=("$(bench_rate "$base.c.jsonl")")
+            pt_rates+=("$(bench_rate "$base.torch.jsonl")")
+            z3_rates+=("$(bench_rate "$base.z3.jsonl")")
         done
         C_RATE[$shape,$arch]=$(median "${c_rates[@]}")
         PT_RATE[$shape,$arch]=$(median "${pt_rates[@]}")
@@ -114,7 +93,8 @@ summary_pk="cpu_train:"
 summary_z3="cpu_train: stage 3 on one rank costs"
 limits=()
 for shape in $SHAPES; do
-    read -r -a SF <<< "$(shape_flags "$shape")"
+    flags=$(bench_shape_flags "$shape") || exit 1
+    read -r -a SF <<< "$flags"
     tokens_per_step=$(( ${SF[3]} * ${SF[5]} ))
     for arch in gpt2 llama; do
         c=${C_RATE[$shape,$arch]}; pt=${PT_RATE[$shape,$arch]}; peak=${PEAK[$shape,$arch]}

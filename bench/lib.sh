@@ -13,6 +13,8 @@
 #                             bench/FILE only if every run was quiet. Otherwise it is refused: it stays in
 #                             out/bench/NAME/FILE, the script exits 1; with BENCH_ALLOW_NOISY=1 it is
 #                             written, marked NOISY in its first line and in every noisy run's verdict.
+#                             With BENCH_SMOKE=1 (bench/record_all.sh's smoke mode) it only goes to
+#                             out/bench/NAME/FILE, marked SMOKE, whatever the verdicts.
 #
 # OpenBLAS's kernels: the core OPENBLAS_CORETYPE names, else the one OpenBLAS detects. Every run of a
 # benchmark (train_gpt_cpu, PyTorch, which loads the same OpenBLAS, and the sgemm peak) uses the same
@@ -76,6 +78,11 @@ bench_finish() {
     say "# every run (bench/measure.py: wall time, CPU of this run, CPU of other processes, verdict):"
     sed 's/^/#   /' "$BENCH_REPORT" | tee -a "$BENCH_RECORD"
     local final=$BENCH_OUT/$file
+    if [ "${BENCH_SMOKE:-0}" = 1 ]; then   # bench/record_all.sh's smoke mode: never a record
+        { echo "# SMOKE RUN (BENCH_SMOKE=1: reduced sizes, $noisy noisy run(s)): not a record"; cat "$BENCH_RECORD"; } > "$final"
+        echo "bench: smoke run: $final (bench/$file untouched)"
+        return 0
+    fi
     if [ "$noisy" -eq 0 ]; then
         cp "$BENCH_RECORD" "bench/$file"
         echo "bench: wrote bench/$file (every run quiet)"
@@ -91,4 +98,29 @@ bench_finish() {
     echo "bench: NOT recording bench/$file: $noisy run(s) were noisy (other processes used the CPU); the result is in $final." >&2
     echo "bench: run it again on a quiet machine, or set BENCH_ALLOW_NOISY=1 to record it marked NOISY." >&2
     return 1
+}
+
+# tokens/s of a trainer's JSONL log over the steps after the warm-up ($WARMUP): sum(tokens) / sum(time)
+bench_rate() {
+    "$BENCH_PY" - "$1" "$WARMUP" <<'PY'
+import json, sys
+tok = sec = 0.0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "train" and r["step"] > int(sys.argv[2]):
+        tok += r["tokens_per_sec"] * r["ms"] / 1000.0
+        sec += r["ms"] / 1000.0
+if sec <= 0:
+    sys.exit("%s: no timed steps after the warm-up" % sys.argv[1])
+print("%.2f" % (tok / sec))
+PY
+}
+
+# the trainer's flags for a benchmark shape: preset, batch, seq, steps ($STEPS_DEMO, $STEPS_124M)
+bench_shape_flags() {
+    case $1 in
+        demo) echo "--preset mini --batch 32 --seq 64 --steps $STEPS_DEMO" ;;
+        124m) echo "--preset gpt2-124m --batch 4 --seq 64 --steps $STEPS_124M" ;;
+        *) echo "bench: unknown shape '$1' (demo, 124m)" >&2; return 1 ;;
+    esac
 }

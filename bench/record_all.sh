@@ -8,14 +8,23 @@
 # Each is written only if none of its runs saw other processes using the CPU (bench/lib.sh; BENCH_ALLOW_NOISY=1
 # writes them marked NOISY instead). Run it on an otherwise idle machine; it takes about 20 minutes on 2 cores.
 # Ends with one line per file: recorded, or not recorded (and where the noisy result is).
+#
+# BENCH_SMOKE=1 bash bench/record_all.sh: a smoke run (a few minutes on 2 cores) that checks every script
+# runs end to end at reduced sizes (the demo shape only, 1 round, 6 steps; CPU-Adam at 1M parameters; the
+# contention run for gpt2 only; no retries of noisy runs, at most 2 s waiting for a quiet second) and
+# writes its results to out/bench/*/ only, never to bench/.
 cd "$(dirname "$0")/.."
+if [ "${BENCH_SMOKE:-0}" = 1 ]; then
+    export SHAPES=demo REPEATS=1 STEPS_DEMO=6 WARMUP=2 SIZES=1e6 ARCHS=gpt2 BENCH_RETRIES=0 BENCH_WAIT_QUIET=2
+fi
 make -s bench-bins || { echo "record_all: cannot build the benchmarks" >&2; exit 1; }
 status=0
 results=()
 for b in cpu_train cpu_adam cpu_contention; do
     echo "=== bench/$b.sh"
     if bash "bench/$b.sh"; then
-        if head -1 "bench/$b.txt" | grep -q '^# NOISY'; then results+=("bench/$b.txt: recorded, marked NOISY (BENCH_ALLOW_NOISY=1)")
+        if [ "${BENCH_SMOKE:-0}" = 1 ]; then results+=("bench/$b.sh: ran end to end (smoke): out/bench/$b/$b.txt")
+        elif head -1 "bench/$b.txt" | grep -q '^# NOISY'; then results+=("bench/$b.txt: recorded, marked NOISY (BENCH_ALLOW_NOISY=1)")
         else results+=("bench/$b.txt: recorded, every run quiet"); fi
     else results+=("bench/$b.txt: NOT recorded (noisy or failed; see out/bench/$b/)"); status=1
     fi
