@@ -698,7 +698,7 @@ static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *des
     openblas_set_num_threads(threads);
     char policy[80];
     cpu_wait_policy_describe(policy, sizeof(policy));
-    snprintf(desc, n, "%d thread%s (%s; %s)", threads, threads > 1 ? "s" : "", why, policy);
+    snprintf(desc, n, "%d thread%s (%s), %s", threads, threads > 1 ? "s" : "", why, policy);
 }
 
 #ifndef TESTING
