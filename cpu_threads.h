@@ -11,12 +11,15 @@
 //     slowed core, whatever the other core could have done.
 // Hence three measures:
 //   1. The OpenMP wait policy (cpu_wait_policy, first thing in main): unless the user set
-//      OMP_WAIT_POLICY or GOMP_SPINCOUNT, GOMP_SPINCOUNT=CPU_SPINCOUNT: a thread waiting at a barrier
-//      spins briefly (tens of microseconds: enough for the gaps between the kernels of a step),
-//      then sleeps and gives its core away. libgomp reads its environment once, when it is loaded,
-//      before main runs; so the program sets the variable and executes itself again (execv of
-//      /proc/self/exe, same arguments, before MPI starts; if that fails it runs on with libgomp's
-//      defaults).
+//      OMP_WAIT_POLICY or GOMP_SPINCOUNT, OMP_WAIT_POLICY=CPU_WAIT_POLICY (passive): a thread waiting
+//      at a barrier sleeps at once and gives its core away. Measured (bench/cpu_contention.sh's setup,
+//      2 cores, GPT-2 124M's shape and the demo size, both archs): with one core busy, passive gave
+//      1.01-1.10x the 1-thread rate where GOMP_SPINCOUNT=10000 (a few tens of microseconds of spinning)
+//      gave 0.93-1.03x; with the machine to itself the two were within run-to-run noise (a step's
+//      kernels are long enough that waking a sleeping thread costs little). libgomp reads its
+//      environment once, when it is loaded, before main runs; so the program sets the variable and
+//      executes itself again (execv of /proc/self/exe, same arguments, before MPI starts; if that
+//      fails it runs on with libgomp's defaults).
 //   2. The GEMMs' partition (cpu_gemm): with more than one thread, the output is cut into blocks
 //      of whole rows or columns, CPU_GEMM_BLOCKS_PER_THREAD per thread, that the threads take in
 //      turn (schedule(dynamic)); each block is one single-threaded OpenBLAS call (OpenBLAS's OpenMP
@@ -35,17 +38,17 @@
 #include <unistd.h>
 #include <cblas.h>
 
-// libgomp's spins before a waiting thread sleeps (GOMP_SPINCOUNT; its default is 300000)
-#define CPU_SPINCOUNT "10000"
+// what a waiting OpenMP thread does: sleep at once (libgomp's default spins about 300000 times first)
+#define CPU_WAIT_POLICY "passive"
 
 static void cpu_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;   // the user's choice
-    if (setenv("GOMP_SPINCOUNT", CPU_SPINCOUNT, 0) != 0) return;
+    if (setenv("OMP_WAIT_POLICY", CPU_WAIT_POLICY, 0) != 0) return;
     execv("/proc/self/exe", argv);
-    unsetenv("GOMP_SPINCOUNT");   // could not start again: libgomp keeps the defaults it read
+    unsetenv("OMP_WAIT_POLICY");   // could not start again: libgomp keeps the defaults it read
 }
 
-// The start-up line's account of it: "GOMP_SPINCOUNT=10000", or the user's settings.
+// The start-up line's account of it: "OMP_WAIT_POLICY=passive", or the user's settings.
 static void cpu_wait_policy_describe(char *out, size_t n) {
     const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
     if (!wp && !sc) snprintf(out, n, "libgomp's default wait policy");
