@@ -28,7 +28,7 @@ NVLDLIBS := -lcublasLt -lcublas -lnccl -lcjson -lpcre2-8 -luring -lpthread -lgom
 
 HEADERS := common.h config.h ds_config.h loss_scaler.h step_guard.h model.h dataloader.h tokenizer.h zero.h zero_host.h zero_device.cuh zero_report.h \
            nvme_offload.h zero_nvme.h comm.h launch.h checkpoint.h adamw.cuh passes.h train_loop.h jsonl.h debug_state.h \
-           ckpt_format.h savedir.h preempt.h \
+           ckpt_format.h savedir.h preempt.h cpu_threads.h \
            safetensors.h hf.h hf_config.h sample.h
 BUILD := build
 

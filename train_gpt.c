@@ -26,41 +26,46 @@ specified in docs/model.md.
 #include "zero.h"
 #include "checkpoint.h"
 #include "activations.h"
+#include "cpu_threads.h"
 
 // OpenBLAS (the openmp build) has this; it keeps BLAS on our thread count.
 void openblas_set_num_threads(int num_threads);
 
 // ----------------------------------------------------------------------------
-// kernels: fp32, OpenMP. Every reduction runs in a fixed order whatever the
-// thread count, so runs are bitwise repeatable (resume relies on it).
+// kernels: fp32, OpenMP. Every reduction of these kernels runs in a fixed order
+// whatever the thread count; the GEMMs' tiling depends on it (cpu_threads.h). So
+// runs are bitwise repeatable at a given thread count (resume relies on it). The
+// loops take their iterations in chunks (cpu_chunk): a thread that another process
+// slows down takes fewer of them.
 
 // out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias)
 static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
+    cpu_gemm(CblasNoTrans, CblasTrans, N, OC, C, inp, C, w, C, 0.0f, out, OC);
     if (bias) {
-        #pragma omp parallel for
+        #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
         for (int n = 0; n < N; n++) for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
     }
 }
 
-// dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout
+// dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout. With
+// grads_first (zero_grads_first_write) dw and dbias are written: = 0 + ..., the bits of an add to zeros.
 static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
-                            int N, int C, int OC) {
-    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+                            int N, int C, int OC, int grads_first) {
+    if (dinp) cpu_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, w, C, 0.0f, dinp, C);
+    cpu_gemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, grads_first ? 0.0f : 1.0f, dw, C);
     if (dbias) {
-        #pragma omp parallel for
+        #pragma omp parallel for schedule(dynamic, cpu_chunk(OC))
         for (int o = 0; o < OC; o++) {
             float s = 0;
             for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-            dbias[o] += s;
+            dbias[o] = (grads_first ? 0.0f : dbias[o]) + s;
         }
     }
 }
 
 // x = wte[tok] (+ wpe[t])
 static void encoder_forward(float *out, const int *tok, const float *wte, const float *wpe, int B, int T, int C) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(B * T))
     for (int bt = 0; bt < B * T; bt++) {
         const float *e = wte + (size_t)tok[bt] * C, *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
         float *o = out + (size_t)bt * C;
@@ -68,13 +73,12 @@ static void encoder_forward(float *out, const int *tok, const float *wte, const 
     }
 }
 
-// scatter-add into the embedding rows; threads split the channels so the
-// order of additions per element is fixed
+// scatter-add into the embedding rows; threads take blocks of 16 channels (a
+// cache line) so the order of additions per element is fixed
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C) {
-    #pragma omp parallel
-    {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        int c0 = C * id / nt, c1 = C * (id + 1) / nt;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
         for (int bt = 0; bt < B * T; bt++) {
             const float *d = dout + (size_t)bt * C;
             float *e = dwte + (size_t)tok[bt] * C, *p = dwpe ? dwpe + (size_t)(bt % T) * C : NULL;
@@ -85,7 +89,7 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                               int N, int C, float eps) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0, v = 0;
@@ -100,10 +104,11 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
     }
 }
 
-// dinp += ...; dw, db += ...
+// dinp += ... (with dinp_first: dinp = 0 + ..., the head's first write, no memset before); dw, db += ...
+// (with grads_first: written, as matmul_backward's)
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                               const float *mean, const float *rstd, int N, int C) {
-    #pragma omp parallel for
+                               const float *mean, const float *rstd, int N, int C, int dinp_first, int grads_first) {
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
         float m = mean[n], s = rstd[n], dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -115,10 +120,10 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
         float *di = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) {
             float norm = (x[c] - m) * s, dnorm = w[c] * d[c];
-            di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+            di[c] = (dinp_first ? 0.0f : di[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
         }
     }
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
     for (int c = 0; c < C; c++) {
         float sw = 0, sb = 0;
         for (int n = 0; n < N; n++) {
@@ -126,13 +131,13 @@ static void layernorm_backward(float *dinp, float *dw, float *db, const float *d
             sw += (inp[(size_t)n * C + c] - mean[n]) * rstd[n] * dd;
             sb += dd;
         }
-        dw[c] += sw;
-        if (db) db[c] += sb;
+        dw[c] = (grads_first ? 0.0f : dw[c]) + sw;
+        if (db) db[c] = (grads_first ? 0.0f : db[c]) + sb;
     }
 }
 
 static void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float ss = 0;
@@ -146,21 +151,21 @@ static void rmsnorm_forward(float *out, float *rstd, const float *inp, const flo
 
 // y = x * s * w, s = (mean(x^2) + eps)^-1/2:  dx = s * (w*dy) - x * s^3 * mean(x * w * dy)
 static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                             int N, int C) {
-    #pragma omp parallel for
+                             int N, int C, int dinp_first, int grads_first) {
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
         float s = rstd[n], dot = 0;
         for (int c = 0; c < C; c++) dot += x[c] * w[c] * d[c];
         dot /= C;
         float *di = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) di[c] += s * w[c] * d[c] - x[c] * s * s * s * dot;
+        for (int c = 0; c < C; c++) di[c] = (dinp_first ? 0.0f : di[c]) + (s * w[c] * d[c] - x[c] * s * s * s * dot);
     }
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(C))
     for (int c = 0; c < C; c++) {
         float sw = 0;
         for (int n = 0; n < N; n++) sw += inp[(size_t)n * C + c] * rstd[n] * dout[(size_t)n * C + c];
-        dw[c] += sw;
+        dw[c] = (grads_first ? 0.0f : dw[c]) + sw;
     }
 }
 
@@ -168,7 +173,7 @@ static void rmsnorm_backward(float *dinp, float *dw, const float *dout, const fl
 // sign = +1 rotates forward; -1 rotates back (the backward of a rotation).
 static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int H, int KV, int hd, float sign) {
     int row = (H + 2 * KV) * hd, half = hd / 2;
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(B * T))
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
         float *x = qkv + (size_t)bt * row;
@@ -184,6 +189,11 @@ static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B
     }
 }
 
+// glibc's libmvec has AVX2 and AVX-512 versions of expf: declaring them lets the
+// compiler vectorize the `omp simd` loops below that call it (softmaxes, GELU, SwiGLU)
+#pragma omp declare simd notinbranch
+extern float expf(float);
+
 // One query's attention over n keys and values whose rows lie `stride` floats
 // apart: a[0..n) the softmax probabilities, o[hd] the output. Both the forward
 // and the decode step (KV cache) call it, so they compute the same bits.
@@ -198,8 +208,10 @@ static inline void attend(float *o, float *a, const float *q, const float *k, co
         a[t2] = s;
         if (s > mx) mx = s;
     }
+    #pragma omp simd
+    for (int t2 = 0; t2 < n; t2++) a[t2] = expf(a[t2] - mx);
     float sum = 0;
-    for (int t2 = 0; t2 < n; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+    for (int t2 = 0; t2 < n; t2++) sum += a[t2];
     float inv = 1.0f / sum;
     for (int t2 = 0; t2 < n; t2++) a[t2] *= inv;
     for (int i = 0; i < hd; i++) o[i] = 0;
@@ -214,7 +226,7 @@ static inline void attend(float *o, float *a, const float *q, const float *k, co
 static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int H, int KV, int hd) {
     int row = (H + 2 * KV) * hd, C = H * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-    #pragma omp parallel for collapse(3)
+    #pragma omp parallel for collapse(3) schedule(dynamic, cpu_chunk((long)B * T * H))
     for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
     for (int h = 0; h < H; h++) {
@@ -234,7 +246,7 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
     int row = (H + 2 * KV) * hd, C = H * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     memset(dqkv, 0, sizeof(float) * (size_t)B * T * row);
-    #pragma omp parallel for collapse(2)
+    #pragma omp parallel for collapse(2) schedule(dynamic, cpu_chunk((long)B * KV))
     for (int b = 0; b < B; b++)
     for (int g = 0; g < KV; g++)
     for (int h = g * group; h < (g + 1) * group; h++)
@@ -265,37 +277,45 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
 }
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+// GELU's tanh form, 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), through the identity
+// 0.5 (1 + tanh(u)) = 1 / (1 + e^{-2u}) = s: out = x s, and since 1 - tanh^2 = 4 s (1 - s), the
+// derivative is s + 2 x s (1 - s) du/dx. One vector expf per element (glibc's tanhf has no vector
+// version, and a scalar tanhf per element was most of GELU's time); and no 1 + tanh(u) that cancels
+// for negative x (within 1.4e-6 of the double-precision value where |GELU| > 1e-4, on [-8, 8];
+// with tanhf: 5.8e-4). For |u| large e^{-2u} is 0 or inf and s exactly 1 or 0.
+static inline float gelu_sigmoid(float x) {
+    float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+    return 1.0f / (1.0f + expf(-2.0f * u));
+}
 static void gelu_forward(float *out, const float *inp, size_t n) {
-    #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
-    }
+    #pragma omp parallel for simd schedule(dynamic, cpu_chunk(n))
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] * gelu_sigmoid(inp[i]);
 }
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    #pragma omp parallel for
+    #pragma omp parallel for simd schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) {
-        float x = inp[i], u = GELU_SCALE * (x + 0.044715f * x * x * x), th = tanhf(u);
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        float x = inp[i], s = gelu_sigmoid(x);
+        float grad = s + 2.0f * x * s * (1.0f - s) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = grad * dout[i];
     }
 }
 
 // inp [N, 2F]: gate in columns 0..F-1, up in F..2F-1; out [N, F] = silu(gate) * up
 static void swiglu_forward(float *out, const float *inp, int N, int F) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *g = inp + (size_t)n * 2 * F, *u = g + F;
         float *o = out + (size_t)n * F;
+        #pragma omp simd
         for (int i = 0; i < F; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
     }
 }
 static void swiglu_backward(float *dinp, const float *inp, const float *dout, int N, int F) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         const float *g = inp + (size_t)n * 2 * F, *u = g + F, *d = dout + (size_t)n * F;
         float *dg = dinp + (size_t)n * 2 * F, *du = dg + F;
+        #pragma omp simd
         for (int i = 0; i < F; i++) {
             float sig = 1.0f / (1.0f + expf(-g[i])), silu = g[i] * sig;
             du[i] = d[i] * silu;
@@ -305,20 +325,15 @@ static void swiglu_backward(float *dinp, const float *inp, const float *dout, in
 }
 
 static void residual_forward(float *out, const float *a, const float *b, size_t n) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(n))
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
-
-// glibc's libmvec has AVX2 and AVX-512 versions of expf: declaring them lets
-// the compiler vectorize the loops over the vocabulary below
-#pragma omp declare simd notinbranch
-extern float expf(float);
 
 // Cross-entropy over the first V of Vp logits: losses[n] per position. With
 // keep_probs (training) the logits are replaced by the softmax in the same pass,
 // which is all the backward needs; padded columns become 0.
 static void crossentropy_forward(float *losses, float *logits, const int *targets, int N, int V, int Vp, int keep_probs) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         float *l = logits + (size_t)n * Vp;
         float mx = -INFINITY, sum = 0;
@@ -342,7 +357,7 @@ static void crossentropy_forward(float *losses, float *logits, const int *target
 
 // In place: the softmax probabilities become dlogits = (p - onehot) * dloss.
 static void crossentropy_softmax_backward(float *probs, const int *targets, float dloss, int N, int V, int Vp) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
     for (int n = 0; n < N; n++) {
         float *l = probs + (size_t)n * Vp;
         #pragma omp simd
@@ -494,7 +509,7 @@ static void attention_decode(GPT *m, int l, float *atty, float *att, float *qkv,
         memcpy(v + b * seq + (size_t)pos * kvrow, qkv + (size_t)b * m->QKV + (H + KV) * hd, sizeof(float) * kvrow);
     }
     float scale = 1.0f / sqrtf((float)hd);
-    #pragma omp parallel for collapse(2)
+    #pragma omp parallel for collapse(2) schedule(dynamic, cpu_chunk((long)B * H))
     for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
         int g = h / (H / KV);
@@ -551,21 +566,22 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
     float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act;
     int llama = c->arch == ARCH_LLAMA;
+    int gf = zero_grads_first_write(&m->zero, model_unit_layer(&m->layout, l));   // write this layer's gradients, not add
 
     // MLP
-    matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dres, fch_act, w.t[T_FCPROJ_W], N, F, C);
+    matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dres, fch_act, w.t[T_FCPROJ_W], N, F, C, gf);
     if (llama) swiglu_backward(a->dfch, fch, a->dfch_act, N, F);
     else gelu_backward(a->dfch, fch, a->dfch_act, (size_t)N * F);
-    matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dfch, ln2, w.t[T_FC_W], N, C, m->FC);
-    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C);
-    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C);
+    matmul_backward(a->dbuf, g.t[T_FC_W], g.t[T_FC_B], a->dfch, ln2, w.t[T_FC_W], N, C, m->FC, gf);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN2_W], a->dbuf, res2, w.t[T_LN2_W], ln2_rstd, N, C, 0, gf);
+    else layernorm_backward(a->dres, g.t[T_LN2_W], g.t[T_LN2_B], a->dbuf, res2, w.t[T_LN2_W], ln2_mean, ln2_rstd, N, C, 0, gf);
     // attention
-    matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C);
+    matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dres, atty, w.t[T_ATTPROJ_W], N, C, C, gf);
     attention_backward(a->dqkv, a->datt, a->dbuf, qkv, att, B, T, H, KV, m->hd);
     if (llama) rope_apply(a->dqkv, a->rope_cos, a->rope_sin, B, T, H, KV, m->hd, -1.0f);
-    matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV);
-    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C);
-    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C);
+    matmul_backward(a->dbuf, g.t[T_QKV_W], g.t[T_QKV_B], a->dqkv, ln1, w.t[T_QKV_W], N, C, m->QKV, gf);
+    if (llama) rmsnorm_backward(a->dres, g.t[T_LN1_W], a->dbuf, x, w.t[T_LN1_W], ln1_rstd, N, C, 0, gf);
+    else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C, 0, gf);
 }
 
 // the embedding: x = wte[tokens] (+ wpe)
@@ -604,11 +620,12 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
     Activations *a = &m->a;
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
     crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
-    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp);
-    memset(a->dres, 0, sizeof(float) * N * C);
-    const float *x = layer_input(m, c->n_layer);
-    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C);
-    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C);
+    const ModelLayout *L = &m->layout;   // gpt2's lm_head is wte: the embedding's gradient, added to
+    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp, zero_grads_first_write(&m->zero, L->lm_head.unit));
+    const float *x = layer_input(m, c->n_layer);   // d(last layer's output) starts here: written, not added
+    int gf = zero_grads_first_write(&m->zero, L->lnf_w.unit);
+    if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, 1, gf);
+    else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, 1, gf);
 }
 
 // the embedding's backward needs only the token ids, not the parameters
@@ -679,15 +696,18 @@ static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *des
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    snprintf(desc, n, "%d thread%s (%s)", threads, threads > 1 ? "s" : "", why);
+    char policy[80];
+    cpu_wait_policy_describe(policy, sizeof(policy));
+    snprintf(desc, n, "%d thread%s (%s), %s", threads, threads > 1 ? "s" : "", why, policy);
 }
 
 #ifndef TESTING
 int main(int argc, char **argv) {
+    cpu_wait_policy(argv);   // OpenMP threads that wait sleep soon (cpu_threads.h): may start the program again
     Comm comm;
     TrainConfig tc;
     if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
-    char threads[160];
+    char threads[256];
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);

@@ -101,6 +101,9 @@ typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *
 #else
 #include "zero_host.h"
 #endif
+#ifndef ZB_GRADS_FIRST_WRITE
+#define ZB_GRADS_FIRST_WRITE 0   // the GPU trainer's kernels add to zeroed gradients
+#endif
 
 // ----------------------------------------------------------------------------
 // the plan
@@ -301,6 +304,7 @@ typedef struct {
     size_t nvme_mem[N_MEM];     // bytes in this rank's NVMe files (ZeRO-Infinity), by kind
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host
     int offload_param;          // stage 3: the parameter shard in host memory
+    int whole;                  // stage 3 at one rank, the shard in working memory: units used in place (zero_shard_whole)
     int separate_master;        // an fp32 master beside floatX working parameters (GPU; CPU with --fp16 1)
 
     // model states (one allocation each)
@@ -365,8 +369,17 @@ enum { ZB_PARAMS, ZB_MASTER, ZB_OPT_M, ZB_OPT_V, ZB_RESIDENT, ZB_ARENA, ZB_GRADS
        ZB_RS_SCRATCH, ZB_NVME_BUFFERS, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
+// Stage 3 at one rank: the shard is the whole model. Unless it lives elsewhere (offload_param's host
+// memory on the GPU, or NVMe), it already sits where the compute reads it, and a gather would copy
+// every unit onto itself: the units are used in place instead (no gather arena, no resident copies,
+// no all-gathers).
+static int zero_shard_whole(const ZeroPlan *p, const ZeroPlacement *pl) {
+    return p->stage == 3 && p->P == 1 && !pl->offload_param && !pl->nvme.on[ZS_PARAM];
+}
+
 static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
     int st = p->stage, opt = pl->offload ? ZMEM_HOST : ZMEM_WORK, sm = pl->separate_master, off = pl->offload;
+    int gathers = st == 3 && !zero_shard_whole(p, pl);
     const int *nvme = pl->nvme.on;
     size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4;   // the reduced gradient: floatX slices, or the fp32 shard
     memset(b, 0, sizeof(ZeroBuffer) * N_ZBUF);
@@ -374,8 +387,8 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
                                 nvme[ZS_PARAM] ? ZMEM_NVME : st == 3 && pl->offload_param ? ZMEM_HOST : ZMEM_WORK};
     b[ZB_MASTER] = (ZeroBuffer){sm ? shard * 4 : 0, MEM_OPTIM, nvme[ZS_MASTER] ? ZMEM_NVME : opt};
     b[ZB_OPT_M] = b[ZB_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, nvme[ZS_M] ? ZMEM_NVME : opt};
-    b[ZB_RESIDENT] = (ZeroBuffer){st == 3 ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
-    b[ZB_ARENA] = (ZeroBuffer){st == 3 ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZB_RESIDENT] = (ZeroBuffer){gathers ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZB_ARENA] = (ZeroBuffer){gathers ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
     b[ZB_GRADS] = (ZeroBuffer){st <= 1 ? p->full_elems * x : 0, MEM_GRADS, ZMEM_WORK};
     b[ZB_GRAD_SHARD] = (ZeroBuffer){st >= 2 ? shard * 4 : 0, MEM_GRADS, ZMEM_WORK};
     b[ZB_GRAD_SLOTS] = (ZeroBuffer){st >= 2 ? p->slot_elems * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
@@ -401,6 +414,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->offload = pl.offload;
     z->offload_param = pl.offload_param;
     z->separate_master = pl.separate_master;
+    z->whole = zero_shard_whole(p, &pl);
     ZeroBuffer b[N_ZBUF];
     zero_buffers(b, p, sizeof(floatX), &pl);
     void *staging_grad = NULL, *staging_params = NULL;
@@ -421,8 +435,10 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
     // parameters that never move: stages 0-2 hold every unit whole, stage 3 its persistent units
+    // (and at one rank every unit, its shard)
     for (int i = 0; i < p->n_units; i++)
         z->unit_params[i] = ZERO_STAGE <= 2 ? z->params + p->u[i].full_off
+                          : z->whole ? z->params + p->u[i].shard_off
                           : p->u[i].persistent ? z->resident + p->u[i].resident_off : NULL;
 }
 
@@ -503,7 +519,7 @@ static int zero_load_params(Zero *z, ParamSource *src) {
             if (held) zb_upload_floatX(&z->be, held, vals, n);
             else zb_state_write_floatX(&z->be, U->shard_off, vals, n);
         }
-        if (ok && ZERO_STAGE == 3 && U->persistent) {   // stage 3's resident units are whole
+        if (ok && ZERO_STAGE == 3 && U->persistent && !z->whole) {   // stage 3's resident units are whole
             float *whole = z->separate_master ? staging : (float *)(z->resident + U->resident_off);
             ok = src->read(src, i, 0, U->padded, whole);
             if (ok && z->separate_master) zb_upload_floatX(&z->be, z->resident + U->resident_off, whole, U->padded);
@@ -592,6 +608,7 @@ static floatX *zero_fetch_params(Zero *z, int u) {
             fatal("zero stage 3: unit %d fetched out of the planned order (expected %d)", u,
                   z->cursor < z->n_order ? z->order[z->cursor] : -1);
         z->cursor++;
+        if (z->whole) return z->unit_params[u];   // one rank: the shard is the unit
         int s = zero_ring_find(z, u);
         if (s < 0) { zero_start_gather(z, z->cursor - 1, 1); s = zero_ring_find(z, u); }
         comm_wait(z->comm, &z->ring[s].req);
@@ -608,7 +625,7 @@ static floatX *zero_fetch_params(Zero *z, int u) {
 // gather into the same space waits for them, see comm_nccl_begin.)
 static void zero_release_params(Zero *z, int u) {
 #if ZERO_STAGE == 3
-    if (z->plan.u[u].persistent) return;
+    if (z->plan.u[u].persistent || z->whole) return;
     if (z->ring_count == 0 || z->ring[z->ring_head].unit != u)
         fatal("zero stage 3: unit %d released out of order", u);
     int s = z->ring_head;
@@ -689,8 +706,14 @@ static void zero_grads_end(Zero *z, int u) {
     if (z->grads_observer) z->grads_observer(z->observer_ctx, u, z->unit_grads[u]);
 #if ZERO_STAGE >= 2
     const ZeroUnit *U = &z->plan.u[u];
-    CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
-    zb_accumulate_reduced(&z->be, &r, z->grad_shard + U->shard_off, z->rs_scratch, U->shard, z->micro == 0);
+    if (z->plan.P == 1 && ZB_ONE_RANK_IN_PLACE) {
+        // one rank: the reduce-scatter's result would be its input; the slot is added as it is
+        CommRequest none = {0};
+        zb_accumulate_reduced(&z->be, &none, z->grad_shard + U->shard_off, z->unit_grads[u], U->shard, z->micro == 0);
+    } else {
+        CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
+        zb_accumulate_reduced(&z->be, &r, z->grad_shard + U->shard_off, z->rs_scratch, U->shard, z->micro == 0);
+    }
     if (z->micro == z->cfg->accum - 1) zero_grad_final(z, u);
     zb_slot_release(&z->be, z->unit_slot[u]);
 #endif
@@ -719,11 +742,24 @@ static void zero_grads_close(Zero *z, const PassStep *s) {
 // ----------------------------------------------------------------------------
 // the optimizer step
 
+// Stages 0-1, where each unit's gradient has its own place that micro-steps add to: with a trainer
+// whose backward can write a unit's gradients instead of adding them (ZB_GRADS_FIRST_WRITE), at a
+// step's first micro-step every unit but the embedding is written whole by its one backward step
+// (GEMMs with beta 0, the sums of norms and biases stored), so it is not zeroed first; its padding,
+// which no kernel writes, keeps the zeros of its allocation (reductions of zeros are zeros). The
+// embedding's backward adds rows (and gpt2's head adds its tied lm_head into wte): it is zeroed.
+static int zero_grads_first_write(const Zero *z, int u) {
+    return ZB_GRADS_FIRST_WRITE && ZERO_STAGE <= 1 && z->micro == 0 && u != model_unit_embed(z->layout);
+}
+
 static void zero_step_begin(Zero *z) {
-#if ZERO_STAGE <= 1
-    zb_fill(&z->be, z->grads, 0, z->plan.full_elems * sizeof(floatX));
-#endif
     z->micro = 0;
+#if ZERO_STAGE <= 1
+    const ZeroPlan *p = &z->plan;
+    if (!ZB_GRADS_FIRST_WRITE) zb_fill(&z->be, z->grads, 0, p->full_elems * sizeof(floatX));
+    for (int i = 0; i < p->n_units && ZB_GRADS_FIRST_WRITE; i++)
+        if (!zero_grads_first_write(z, i)) zb_fill(&z->be, z->grads + p->u[i].full_off, 0, p->u[i].padded * sizeof(floatX));
+#endif
 }
 
 static void zero_micro_step_end(Zero *z) { z->micro++; }
@@ -804,8 +840,8 @@ static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
     for (int i = 0; i < p->n_units; i++)
         comm_all_gather(z->comm, zero_param_slice(z, i), z->params + p->u[i].full_off, p->u[i].shard, ZPARAM_DT);
 #elif ZERO_STAGE == 3
-    // parameters stay partitioned; only the persistent units are re-gathered
-    for (int i = 0; i < p->n_units; i++) {
+    // parameters stay partitioned; only the persistent units are re-gathered (at one rank they are the shard)
+    for (int i = 0; i < p->n_units && !z->whole; i++) {
         const ZeroUnit *U = &p->u[i];
         if (!U->persistent) continue;
         floatX *full = z->resident + U->resident_off, *mine = full + (size_t)p->part * U->shard;

@@ -34,6 +34,8 @@
 #include "zero_nvme.h"
 
 #define ZPARAM_DT DT_FLOATX
+// at one rank the reduce-scatter still runs (an NCCL copy): it orders the reduce stream after the backward
+#define ZB_ONE_RANK_IN_PLACE 0
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
 

@@ -20,8 +20,9 @@ static void zero_plan_print(const Zero *z) {
                ZERO_STAGE == 3 ? (U->persistent ? "persistent (kept whole)" : "gathered per use") : "");
     }
 #if ZERO_STAGE == 3
-    printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
-           z->cfg->prefetch ? "one unit ahead" : "off");
+    if (z->whole) printf("stage 3 at one rank: the shard is the whole model, every unit is used in place (nothing gathered)\n");
+    else printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
+                z->cfg->prefetch ? "one unit ahead" : "off");
 #endif
 }
 
@@ -367,16 +368,16 @@ static void zero_comm_theory(const Zero *z, int K, double out[N_COLL]) {
     out[COLL_REDUCE_SCATTER] = psi;                    // once, at the boundary
     out[COLL_ALL_GATHER] = psi;
 #elif ZERO_STAGE == 2
-    out[COLL_REDUCE_SCATTER] = K * psi;                // every micro-step
+    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZB_ONE_RANK_IN_PLACE ? K * psi : 0;   // every micro-step (one rank: none)
     out[COLL_ALL_GATHER] = psi;
 #elif ZERO_STAGE == 3
-    out[COLL_REDUCE_SCATTER] = K * psi;
+    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZB_ONE_RANK_IN_PLACE ? K * psi : 0;
     // every micro-step, each unit of the gather order (layers twice, the
     // embedding twice with a tied head, the final unit once); persistent units
-    // never, but once after the step
+    // never, but once after the step; at one rank nothing (zero_shard_whole)
     double per_micro = 0, persistent = 0;
-    for (int i = 0; i < p->n_fetch_train; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
-    for (int i = 0; i < p->n_units; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
+    for (int i = 0; i < p->n_fetch_train && !z->whole; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
+    for (int i = 0; i < p->n_units && !z->whole; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
     out[COLL_ALL_GATHER] = K * per_micro + persistent;
 #endif
 }

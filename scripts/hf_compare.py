@@ -46,8 +46,9 @@ class TransformersModel(R.HFModel):
                 R.fatal("%s: transformers has shape %s, hf.h %s" % (h.name, list(p.shape), list(h.shape)))
         self.model = hf_model
 
-    def forward(self, idx, params=None):
-        return self.pad_vocab(self.model(input_ids=idx).logits.float())
+    def forward(self, idx, params=None, vocab=None):
+        logits = self.model(input_ids=idx).logits.float()
+        return logits[..., :vocab] if vocab is not None else self.pad_vocab(logits)
 
 
 def load(transformers, torch, d, arch):

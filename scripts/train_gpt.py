@@ -993,8 +993,10 @@ class Model:
             self._mask[key] = torch.ones(T, T, dtype=torch.bool, device=device).tril()
         return self._mask[key]
 
-    def forward(self, idx, params=None):
-        """Logits [B, T, Vp] for token ids idx [B, T] (int64 tensor)."""
+    def forward(self, idx, params=None, vocab=None):
+        """Logits [B, T, Vp] for token ids idx [B, T] (int64 tensor). vocab=V: only the first V columns,
+        the real vocabulary (what the loss reads: training and evaluation compute no padded logits and
+        copy no slice of them; the same values as the first V columns of the full logits)."""
         c = self.cfg
         P = self.param_dict(params)
         gpt2 = c.arch == ARCH_GPT2
@@ -1052,12 +1054,15 @@ class Model:
             x = x + F.linear(m, P[p + "fcproj_w"], P.get(p + "fcproj_b"))
         if gpt2:
             x = F.layer_norm(x, (C,), P["final.lnf_w"], P["final.lnf_b"], eps)
-            return F.linear(x, wte)
-        x = rmsnorm(x, P["final.norm_w"])
-        return F.linear(x, P["final.lm_head"])
+            head = wte
+        else:
+            x = rmsnorm(x, P["final.norm_w"])
+            head = P["final.lm_head"]
+        return F.linear(x, head if vocab is None else head[:vocab])
 
     def loss(self, logits, targets):
-        """Mean cross-entropy over the first V logits (padded columns excluded from the softmax)."""
+        """Mean cross-entropy over the first V logits (padded columns excluded from the softmax); with
+        logits of forward(vocab=V) the slice and reshape are views, nothing is copied."""
         V = self.cfg.vocab_size
         return F.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1))
 
@@ -1417,7 +1422,11 @@ class HFModel(Model):
     def pad_vocab(self, logits):
         return F.pad(logits, (0, self.cfg.padded_vocab - self.cfg.vocab_size))
 
-    def forward(self, idx, params=None):
+    def head(self, x, w, vocab):
+        """Hugging Face's head has V rows: the logits padded to Vp with zeros, or with vocab only the first vocab"""
+        return F.linear(x, w[:vocab]) if vocab is not None else self.pad_vocab(F.linear(x, w))
+
+    def forward(self, idx, params=None, vocab=None):
         c = self.cfg
         P = self.param_dict(params)
         B, T = idx.shape
@@ -1453,7 +1462,7 @@ class HFModel(Model):
                 h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], eps)
                 x = x + conv1d(gelu_new(conv1d(h, p + "mlp.c_fc")), p + "mlp.c_proj")
             x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
-            return self.pad_vocab(F.linear(x, wte))
+            return self.head(x, wte, vocab)
 
         def rmsnorm(x, w):  # LlamaRMSNorm
             return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
@@ -1478,7 +1487,7 @@ class HFModel(Model):
             m = F.silu(F.linear(h, P[p + "mlp.gate_proj.weight"])) * F.linear(h, P[p + "mlp.up_proj.weight"])
             x = x + F.linear(m, P[p + "mlp.down_proj.weight"])
         x = rmsnorm(x, P["model.norm.weight"])
-        return self.pad_vocab(F.linear(x, P["lm_head.weight"]))
+        return self.head(x, P["lm_head.weight"], vocab)
 
 
 # ----------------------------------------------------------------------------
@@ -1654,7 +1663,7 @@ def run(argv):
         with torch.no_grad():
             for _ in range(c.val_batches):
                 x, y = val.next()
-                tot += model.loss(model.forward(to_device(x, device)), to_device(y, device)).item()
+                tot += model.loss(model.forward(to_device(x, device), vocab=m.vocab_size), to_device(y, device)).item()
         return tot / max(1, c.val_batches)
 
     tokens_per_step = c.total_batch * c.T
@@ -1665,7 +1674,7 @@ def run(argv):
         loss_sum = 0.0
         for _ in range(c.accum):
             x, y = train.next()
-            loss = model.loss(model.forward(to_device(x, device)), to_device(y, device))
+            loss = model.loss(model.forward(to_device(x, device), vocab=m.vocab_size), to_device(y, device))
             (loss / c.accum).backward()
             loss_sum += loss.item()
         step_loss = loss_sum / c.accum

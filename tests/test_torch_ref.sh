@@ -232,6 +232,9 @@ for arch, extra in (("gpt2", []), ("llama", ["--kv-heads", "1"])):
     params32 = [p.detach().float() for p in params]
     l32 = model.loss(model.forward(xi, params32), yi).item()
     check(abs(l32 - ref_loss) < 1e-4, "%s: fp32 forward loss %.6f" % (arch, l32))
+    # training and evaluation compute the logits of the real vocabulary only (forward(vocab=V))
+    lv = model.loss(model.forward(xi, params32, vocab=c.model.vocab_size), yi).item()
+    check(abs(lv - l32) <= 1e-6 * abs(l32), "%s: fp32 loss over the real vocabulary %.7f = over the padded logits %.7f" % (arch, lv, l32))
     loss.backward()
     pad = params[0].grad[20:]
     check(bool((pad == 0).all()), "%s: gradient of padded wte rows is exactly zero" % arch)

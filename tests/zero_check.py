@@ -126,7 +126,15 @@ def main():
                     for k, v in comm["bytes_per_step"].items():
                         if v != comm["theory_bytes_per_step"][k]:
                             ok = False; notes.append(f"{k} counted {v} != theory {comm['theory_bytes_per_step'][k]}")
-                    if stage == 3:
+                    if stage == 3 and world == 1:
+                        # one rank: the shard is the model, used in place (zero_shard_whole): no gathers,
+                        # no gather arena, no all-gather bytes
+                        peak = max(r["peak_live_elems"] for r in records(log, "train"))
+                        gathered = mem["measured_bytes"]["gathered_params"]
+                        notes.append(f"one rank: {peak} elements gathered, {gathered} bytes of gather buffers")
+                        if peak != 0 or gathered != 0 or comm["bytes_per_step"]["all_gather"] != 0:
+                            ok = False; notes.append("ONE RANK GATHERED")
+                    elif stage == 3:
                         peak = max(r["peak_live_elems"] for r in records(log, "train"))
                         notes.append(f"peak gathered {peak} <= 40000")
                         if peak > 40000 or peak == 0:
