@@ -36,6 +36,14 @@ enum {
     GPU_NORM_SCRATCH, GPU_DBIAS_SCRATCH, GPU_INPUTS, GPU_TARGETS, N_GPU_SCRATCH
 };
 
+// The views of the saved activations in the order above, for act_alloc: both trainers' Activations
+// name their fields alike (qkv: the CPU keeps q|k|v as the matmul wrote them, the GPU permuted: qkvr).
+#define SAVED_ACTIVATION_VIEWS(a, qkv) {                                                                        \
+    (void **)&(a)->encoded, (void **)&(a)->ln1, (void **)&(a)->ln1_mean, (void **)&(a)->ln1_rstd, (void **)&(a)->qkv, \
+    (void **)&(a)->att, (void **)&(a)->atty, (void **)&(a)->res2, (void **)&(a)->ln2, (void **)&(a)->ln2_mean,      \
+    (void **)&(a)->ln2_rstd, (void **)&(a)->fch, (void **)&(a)->fch_act, (void **)&(a)->res3, (void **)&(a)->lnf,   \
+    (void **)&(a)->lnf_mean, (void **)&(a)->lnf_rstd, (void **)&(a)->logits, (void **)&(a)->losses}
+
 #define CPU_ACT_ALIGN 64    // bytes: 16 floats, a cache line
 #define GPU_ACT_ALIGN 256   // bytes: what cuBLASLt and the vector loads like
 

@@ -439,11 +439,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     size_t saved[N_ACT_SAVED], scratch[N_CPU_SCRATCH];
     saved_activation_sizes(saved, c, B, T, m->recompute, 0, sizeof(float));
     cpu_scratch_sizes(scratch, c, B, T);
-    void **saved_views[N_ACT_SAVED] = {
-        (void **)&a->encoded, (void **)&a->ln1, (void **)&a->ln1_mean, (void **)&a->ln1_rstd, (void **)&a->qkv,
-        (void **)&a->att, (void **)&a->atty, (void **)&a->res2, (void **)&a->ln2, (void **)&a->ln2_mean,
-        (void **)&a->ln2_rstd, (void **)&a->fch, (void **)&a->fch_act, (void **)&a->res3, (void **)&a->lnf,
-        (void **)&a->lnf_mean, (void **)&a->lnf_rstd, (void **)&a->logits, (void **)&a->losses};
+    void **saved_views[N_ACT_SAVED] = SAVED_ACTIVATION_VIEWS(a, qkv);
     void **scratch_views[N_CPU_SCRATCH] = {
         (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dqkv, (void **)&a->datt, (void **)&a->dfch,
         (void **)&a->dfch_act, (void **)&a->rope_cos, (void **)&a->rope_sin};

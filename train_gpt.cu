@@ -208,11 +208,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     size_t saved[N_ACT_SAVED], scratch[N_GPU_SCRATCH];
     saved_activation_sizes(saved, c, B, T, m->recompute, m->cpu_ckpt, sizeof(floatX));
     gpu_scratch_sizes(scratch, c, B, T, sizeof(floatX));
-    void **saved_views[N_ACT_SAVED] = {
-        (void **)&a->encoded, (void **)&a->ln1, (void **)&a->ln1_mean, (void **)&a->ln1_rstd, (void **)&a->qkvr,
-        (void **)&a->att, (void **)&a->atty, (void **)&a->res2, (void **)&a->ln2, (void **)&a->ln2_mean,
-        (void **)&a->ln2_rstd, (void **)&a->fch, (void **)&a->fch_act, (void **)&a->res3, (void **)&a->lnf,
-        (void **)&a->lnf_mean, (void **)&a->lnf_rstd, (void **)&a->logits, (void **)&a->losses};
+    void **saved_views[N_ACT_SAVED] = SAVED_ACTIVATION_VIEWS(a, qkvr);
     void **scratch_views[N_GPU_SCRATCH] = {
         (void **)&a->qkv, (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dfch, (void **)&a->dfch_act,
         (void **)&a->att_f32, (void **)&a->att_bf16, (void **)&a->att_y, (void **)&a->att_dqkvr,

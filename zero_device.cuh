@@ -34,7 +34,8 @@
 #include "zero_nvme.h"
 
 #define ZPARAM_DT DT_FLOATX
-// at one rank the reduce-scatter still runs (an NCCL copy): it orders the reduce stream after the backward
+// at one rank the reduce-scatter still runs, as comm_alone's device copy (comm.h) on the compute stream,
+// which precedes everything that reads the reduced gradient or reuses the slot (stream order)
 #define ZB_ONE_RANK_IN_PLACE 0
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
