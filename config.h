@@ -187,6 +187,11 @@ typedef struct {
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
     char comm[8];                   // "auto", "nccl" or "mpi" (GPU trainer; comm_setup_backend)
+    // GPU trainer: which kernels a step runs (train_gpt.cu), for comparison and measurement
+    char attention[8];              // --attention cublas|flash: the cuBLAS path (scores materialized) or fused flash attention
+    int gpu_baseline;               // --gpu-baseline 1: the step as first measured (per-segment optimizer kernels, a host
+                                    // read of each micro-step's loss, cuBLASLt's heuristic on every call, the unfused
+                                    // residual + norm): bench/gpu_train.sh's same-run baseline
     char tokenizer_path[512];
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
@@ -220,6 +225,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
     strcpy(c->comm, "auto");
+    strcpy(c->attention, "cublas");
     c->offload = OFFLOAD;
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero_device.cuh)
     c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults
@@ -390,7 +396,10 @@ static void print_help(const char *prog) {
            "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
            "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
-           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n", ZERO_STAGE);
+           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n"
+           "  --attention cublas|flash GPU attention: cuBLAS with the scores materialized (default), or the fused\n"
+           "                           flash attention (cuda/flash_attention.cuh)\n"
+           "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
@@ -604,7 +613,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
-    int ffn_set = 0;
+    int ffn_set = 0, gpu_only_flags = 0;
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -698,6 +707,12 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             if (strcmp(v, "auto") && strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected auto, nccl or mpi, got '%s'", a, v);
             strcpy(c->comm, v);
         }
+        else if (!strcmp(a, "--attention")) {
+            if (strcmp(v, "cublas") && strcmp(v, "flash")) fatal("%s: expected cublas or flash, got '%s'", a, v);
+            strcpy(c->attention, v);
+            gpu_only_flags |= 1;
+        }
+        else if (!strcmp(a, "--gpu-baseline")) { c->gpu_baseline = flag_int(a, v, 0, 1); gpu_only_flags |= 2; }
         else fatal("unknown flag '%s' (see --help)", a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
@@ -713,6 +728,11 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
     if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
     if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
+#if !TRAINER_IS_GPU
+    if (gpu_only_flags & 1) report_at(&rep, MSG_NOTE, "--attention", "picks the GPU trainer's attention kernels (train_gpt); the CPU trainer has one");
+    if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");
+#endif
+    (void)gpu_only_flags;
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);
