@@ -10,6 +10,10 @@
 //            they are reduce-scattered so each rank holds the averaged
 //            gradient of its own partition, updates it, and the updated
 //            parameters are all-gathered.
+//            (In both, the boundary's reduction runs unit by unit during the
+//            last micro-step's backward, each unit's as soon as its gradient
+//            is complete: PyTorch DDP's gradient buckets, DeepSpeed's
+//            overlap_comm; the units are the buckets.)
 //   stage 2  P_os+g: gradients are partitioned too. Each unit's gradient is
 //            reduce-scattered as soon as its backward finishes, on every
 //            micro-step, and each rank accumulates only its own partition.
@@ -325,6 +329,9 @@ typedef struct {
     // what the trainer's views read: each unit's parameters while fetched, its gradient while open
     floatX **unit_params, **unit_grads;
     int *unit_slot;             // stages 2-3: the slot each open gradient uses
+    CommRequest *grad_reduce;   // stages 0-1: each unit's reduction at the boundary, started by its backward
+    unsigned char *grad_reducing;   // stages 0-1: the unit's reduction is started and not yet waited for
+    int reduced_in_backward;    // units whose boundary reduction the last micro-step's backward started (the comm report)
     int slot_next;
 
     // the pass in progress
@@ -434,6 +441,8 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
+    z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
+    z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
     // parameters that never move: stages 0-2 hold every unit whole, stage 3 its persistent units
     // (and at one rank every unit, its shard)
     for (int i = 0; i < p->n_units; i++)
@@ -451,6 +460,7 @@ static void zero_free(Zero *z) {
                    z->grad_slots, z->rs_scratch, z->nvme_buffers};
     for (int i = 0; i < ZB_STAGING_GRAD; i++) zb_free(&z->be, ptr[i], b[i].where);
     free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
+    free(z->grad_reduce); free(z->grad_reducing);
     zero_plan_free(&z->plan);
 }
 
@@ -698,13 +708,37 @@ static void zero_grad_final(Zero *z, int u) {
     zb_grad_slice_final(&z->be, z->plan.u[u].shard_off, zero_grad_slice(z, u), z->plan.u[u].shard);
 }
 
+// Stages 0-1: start the boundary's reduction of unit u's full gradient (non-blocking;
+// zero_step_reduce waits for it). Every rank starts the units in the same order (the
+// schedule's), so the collectives match.
+static void zero_start_grad_reduce(Zero *z, int u, int in_backward) {
+#if ZERO_STAGE <= 1
+    const ZeroUnit *U = &z->plan.u[u];
+#if ZERO_STAGE == 0
+    // plain data parallel: all-reduce (average) the unit's full gradient
+    z->grad_reduce[u] = comm_iall_reduce(z->comm, z->grads + U->full_off, U->padded, ZPARAM_DT, OP_AVG);
+#else
+    // P_os: reduce-scatter the unit's full, locally accumulated gradient; each rank
+    // keeps the averaged gradient of its own slice, in place
+    z->grad_reduce[u] = comm_ireduce_scatter(z->comm, z->grads + U->full_off, zero_grad_slice(z, u), U->shard, ZPARAM_DT, OP_AVG);
+#endif
+    z->grad_reducing[u] = 1;
+    z->reduced_in_backward += in_backward;
+#endif
+}
+
 // Unit u's backward is finished.
+//   stages 0-1: on the step's last micro-step its gradient is complete: its reduction
+//   starts now and overlaps the backward of the units before it (DDP-style buckets;
+//   only the last unit's, the embedding's, is exposed).
 //   stages 2-3: reduce-scatter its gradient now (the paper: "as the gradients of a
 //   partition become available, they are reduced to the rank that owns it"), and
 //   accumulate the averaged slice into this rank's fp32 gradient shard.
 static void zero_grads_end(Zero *z, int u) {
     if (z->grads_observer) z->grads_observer(z->observer_ctx, u, z->unit_grads[u]);
-#if ZERO_STAGE >= 2
+#if ZERO_STAGE <= 1
+    if (z->micro == z->cfg->accum - 1) zero_start_grad_reduce(z, u, 1);
+#else
     const ZeroUnit *U = &z->plan.u[u];
     if (z->plan.P == 1 && ZB_ONE_RANK_IN_PLACE) {
         // one rank: the reduce-scatter's result would be its input; the slot is added as it is
@@ -714,7 +748,7 @@ static void zero_grads_end(Zero *z, int u) {
         CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
         zb_accumulate_reduced(&z->be, &r, z->grad_shard + U->shard_off, z->rs_scratch, U->shard, z->micro == 0);
     }
-    if (z->micro == z->cfg->accum - 1) zero_grad_final(z, u);
+    if (z->micro == z->cfg->accum - 1) { zero_grad_final(z, u); z->reduced_in_backward++; }
     zb_slot_release(&z->be, z->unit_slot[u]);
 #endif
 }
@@ -754,6 +788,7 @@ static int zero_grads_first_write(const Zero *z, int u) {
 
 static void zero_step_begin(Zero *z) {
     z->micro = 0;
+    z->reduced_in_backward = 0;
 #if ZERO_STAGE <= 1
     const ZeroPlan *p = &z->plan;
     if (!ZB_GRADS_FIRST_WRITE) zb_fill(&z->be, z->grads, 0, p->full_elems * sizeof(floatX));
@@ -803,19 +838,17 @@ static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) 
 // each rank holds the averaged gradient of its own partition.
 static void zero_step_reduce(Zero *z) {
 #if ZERO_STAGE <= 1
+    // stages 0-1: the last micro-step's backward started each unit's all-reduce (stage 0) or
+    // reduce-scatter (stage 1); a unit it did not start (a step driven without passes.h's
+    // backward) starts here, in unit order. Wait for each, then its slice is final.
     const ZeroPlan *p = &z->plan;
-#endif
-#if ZERO_STAGE == 0
-    // plain data parallel: all-reduce (average) the full gradients
-    comm_all_reduce(z->comm, z->grads, p->full_elems, ZPARAM_DT, OP_AVG);
-#elif ZERO_STAGE == 1
-    // P_os: reduce-scatter the full, locally accumulated gradients unit by unit;
-    // each rank keeps the averaged gradient of its own slice, in place
     for (int i = 0; i < p->n_units; i++)
-        comm_reduce_scatter(z->comm, z->grads + p->u[i].full_off, zero_grad_slice(z, i), p->u[i].shard, ZPARAM_DT, OP_AVG);
-#endif
-#if ZERO_STAGE <= 1
-    for (int i = 0; i < p->n_units; i++) zero_grad_final(z, i);
+        if (!z->grad_reducing[i]) zero_start_grad_reduce(z, i, 0);
+    for (int i = 0; i < p->n_units; i++) {
+        comm_wait(z->comm, &z->grad_reduce[i]);
+        z->grad_reducing[i] = 0;
+        zero_grad_final(z, i);
+    }
 #endif
     // (stages 2-3 reduced every unit during the backward)
     zb_wait_collectives(&z->be);

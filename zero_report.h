@@ -408,7 +408,12 @@ static cJSON *zero_comm_report(const Zero *z, int K, int print) {
     cJSON_AddNumberToObject(rec, "total_bytes", total);
     cJSON_AddNumberToObject(rec, "paper_bytes", paper);
     cJSON_AddNumberToObject(rec, "psi_bytes", psi_b);
+    // overlap: the units whose boundary reduction started inside the backward (all of them: DDP-style buckets)
+    cJSON_AddNumberToObject(rec, "units", z->plan.n_units);
+    cJSON_AddNumberToObject(rec, "reduced_in_backward", z->reduced_in_backward);
     if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",
                       "total", total, total / psi_b, ZERO_STAGE == 3 ? 3 : 2, psi_b, K);
+    if (print) printf("gradient reductions started inside the backward, as each unit's gradient was complete: %d of %d units\n",
+                      z->reduced_in_backward, z->plan.n_units);
     return rec;
 }

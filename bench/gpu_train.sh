@@ -4,7 +4,9 @@
 #   bash bench/gpu_train.sh                                       (binaries already built: make gpu-all)
 # Rows (T = 1024, bf16, micro batch 16, one GPU; median step after the 5th):
 #   zeroc stage 0, stage 3, stage 2 with optimizer offload, the llama architecture at the same sizes
-#   (--breakdown: forward, backward, communication wait, optimizer), and PyTorch eager and torch.compile
+#   (--breakdown: forward, backward, communication wait, optimizer); stage 0 with --gpu-baseline 1 (the
+#   step as first measured: the same-run "before" of issue 10's changes) and with --attention flash;
+#   and PyTorch eager and torch.compile
 #   (bench/torch_gpt2_speed.py: nanoGPT's GPT-2 with SDPA flash attention, bf16 autocast, fused AdamW).
 # FLOP per token: zeroc's model_flops_per_token() (6N + 12LTC) for the gpt2 rows, the torch rows included
 # (the same model); MFU against 989 TFLOP/s (H100 SXM dense bf16) or GPU_TRAIN_PEAK.
@@ -62,8 +64,10 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 : > "$T/rows"
 # the two sides alternate (zeroc, torch, zeroc, torch...) so that a drift of the machine touches both
 run_zeroc zeroc_z0 ./build/gpu_z0_o0/train_gpt
+run_zeroc zeroc_z0_baseline ./build/gpu_z0_o0/train_gpt --gpu-baseline 1
 run_torch torch_eager 0
 run_zeroc zeroc_z3 ./build/gpu_z3_o0/train_gpt
+run_zeroc zeroc_z0_flash ./build/gpu_z0_o0/train_gpt --attention flash
 run_torch torch_compile 1
 run_zeroc zeroc_z2_offload ./build/gpu_z2_o1/train_gpt
 run_zeroc zeroc_llama ./build/gpu_z0_o0/train_gpt --arch llama
@@ -87,6 +91,12 @@ for name, f in rows.items():
     br = "  ".join(f"{x:>6}" for x in f[4:8]) if f[4] else "     -       -       -       -"
     print(f"{name:<18} {t:>9.0f} {ms:>8.1f} {fl / 1e12:>8.1f} {100 * fl / peak:>5.1f}%  {br}")
 print(f"FLOP/token {fpt:.4g} (zeroc's model_flops_per_token, 6N + 12LTC), used for the torch rows too; MFU against {peak / 1e12:.0f} TFLOP/s")
+if "zeroc_z0" in tok:
+    for k, what in (("zeroc_z0_baseline", "the step as first measured (--gpu-baseline 1) -> now"),
+                    ("zeroc_z0_flash", "--attention cublas -> flash")):
+        if k in tok:
+            a, b = (tok[k], tok["zeroc_z0"]) if k.endswith("baseline") else (tok["zeroc_z0"], tok[k])
+            print(f"{what}: {b[0] / a[0]:.3f}x tokens/s ({a[1]:.1f} -> {b[1]:.1f} ms/step)")
 need = ["zeroc_z0", "zeroc_z3", "zeroc_z2_offload", "torch_compile"]
 if all(k in tok for k in need):
     z0, z3, off, tc = (tok[k] for k in need)

@@ -240,6 +240,9 @@ expect_error "fp16 value out of range" 'fp16.hysteresis: expected an integer in 
     $CT lr --config "$(cfg c13 '{"fp16": {"enabled": true, "hysteresis": 0}}')"
 expect_error "stage against the build (every rank says it)" 'zero_optimization.stage: asks for ZeRO stage 2 but this binary was built with ZERO=3' 1 \
     $MPIRUN -np 2 ./build/z3/train_gpt_cpu --config "$(cfg c14 '{"zero_optimization": {"stage": 2}}')"
+./build/z0/train_gpt_cpu --config "$(cfg c15 '{"zero_optimization": {"stage": 0, "overlap_comm": false}}')" --steps 0 > "$TMP/c15.out" 2>&1
+grep -q "overlap_comm: false: stages 0-2 always overlap each unit's gradient reduction" "$TMP/c15.out"
+check "overlap_comm below stage 3: a note that the reductions overlap the backward anyway" $?
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--beta2 -0.1" \
          "--warmup-min-lr -1" "--warmup-min-ratio 1.5" "--cos-min-ratio -0.1" "--batch 0" "--total-batch 0" "--accum 0" \
          "--warmup -1" "--adam-w-mode 2"; do

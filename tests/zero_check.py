@@ -126,6 +126,10 @@ def main():
                     for k, v in comm["bytes_per_step"].items():
                         if v != comm["theory_bytes_per_step"][k]:
                             ok = False; notes.append(f"{k} counted {v} != theory {comm['theory_bytes_per_step'][k]}")
+                    # overlap: every unit's boundary reduction started inside the last micro-step's
+                    # backward, as soon as its gradient was complete (stages 0-1: DDP-style buckets)
+                    if comm["reduced_in_backward"] != comm["units"]:
+                        ok = False; notes.append(f"{comm['reduced_in_backward']} of {comm['units']} units reduced in the backward")
                     if stage == 3 and world == 1:
                         # one rank: the shard is the model, used in place (zero_shard_whole): no gathers,
                         # no gather arena, no all-gather bytes
