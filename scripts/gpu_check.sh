@@ -45,9 +45,10 @@ results=()
 elapsed() { echo $(( $(date +%s) - START )); }
 
 # GPU_CHECK_ONLY="build,test_gpu,...": run only the stages with these keys (a rerun of what failed);
-# keys: build test_gpu nvme fp16 hf sample bench kernels sanitize compare gpu_train. `compare` (GPT-2 124M, 300
-# steps against PyTorch on the same GPU, bench/gpu_compare/) and `gpu_train` (bench/gpu_train.sh: zeroc's
-# speed against PyTorch eager and torch.compile) run only when named: each needs its own call.
+# keys: build test_gpu nvme fp16 hf sample bench kernels sanitize compare gpu_train demo. `compare` (GPT-2 124M,
+# 300 steps against PyTorch on the same GPU, bench/gpu_compare/), `gpu_train` (bench/gpu_train.sh: zeroc's
+# speed against PyTorch eager and torch.compile) and `demo` (`make demo` as one command, README's first line:
+# GPU_DEMO_STEPS steps, default 300) run only when named.
 ONLY=${GPU_CHECK_ONLY:-build,test_gpu,nvme,fp16,hf,sample,bench,kernels,sanitize}
 
 # stage KEY NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
@@ -241,6 +242,26 @@ PYEOF
 # ZeRO-Infinity on the GPU (zero_device.cuh): the master, m and v streamed from NVMe through CPU-Adam,
 # and at stage 3 the bf16 parameter shard read from NVMe one unit ahead of its gather, against CPU
 # offload (everything in pinned memory): every loss and every checkpoint byte identical
+# `make demo` as a user types it (README's first command): it must take its GPU branch, train with falling
+# losses and print a sample. Its output goes to bench/demo_gpu_<UTC date>_<device>.txt as well.
+demo_gpu() {
+    local out="bench/demo_gpu_$(date -u +%Y%m%d)_${tag}.txt"
+    { echo "make demo: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}, ${dev_name}"
+      STEPS=${GPU_DEMO_STEPS:-300} make demo 2>&1; } > "$out"
+    local rc=$?
+    [ -n "${OUT:-}" ] && [ -d "$OUT" ] && cp "$out" "$OUT/"
+    grep -v "^step " "$out" | tail -n 30; grep "^step " "$out" | sed -n '1p;$p'
+    [ $rc -eq 0 ] || { echo "make demo exited with $rc"; return 1; }
+    grep -q "^demo: GPU found" "$out" || { echo "make demo did not take its GPU branch"; return 1; }
+    grep -q "^sample" "$out" || { echo "make demo printed no sample"; return 1; }
+    python3 - out/demo_gpu.jsonl <<'PYEOF'
+import json, sys
+l = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
+print(f"make demo: {len(l)} steps, train loss {l[0]:.4f} -> {l[-1]:.4f}")
+sys.exit(0 if len(l) >= 10 and l[-1] < l[0] - 1.0 else 1)
+PYEOF
+}
+
 nvme_gpu() {
     nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
     source tests/lib.sh     # make_shard, $TMP on this machine's disk (removed when this stage's shell exits)
@@ -346,8 +367,8 @@ main() {
     cuda_libs
     "$NVCC" --version | tail -n 2
     python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run hf_transformers fp16_run compare nvme_gpu
-    export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT
+    export -f build sanitize bench bench_run hf_transformers fp16_run compare nvme_gpu demo_gpu
+    export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT tag dev_name
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage build "build (sm_90)" 200 build
     stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
@@ -360,6 +381,7 @@ main() {
     stage kernels "dev/cuda kernels vs CPU references" 180 bash tests/test_cuda_kernels.sh
     stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
     stage gpu_train "speed: zeroc vs PyTorch eager and torch.compile (bench/gpu_train.sh)" 420 bash bench/gpu_train.sh
+    stage demo "make demo (README's first command) on the GPU" 240 demo_gpu
 
     echo; echo "######## summary ($(elapsed)s of ${BUDGET}s; ${dev_name:-no GPU})"
     printf '| %-62s | %-16s | %6s |\n' "stage" "result" "time"
