@@ -30,7 +30,10 @@ Precision:
     atomics, fixed reduction orders; cuBLAS is deterministic for a fixed GPU
     model and library version).
 Every kernel runs on one stream, comm->compute (created by comm_init); zero.h
-orders its collectives against that stream.
+orders its collectives against that stream. With one rank or NCCL, a training
+step waits for the GPU twice, back to back, after the gradient reduction: for
+the gradient norm and for the step's loss (gpt_step_loss), which stays on the
+device until then; docs/gpu.md lists every host synchronization and why.
 
 Reading order: the activations, the compute of each step of a pass (the
 embedding, one transformer layer, the head, forward and backward), the passes
