@@ -325,7 +325,7 @@ section "== 9. the loss read once per step, cached cuBLASLt plans: the default a
 # loss_mean_accumulate: a fixed tree in double) and reads the step's sum once; the baseline copies them to the
 # host every micro-step and sums them there in sequence. Both round each micro-batch's mean to float and add
 # the means in double, so they differ only where the two double sums (relative difference ~1e-16) straddle a
-# float rounding boundary: the printed losses agree within 1e-6 relative (one float rounding is 6e-8), nearly
+# float rounding boundary: the printed losses agree within 1e-6 relative (one float ulp is at most 1.2e-7), nearly
 # always bitwise. (b) a cached plan runs the algorithm the heuristic would pick on every call (the same key:
 # shape, epilogue and pointer alignments). The updates never read the printed loss, so the final weights and
 # the optimizer state must be bitwise equal. (Other --gpu-baseline choices merged later, e.g. a norm summed in

@@ -74,7 +74,8 @@ static void loss_mean_case(int N) {
             memcpy(&got, b.data(), sizeof(got));
             double rel = fabs(got - ref) / ref;
             printf("  sum of 3 means %.17g, host %.17g, rel %.2e (%s)\n", got, ref, rel, got == ref ? "bitwise" : "differs");
-            check_true("3 micro-steps within 1e-7 of the host", rel <= 1e-7);
+            // a mean may round to the neighbouring float (one ulp, at most 1.2e-7 of it): 2.5e-7 of the sum
+            check_true("3 micro-steps within 2.5e-7 of the host", rel <= 2.5e-7);
             first_run = b;
         } else {
             check_true("bitwise repeatable", b == first_run);
