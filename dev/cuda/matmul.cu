@@ -159,6 +159,17 @@ typedef struct {
     float *scratch;
 } LayerBufs;
 
+// n values ~ N(0, std) on the device: one block of 2^20 repeated (the bitwise and timing checks
+// need finite, varied values; hundreds of millions of normals would take the host seconds)
+static void upload_random(floatX *d, size_t n, float std) {
+    size_t blk = std::min(n, (size_t)1 << 20);
+    std::vector<float> h = rand_normal_bf16(blk, std);
+    std::vector<floatX> hx(blk);
+    for (size_t i = 0; i < blk; i++) hx[i] = __float2bfloat16(h[i]);
+    for (size_t at = 0; at < n; at += blk)
+        cudaCheck(cudaMemcpy(d + at, hx.data(), std::min(blk, n - at) * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+
 // off: elements past each allocation's start (8: 16-byte but not 256-byte aligned pointers)
 static LayerBufs layer_bufs(const LayerCall *c, size_t off) {
     size_t N = c->N, C = c->C, OC = c->OC;
@@ -169,11 +180,11 @@ static LayerBufs layer_bufs(const LayerCall *c, size_t off) {
     b.dinp = dev_alloc<floatX>(N * C + off) + off;    b.dw = dev_alloc<floatX>(OC * C + off) + off;
     b.db = dev_alloc<floatX>(OC + off) + off;         b.pre_in = dev_alloc<floatX>(N * C + off) + off;
     b.scratch = dev_alloc<float>(matmul_dbias_scratch_floats(c->OC));
-    upload_bf16(b.inp, rand_normal_bf16(N * C, 1.0f).data(), N * C);
-    upload_bf16(b.w, rand_normal_bf16(OC * C, 0.02f).data(), OC * C);
-    upload_bf16(b.bias, rand_normal_bf16(OC, 0.1f).data(), OC);
-    upload_bf16(b.dout, rand_normal_bf16(N * OC, 1.0f).data(), N * OC);
-    upload_bf16(b.pre_in, rand_normal_bf16(N * C, 1.0f).data(), N * C);
+    upload_random(b.inp, N * C, 1.0f);
+    upload_random(b.w, OC * C, 0.02f);
+    upload_random(b.bias, OC, 0.1f);
+    upload_random(b.dout, N * OC, 1.0f);
+    upload_random(b.pre_in, N * C, 1.0f);
     return b;
 }
 static void layer_bufs_free(LayerBufs *b, size_t off) {
