@@ -6,7 +6,7 @@
 //   void  embed_forward(GPT *m, EmbedView w)              x = wte[tokens] (+ wpe)
 //   void  layer_forward(GPT *m, int l, LayerView w)       one transformer layer
 //   float head_forward(GPT *m, HeadView w, const int *targets, int training)
-//                                                         final norm, logits, mean loss
+//                                                         final norm, logits, loss (as gpt_forward)
 //   void  head_backward(GPT *m, HeadView w, HeadView g, const int *targets, float dloss)
 //   void  layer_backward(GPT *m, int l, LayerView w, LayerView g)
 //   void  embed_backward(GPT *m, EmbedView g)             needs only the token ids
@@ -22,8 +22,11 @@
 // those are defined (train_gpt.c, train_gpt.cu).
 #pragma once
 
-// Forward over m->inputs. With targets, returns the mean loss. With `training`,
-// the head's parameters stay gathered for gpt_backward (the schedule's keep).
+// Forward over m->inputs. With targets and without `training`, returns the mean
+// loss. With `training` (and targets) it returns 0: the mean loss joins the step's,
+// which the trainer's gpt_step_loss returns once per step (the GPU keeps it on the
+// device until then), and the head's parameters stay gathered for gpt_backward (the
+// schedule's keep).
 static float gpt_forward(GPT *m, const int *targets, int training) {
     Zero *z = &m->zero;
     const ModelLayout *L = &m->layout;

@@ -53,7 +53,8 @@ static void run_steps(GPT *m, const TrainConfig *tc, Comm *comm, const float *fl
     for (int s = 0; s < n_steps; s++) {
         memcpy(m->inputs, inputs, sizeof(int) * N);
         zero_step_begin(&m->zero);
-        losses[s] = gpt_forward(m, targets, 1);
+        gpt_forward(m, targets, 1);
+        losses[s] = gpt_step_loss(m);
         gpt_backward(m, targets, 1.0f);
         zero_micro_step_end(&m->zero);
         ZeroOptim o = {tc->lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, s + 1};
@@ -143,7 +144,8 @@ int main(int argc, char **argv) {
     m.zero.grads_observer = grads_hook;
     m.zero.observer_ctx = &m;
     zero_step_begin(&m.zero);
-    float loss_train = gpt_forward(&m, targets, 1);
+    gpt_forward(&m, targets, 1);
+    float loss_train = gpt_step_loss(&m);   // (read on the device unless --gpu-baseline 1)
     ok = loss_train == loss_eval; fails += !ok;
     printf("  %-24s %.7f  %s\n", "loss of training forward", loss_train, ok ? "ok (bitwise the same)" : "FAIL (differs from the eval forward)");
     gpt_backward(&m, targets, 1.0f);

@@ -416,7 +416,8 @@ typedef struct GPT {
     double peak_flops;                       // the step line's MFU: --peak-tflops (0: none, GFLOP/s instead)
     Decode dec;                              // sampling with a KV cache (gpt_decode_alloc)
     int *inputs, *targets;
-    float loss;                              // mean loss of the last forward
+    double step_loss_sum;                    // the training forwards' mean losses since the last gpt_step_loss
+    int step_losses;                         // and their number
 } GPT;
 
 static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
@@ -595,7 +596,7 @@ static void head_rows(GPT *m, HeadView w, const float *x, float *ln, float *mean
 }
 
 // the head: final norm, logits, and with targets the mean loss (training: the
-// softmax stays for the backward)
+// softmax stays for the backward, the loss joins the step's: gpt_step_loss)
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
@@ -606,9 +607,9 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
         double s = 0;
         for (int i = 0; i < N; i++) s += m->a.losses[i];
         loss = (float)(s / N);
+        if (training) { m->step_loss_sum += loss; m->step_losses++; }
     }
-    m->loss = loss;
-    return loss;
+    return training ? 0.0f : loss;
 }
 
 static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, float dloss) {
@@ -683,6 +684,15 @@ static const float *gpt_decode_logits_host(GPT *m) { return m->dec.logits; }
 
 // nothing to prepare: the CPU's head_backward applies dloss to the softmax the forward kept
 static void gpt_set_dloss(GPT *m, float dloss) {}
+
+// the mean loss of the training forwards since the last call (a step's micro-steps)
+static float gpt_step_loss(GPT *m) {
+    if (m->step_losses == 0) fatal("gpt_step_loss: no training forward since the last call");
+    float loss = (float)(m->step_loss_sum / m->step_losses);
+    m->step_loss_sum = 0;
+    m->step_losses = 0;
+    return loss;
+}
 
 #include "train_loop.h"
 

@@ -30,7 +30,10 @@ Precision:
     atomics, fixed reduction orders; cuBLAS is deterministic for a fixed GPU
     model and library version).
 Every kernel runs on one stream, comm->compute (created by comm_init); zero.h
-orders its collectives against that stream.
+orders its collectives against that stream. With one rank or NCCL, a training
+step waits for the GPU twice, back to back, after the gradient reduction: for
+the gradient norm and for the step's loss (gpt_step_loss), which stays on the
+device until then; docs/gpu.md lists every host synchronization and why.
 
 Reading order: the activations, the compute of each step of a pass (the
 embedding, one transformer layer, the head, forward and backward), the passes
@@ -144,12 +147,16 @@ typedef struct GPT {
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
-    float *h_losses;                         // pinned host [BT]
+    float *h_losses;                         // pinned host [BT] (--gpu-baseline 1: every forward's losses)
+    double *d_loss;                          // device [2]: [0] the sum of this step's training mean losses, [1] an eval forward's
+    double *h_loss;                          // pinned host [1]: d_loss read here
+    int step_losses;                         // training forwards since the last gpt_step_loss
+    double step_loss_host;                   // --gpu-baseline 1: their sum, read on the host every micro-step
+    int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config.h)
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
     float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
     float dlogits_scale;                     // d(loss)/d(position loss) the current dlogits carry; 0: none
-    float loss;                              // mean loss of the last forward
 } GPT;
 
 
@@ -198,6 +205,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);
     matmul_setup();
+    m->gpu_baseline = tc->gpu_baseline;
+    g_matmul_cache = !tc->gpu_baseline;   // cuda/matmul.cuh's process-wide switch, set once here
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
@@ -230,6 +239,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->inputs = (int *)xcalloc(sizeof(int) * BT, "inputs");
     m->targets = (int *)xcalloc(sizeof(int) * BT, "targets");
     cudaCheck(cudaMallocHost(&m->h_losses, sizeof(float) * BT));
+    cudaCheck(cudaMalloc(&m->d_loss, 2 * sizeof(double)));
+    cudaCheck(cudaMallocHost(&m->h_loss, sizeof(double)));
     cudaCheck(cudaMallocHost(&m->h_logits_x, sizeof(floatX) * Vp));
     m->h_logits = (float *)xmalloc(sizeof(float) * Vp, "logits (host)");
     m->dloss_hint = 1.0f / (tc->accum > 0 ? tc->accum : 1);
@@ -240,6 +251,7 @@ static void gpt_free(GPT *m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     encoder_backward_scratch_free(&m->enc_scratch);
     cudaCheck(cudaFreeHost(m->h_losses)); cudaCheck(cudaFreeHost(m->h_logits_x));
+    cudaCheck(cudaFree(m->d_loss)); cudaCheck(cudaFreeHost(m->h_loss));
     free(m->h_logits); free(m->inputs); free(m->targets);
     zb_free(&m->zero.be, m->act_memory, ZMEM_WORK);   // counted by zero.h, owned here
     zb_free(&m->zero.be, m->scratch_memory, ZMEM_WORK);
@@ -252,6 +264,7 @@ static void gpt_free(GPT *m) {
     }
     zero_free(&m->zero);
     model_layout_free(&m->layout);
+    matmul_teardown();   // the cuBLAS handles, the workspace, the cached cuBLASLt plans
 }
 
 // layer l's slices of the saved activations
@@ -425,10 +438,20 @@ static void head_rows(GPT *m, HeadView w, const floatX *x, floatX *ln, float *me
     matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab, NULL, m->stream);
 }
 
+// d_loss[i] on the host: an 8-byte copy and the stream's synchronization
+static double loss_to_host(GPT *m, int i) {
+    cudaCheck(cudaMemcpyAsync(m->h_loss, m->d_loss + i, sizeof(double), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    return *m->h_loss;
+}
+
 // the head: final norm, logits through lm_head (gpt2: the tied wte), and with
-// targets the mean loss (fp32, on the host). Training: the fused classifier
-// leaves dlogits (for a dloss of 1/accum) in place of the logits; without, the
-// logits stay (gpt_logits_host).
+// targets the per-position losses (fp32). Training: the fused classifier leaves
+// dlogits (for a dloss of 1/accum) in place of the logits, the mean loss joins the
+// step's on the device (gpt_step_loss reads it once per step), and 0 is returned.
+// Without training: returns the mean loss, read now; the logits stay (gpt_logits_host).
+// With --gpu-baseline 1 every forward's losses come to the host and are summed there,
+// a synchronization per micro-step, as first measured.
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
@@ -442,14 +465,22 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
         float dscale = m->dloss_hint / N;
         fused_classifier(m->a.logits, m->a.losses, m->d_targets, dscale, N, V, Vp, training, s);
         if (training) m->dlogits_scale = dscale;
-        cudaCheck(cudaMemcpyAsync(m->h_losses, m->a.losses, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
-        cudaCheck(cudaStreamSynchronize(s));
-        double sum = 0;
-        for (int i = 0; i < N; i++) sum += m->h_losses[i];
-        loss = (float)(sum / N);
+        if (m->gpu_baseline) {
+            cudaCheck(cudaMemcpyAsync(m->h_losses, m->a.losses, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
+            cudaCheck(cudaStreamSynchronize(s));
+            double sum = 0;
+            for (int i = 0; i < N; i++) sum += m->h_losses[i];
+            loss = (float)(sum / N);
+            if (training) m->step_loss_host += loss;
+        } else if (training) {
+            loss_mean_accumulate(m->d_loss, m->a.losses, N, m->step_losses == 0, s);
+        } else {
+            loss_mean_accumulate(m->d_loss + 1, m->a.losses, N, 1, s);
+            loss = (float)loss_to_host(m, 1);
+        }
+        if (training) { m->step_losses++; loss = 0; }
     }
     cudaCheckLaunch();
-    m->loss = loss;
     return loss;
 }
 
@@ -569,6 +600,21 @@ static const float *gpt_decode_logits_host(GPT *m) {
 // fused classifier writes dlogits for it in the forward, so that they are rounded to
 // floatX once, already scaled (rescaling afterwards would lose what underflowed)
 static void gpt_set_dloss(GPT *m, float dloss) { m->dloss_hint = dloss; }
+
+// The mean loss of the training forwards since the last call (a step's micro-steps):
+// the device's sum read once, an 8-byte copy and a synchronization (train_loop.h calls
+// this after the gradient norm's synchronization: the stream has little left to do), or
+// with --gpu-baseline 1 the host's sum. Either way each micro-batch's mean, rounded to
+// float, is added in double in micro-step order, as the CPU trainer does; only the order
+// in which the device sums a micro-batch's positions differs (loss_mean_accumulate).
+static float gpt_step_loss(GPT *m) {
+    if (m->step_losses == 0) fatal("gpt_step_loss: no training forward since the last call");
+    double sum = m->gpu_baseline ? m->step_loss_host : loss_to_host(m, 0);
+    float loss = (float)(sum / m->step_losses);
+    m->step_losses = 0;
+    m->step_loss_host = 0;
+    return loss;
+}
 
 #include "train_loop.h"
 

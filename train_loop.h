@@ -9,6 +9,10 @@
 //   gpt_forward, gpt_backward, gpt_decode (passes.h), what sample.h lists, and
 //   void gpt_set_dloss(GPT *m, float dloss)        the dloss the coming training backwards take (the
 //                                                  GPU's fused classifier uses it in the forward already)
+//   float gpt_step_loss(GPT *m)                    the mean loss of the training forwards since the last
+//                                                  call: each micro-batch's mean loss (float), summed in
+//                                                  double in micro-step order, over their number (the GPU
+//                                                  sums on the device: one read per step, not per micro-step)
 //
 // train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16 or fp16) differ only in those.
 // The optimizer step goes through step_guard.h: fp16 loss scaling, skipped steps.
@@ -194,12 +198,11 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         comm_reset_counters(comm);
         float dloss = step_guard_dloss(guard, tc->accum);   // times the loss scale with fp16
         gpt_set_dloss(m, dloss);
-        double loss = 0;
         for (int k = 0; k < tc->accum; k++) {
             comm_phase("forward/backward", step + 1);
             dataloader_next(&train, m->inputs, m->targets);
             tp = wall_time();
-            loss += gpt_forward(m, m->targets, 1);
+            gpt_forward(m, m->targets, 1);   // its loss joins the step's (gpt_step_loss)
             if (tc->breakdown) zb_sync(&m->zero.be);
             phase[0] += wall_time() - tp;
             tp = wall_time();
@@ -208,8 +211,6 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
             phase[1] += wall_time() - tp;
             zero_micro_step_end(&m->zero);
         }
-        float step_loss = (float)(loss / tc->accum);
-        comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
         // the step (step_guard.h): reduce, check for Inf/NaN on every rank, update unless skipped;
         // a skipped step does not advance the schedule or Adam's step count
         comm_phase("the optimizer step", step + 1);
@@ -218,7 +219,11 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
         zero_step_reduce(&m->zero);
         step_guard_inject(guard, &m->zero, step + 1);
-        StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, zero_global_norm(&m->zero), tc->grad_clip);
+        float scaled_norm = zero_global_norm(&m->zero);
+        // the step's loss, read after the norm's synchronization (the GPU's one read of it per step)
+        float step_loss = gpt_step_loss(m);
+        comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
+        StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, scaled_norm, tc->grad_clip);
         if (v.apply) zero_step_update(&m->zero, &opt, v.grad_scale);
         if (tc->breakdown) zb_sync(&m->zero.be);
         double t1 = wall_time(), dt = t1 - t0;

@@ -1,5 +1,6 @@
 // cuda/classifier.cuh: fused softmax cross-entropy over the logits, forward and backward
-// in one kernel, dlogits written in place over the logits.
+// in one kernel, dlogits written in place over the logits; and the mean of the per-position
+// losses into a device accumulator (loss_mean_accumulate, at the end).
 //
 // Per row n of logits [N, Vp] (bf16), only columns 0..V-1 take part:
 //   M = max, S = sum exp(l - M)                    (online, one read of the row)
@@ -81,5 +82,39 @@ static void fused_classifier(floatX *logits, float *losses, const int *targets, 
     CUDA_REQUIRE(Vp % 8 == 0 && V <= Vp && V > 0);
     CUDA_REQUIRE(is_aligned16(logits));
     fused_classifier_kernel<<<N, CLASSIFIER_BLOCK, 0, stream>>>(logits, losses, targets, dloss, N, V, Vp, write_dlogits);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// the mean loss, kept on the device (train_gpt.cu reads a step's sum once, not every micro-step)
+//
+//   acc = (first ? 0 : acc) + (float)(sum_n losses[n] / N)        (double acc, fp32 losses)
+//
+// One block: thread t sums positions t, t + LOSS_MEAN_BLOCK, ... in double, then a fixed tree
+// in shared memory halves the partial sums; no atomics, so the same losses give the same bits
+// on every run. The mean is rounded to float before it is added, as the host rounded each
+// micro-batch's mean before: the double sum differs from a sequential host sum only in its
+// order of roundings (relative error ~1e-16 at these sizes), far below that float rounding, so
+// the two agree bitwise unless the exact mean lies within ~1e-16 of a float rounding boundary.
+#define LOSS_MEAN_BLOCK 512
+
+__global__ void __launch_bounds__(LOSS_MEAN_BLOCK)
+loss_mean_accumulate_kernel(double *acc, const float *__restrict__ losses, int N, int first) {
+    __shared__ double part[LOSS_MEAN_BLOCK];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < N; i += LOSS_MEAN_BLOCK) s += (double)losses[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = LOSS_MEAN_BLOCK / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *acc = (first ? 0.0 : *acc) + (double)(float)(part[0] / N);
+}
+
+// acc (device, one double) = (first ? 0 : acc) + the mean of losses[N] rounded to float
+static void loss_mean_accumulate(double *acc, const float *losses, int N, int first, cudaStream_t stream) {
+    CUDA_REQUIRE(N > 0);
+    loss_mean_accumulate_kernel<<<1, LOSS_MEAN_BLOCK, 0, stream>>>(acc, losses, N, first);
     cudaCheckLaunch();
 }

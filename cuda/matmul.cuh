@@ -16,8 +16,10 @@
 // so out^T[OC,N] = weight[OC,C] (stored [C,OC]: op T) x inp^T[C,N] (op N).
 //
 // Global state: matmul_setup() creates the cuBLASLt and cuBLAS handles and a 32 MiB
-// cuBLASLt workspace; matmul_teardown() frees them. The handles are used from one host
-// thread; the workspace must not be shared by matmuls running concurrently on two streams.
+// cuBLASLt workspace; the cuBLASLt plans (descriptors, layouts, the chosen algorithm) are
+// cached per call shape (below); matmul_teardown() frees all of it. The handles and the plan
+// table are used from one host thread; the workspace must not be shared by matmuls running
+// concurrently on two streams.
 #pragma once
 #include "cuda/common.cuh"
 #include "cuda/sizes.h"
@@ -41,7 +43,9 @@ static void matmul_setup(void) {
     cudaCheck(cudaMalloc(&g_cublaslt_workspace, g_cublaslt_workspace_size));
 }
 
+static void matmul_plans_free(void);
 static void matmul_teardown(void) {
+    matmul_plans_free();
     if (g_cublaslt_workspace) cudaCheck(cudaFree(g_cublaslt_workspace));
     if (g_cublaslt_handle) cublasCheck(cublasLtDestroy(g_cublaslt_handle));
     if (g_cublas_handle) cublasCheck(cublasDestroy(g_cublas_handle));
@@ -63,6 +67,138 @@ static uint32_t matmul_ptr_alignment(const void *p) {
     return al;
 }
 
+// ----------------------------------------------------------------------------
+// cuBLASLt plans, cached per call shape
+//
+// A plan is what cublasLtMatmul needs besides the data: the operation descriptor (transposes,
+// epilogue, bias type, aux leading dimension), the four matrix layouts and the algorithm the
+// heuristic chose. Building one (five descriptors and cublasLtMatmulAlgoGetHeuristic) costs
+// host time on every call; a training micro-step makes the same few dozen distinct calls over
+// and over, so the plans are kept in a small table, keyed by everything the heuristic sees:
+//   m, n, k, transA, transB, the epilogue (which says bias or not), and the alignment
+//   (matmul_ptr_alignment) of the A, B and D (= C) pointers, told to the heuristic through the
+//   preference, and of the bias and aux pointers: those two are descriptor attributes, and
+//   cublasLt.h says routines that do not dereference them, like the heuristic, use their values
+//   for the expected alignment.
+// Data types, compute type and workspace size are fixed for the process; no call is batched.
+// What is per call: the A, B, C, D pointers and alpha/beta (accumulate) are arguments of
+// cublasLtMatmul; the bias and aux pointers are set on the cached descriptor right before the
+// call (cublasLtMatmul reads the descriptor when called, nothing enqueued refers to it later).
+// The same key gives the heuristic the same inputs, so a cached call runs the algorithm an
+// uncached call would choose: results are bitwise equal (dev/cuda/matmul checks it).
+//
+// g_matmul_cache = 0 (train_gpt --gpu-baseline 1, set once at start-up): a plan is built and
+// destroyed on every call, as first measured. The table holds MATMUL_PLAN_SLOTS plans (open
+// addressing); when it is full, a new shape runs uncached (counted in g_matmul_plans_uncached).
+// matmul_teardown frees them.
+#define MATMUL_PLAN_SLOTS 256
+static int g_matmul_cache = 1;
+// the cache at work, for dev/cuda/matmul: heuristic runs, calls served by a cached plan,
+// calls that found the table full
+static long g_matmul_heuristic_runs = 0, g_matmul_plan_hits = 0, g_matmul_plans_uncached = 0;
+
+// every field 32 bits: no padding, so keys compare with memcmp
+typedef struct {
+    int32_t m, n, k, transA, transB, epilogue;                 // epilogue: a cublasLtEpilogue_t
+    uint32_t align_a, align_b, align_d, align_bias, align_aux; // bytes; 0: no such pointer
+} MatmulKey;
+
+typedef struct {
+    int used;                                 // a slot of the table holding a plan
+    MatmulKey key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t A, B, C, D;
+    cublasLtMatmulAlgo_t algo;
+    int has_algo;                             // 0: cuBLASLt has no algorithm for this key
+} MatmulPlan;
+
+static MatmulPlan g_matmul_plans[MATMUL_PLAN_SLOTS];
+
+// The descriptors and the heuristic's algorithm for key; bias and aux: this call's pointers
+// (their alignment is in the key). A cuBLAS error other than "no algorithm" exits.
+static void matmul_plan_build(MatmulPlan *p, const MatmulKey *key, const floatX *bias, const floatX *aux) {
+    const int m = key->m, n = key->n, k = key->k;
+    memset(p, 0, sizeof(*p));
+    p->key = *key;
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, key->transA ? &opT : &opN, sizeof(opT)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, key->transB ? &opT : &opN, sizeof(opN)));
+    if (key->transA) cublasCheck(cublasLtMatrixLayoutCreate(&p->A, CUDA_R_FLOATX, k, m, k));
+    else cublasCheck(cublasLtMatrixLayoutCreate(&p->A, CUDA_R_FLOATX, m, k, m));
+    if (key->transB) cublasCheck(cublasLtMatrixLayoutCreate(&p->B, CUDA_R_FLOATX, n, k, n));
+    else cublasCheck(cublasLtMatrixLayoutCreate(&p->B, CUDA_R_FLOATX, k, n, k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->C, CUDA_R_FLOATX, m, n, m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->D, CUDA_R_FLOATX, m, n, m));
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)key->epilogue;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (bias) {
+        cudaDataType_t bt = CUDA_R_FLOATX;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (aux) {
+        int64_t ld = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+    }
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &g_cublaslt_workspace_size, sizeof(g_cublaslt_workspace_size)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_a, sizeof(uint32_t)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_b, sizeof(uint32_t)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_d, sizeof(uint32_t)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_d, sizeof(uint32_t)));
+    cublasLtMatmulHeuristicResult_t heur;
+    memset(&heur, 0, sizeof(heur));
+    int returned = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_cublaslt_handle, p->desc, p->A, p->B, p->C, p->D, pref, 1, &heur, &returned);
+    g_matmul_heuristic_runs++;
+    if (st == CUBLAS_STATUS_SUCCESS && returned > 0) {
+        p->algo = heur.algo;
+        p->has_algo = 1;
+    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        cublasCheck(st);
+    }
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+}
+
+static void matmul_plan_destroy(MatmulPlan *p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->A));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->B));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->C));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->D));
+    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
+    memset(p, 0, sizeof(*p));
+}
+
+// The cached plan for key, built on its first use; NULL when the table is full.
+static MatmulPlan *matmul_plan_cached(const MatmulKey *key, const floatX *bias, const floatX *aux) {
+    uint32_t h = 2166136261u;   // FNV-1a over the key's bytes
+    const unsigned char *b = (const unsigned char *)key;
+    for (size_t i = 0; i < sizeof(*key); i++) h = (h ^ b[i]) * 16777619u;
+    for (int probe = 0; probe < MATMUL_PLAN_SLOTS; probe++) {
+        MatmulPlan *p = &g_matmul_plans[(h + probe) % MATMUL_PLAN_SLOTS];
+        if (!p->used) {
+            matmul_plan_build(p, key, bias, aux);
+            p->used = 1;
+            return p;
+        }
+        if (!memcmp(&p->key, key, sizeof(*key))) {
+            g_matmul_plan_hits++;
+            return p;
+        }
+    }
+    g_matmul_plans_uncached++;
+    return NULL;
+}
+
+static void matmul_plans_free(void) {
+    for (int i = 0; i < MATMUL_PLAN_SLOTS; i++)
+        if (g_matmul_plans[i].used) matmul_plan_destroy(&g_matmul_plans[i]);
+}
+
 // Column-major D[m,n] = op(A)[m,k] op(B)[k,n] (+ bias[m]) (+ D if accumulate), floatX storage.
 // A is stored [k,m] (ld k) when transA, else [m,k] (ld m); B is stored [n,k] (ld n) when
 // transB, else [k,n] (ld k); D is [m,n] (ld m).
@@ -77,65 +213,29 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
     // under-aligned bias pointers have been reported to fault; all zeroc buffers are 16-aligned
     CUDA_REQUIRE(bias == NULL || is_aligned16(bias));
     CUDA_REQUIRE(epilogue == 0 || (aux != NULL && is_aligned16(aux) && m % 8 == 0));  // AUX_LD = m, divisible by 8
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t Al, Bl, Cl, Dl;
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, transA ? &opT : &opN, sizeof(opT)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, transB ? &opT : &opN, sizeof(opN)));
-    if (transA) cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_FLOATX, k, m, k));
-    else cublasCheck(cublasLtMatrixLayoutCreate(&Al, CUDA_R_FLOATX, m, k, m));
-    if (transB) cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_FLOATX, n, k, n));
-    else cublasCheck(cublasLtMatrixLayoutCreate(&Bl, CUDA_R_FLOATX, k, n, k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&Cl, CUDA_R_FLOATX, m, n, m));
-    cublasCheck(cublasLtMatrixLayoutCreate(&Dl, CUDA_R_FLOATX, m, n, m));
-
+    if (epilogue == 2) CUDA_REQUIRE(bias == NULL);
+    if (epilogue == 0) aux = NULL;
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (epilogue == 1) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     else if (epilogue == 2) epi = CUBLASLT_EPILOGUE_DGELU;
     else if (bias) epi = CUBLASLT_EPILOGUE_BIAS;
-    if (epilogue == 2) CUDA_REQUIRE(bias == NULL);
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    if (bias) {
-        cudaDataType_t bt = CUDA_R_FLOATX;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    MatmulKey key = {m, n, k, transA != 0, transB != 0, (int32_t)epi, matmul_ptr_alignment(a), matmul_ptr_alignment(b),
+                     matmul_ptr_alignment(d), bias ? matmul_ptr_alignment(bias) : 0, aux ? matmul_ptr_alignment(aux) : 0};
+    MatmulPlan once, *p = g_matmul_cache ? matmul_plan_cached(&key, bias, aux) : NULL;
+    if (!p) {
+        p = &once;
+        matmul_plan_build(p, &key, bias, aux);
     }
-    if (epilogue == 1 || epilogue == 2) {
-        int64_t ld = m;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
-    }
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                     &g_cublaslt_workspace_size, sizeof(g_cublaslt_workspace_size)));
-    {
-        const uint32_t al_a = matmul_ptr_alignment(a), al_b = matmul_ptr_alignment(b), al_d = matmul_ptr_alignment(d);
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
-    }
-    cublasLtMatmulHeuristicResult_t heur;
-    memset(&heur, 0, sizeof(heur));
-    int returned = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_cublaslt_handle, desc, Al, Bl, Cl, Dl, pref, 1, &heur, &returned);
-    int ok = 0;
-    if (st == CUBLAS_STATUS_SUCCESS && returned > 0) {
+    int ok = p->has_algo;
+    if (ok) {
+        // this call's epilogue pointers on the (possibly cached) descriptor
+        if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        if (aux) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
         const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-        cublasCheck(cublasLtMatmul(g_cublaslt_handle, desc, &alpha, a, Al, b, Bl, &beta, d, Cl, d, Dl, &heur.algo,
+        cublasCheck(cublasLtMatmul(g_cublaslt_handle, p->desc, &alpha, a, p->A, b, p->B, &beta, d, p->C, d, p->D, &p->algo,
                                    g_cublaslt_workspace, g_cublaslt_workspace_size, stream));
-        ok = 1;
-    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
-        cublasCheck(st);
     }
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(Al));
-    cublasCheck(cublasLtMatrixLayoutDestroy(Bl));
-    cublasCheck(cublasLtMatrixLayoutDestroy(Cl));
-    cublasCheck(cublasLtMatrixLayoutDestroy(Dl));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    if (p == &once) matmul_plan_destroy(p);
     return ok;
 }
 

@@ -1,6 +1,10 @@
 // dev/cuda/matmul.cu: cuBLASLt linear layer, forward (bias epilogue; GELU-aux epilogue, fused
 // and unfused) and backward (dinp, dinp with the DGELU epilogue fused and unfused, dweight +=,
 // dbias += deterministic) against a CPU reference (double, OpenMP); timed in TFLOP/s.
+// The cuBLASLt plan cache: on GPT-2 124M's calls (B=16, T=1024), cached calls bitwise equal to
+// uncached ones (also with pointers only 16-byte aligned), no heuristic run after a shape's first
+// call, and the host time per call of each (medians, the two modes alternating).
+#include <chrono>
 #include "dev/cuda/kernel_check.cuh"
 #include "cuda/matmul.cuh"
 
@@ -135,6 +139,142 @@ static void time_case(int N, int C, int OC, int gelu_fwd, int gelu_bwd) {
     cudaCheck(cudaFree(db)); cudaCheck(cudaFree(pre_in)); cudaCheck(cudaFree(scratch));
 }
 
+// ----------------------------------------------------------------------------
+// the plan cache (g_matmul_cache 1) against a plan built on every call (0, --gpu-baseline 1)
+
+// one linear layer of the trainer: its forward and its backward (dinp, dweight +=, dbias +=)
+typedef struct { const char *name; int N, C, OC, bias, gelu_fwd, gelu_bwd; } LayerCall;
+
+// GPT-2 124M at B=16, T=1024: the calls of one layer (qkv, attention projection, fc with the
+// GELU epilogue, fc projection with the DGELU one), then the tied classifier
+static const int CACHE_N = 16 * 1024, CACHE_LAYERS = 12;
+static const LayerCall CACHE_CALLS[] = {
+    {"qkv", CACHE_N, 768, 2304, 1, 0, 0},    {"attproj", CACHE_N, 768, 768, 1, 0, 0},
+    {"fc", CACHE_N, 768, 3072, 1, 1, 0},     {"fcproj", CACHE_N, 3072, 768, 1, 0, 1},
+    {"lm_head", CACHE_N, 768, 50304, 0, 0, 0}};
+static const int N_CACHE_CALLS = sizeof(CACHE_CALLS) / sizeof(CACHE_CALLS[0]);
+
+typedef struct {
+    floatX *inp, *w, *bias, *out, *pre, *dout, *dinp, *dw, *db, *pre_in;
+    float *scratch;
+} LayerBufs;
+
+// n values ~ N(0, std) on the device: one block of 2^20 repeated (the bitwise and timing checks
+// need finite, varied values; hundreds of millions of normals would take the host seconds)
+static void upload_random(floatX *d, size_t n, float std) {
+    size_t blk = std::min(n, (size_t)1 << 20);
+    std::vector<float> h = rand_normal_bf16(blk, std);
+    std::vector<floatX> hx(blk);
+    for (size_t i = 0; i < blk; i++) hx[i] = __float2bfloat16(h[i]);
+    for (size_t at = 0; at < n; at += blk)
+        cudaCheck(cudaMemcpy(d + at, hx.data(), std::min(blk, n - at) * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+
+// off: elements past each allocation's start (8: 16-byte but not 256-byte aligned pointers)
+static LayerBufs layer_bufs(const LayerCall *c, size_t off) {
+    size_t N = c->N, C = c->C, OC = c->OC;
+    LayerBufs b;
+    b.inp = dev_alloc<floatX>(N * C + off) + off;     b.w = dev_alloc<floatX>(OC * C + off) + off;
+    b.bias = dev_alloc<floatX>(OC + off) + off;       b.out = dev_alloc<floatX>(N * OC + off) + off;
+    b.pre = dev_alloc<floatX>(N * OC + off) + off;    b.dout = dev_alloc<floatX>(N * OC + off) + off;
+    b.dinp = dev_alloc<floatX>(N * C + off) + off;    b.dw = dev_alloc<floatX>(OC * C + off) + off;
+    b.db = dev_alloc<floatX>(OC + off) + off;         b.pre_in = dev_alloc<floatX>(N * C + off) + off;
+    b.scratch = dev_alloc<float>(matmul_dbias_scratch_floats(c->OC));
+    upload_random(b.inp, N * C, 1.0f);
+    upload_random(b.w, OC * C, 0.02f);
+    upload_random(b.bias, OC, 0.1f);
+    upload_random(b.dout, N * OC, 1.0f);
+    upload_random(b.pre_in, N * C, 1.0f);
+    return b;
+}
+static void layer_bufs_free(LayerBufs *b, size_t off) {
+    floatX *p[] = {b->inp, b->w, b->bias, b->out, b->pre, b->dout, b->dinp, b->dw, b->db, b->pre_in};
+    for (floatX *x : p) cudaCheck(cudaFree(x - off));
+    cudaCheck(cudaFree(b->scratch));
+}
+// the layer's forward and backward; the gradients start from zero
+static void layer_call(const LayerCall *c, LayerBufs *b) {
+    cudaCheck(cudaMemsetAsync(b->dw, 0, (size_t)c->OC * c->C * sizeof(floatX), 0));
+    cudaCheck(cudaMemsetAsync(b->db, 0, (size_t)c->OC * sizeof(floatX), 0));
+    matmul_forward(b->out, b->inp, b->w, c->bias ? b->bias : NULL, c->N, c->C, c->OC, c->gelu_fwd ? b->pre : NULL, 0);
+    matmul_backward(b->dinp, b->dw, c->bias ? b->db : NULL, b->scratch, b->dout, b->inp, b->w, c->N, c->C, c->OC,
+                    c->gelu_bwd ? b->pre_in : NULL, 0);
+}
+// the outputs of layer_call, as bytes
+static std::vector<unsigned char> layer_outputs(const LayerCall *c, const LayerBufs *b) {
+    size_t N = c->N, C = c->C, OC = c->OC;
+    std::vector<unsigned char> all;
+    for (auto v : {dev_bytes(b->out, N * OC), dev_bytes(b->pre, c->gelu_fwd ? N * OC : 0), dev_bytes(b->dinp, N * C),
+                   dev_bytes(b->dw, OC * C), dev_bytes(b->db, OC)})
+        all.insert(all.end(), v.begin(), v.end());
+    return all;
+}
+
+// the same inputs through cached and uncached plans: bitwise the same outputs
+static void cache_bitwise(const LayerCall *c, size_t off) {
+    LayerBufs b = layer_bufs(c, off);
+    std::vector<unsigned char> got[2];
+    for (int cached = 0; cached <= 1; cached++) {
+        g_matmul_cache = cached;
+        dev_poison(b.out, (size_t)c->N * c->OC); dev_poison(b.pre, (size_t)c->N * c->OC); dev_poison(b.dinp, (size_t)c->N * c->C);
+        layer_call(c, &b);
+        got[cached] = layer_outputs(c, &b);
+    }
+    g_matmul_cache = 1;
+    char name[96];
+    snprintf(name, sizeof(name), "%s cached == uncached%s", c->name, off ? " (16B)" : "");
+    check_true(name, got[0] == got[1]);
+    layer_bufs_free(&b, off);
+}
+
+// host time of f, in microseconds, with the device idle before and after (the launch cost alone)
+template <class F> static double host_us(F f) {
+    cudaCheck(cudaDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    auto t1 = std::chrono::steady_clock::now();
+    cudaCheck(cudaDeviceSynchronize());
+    return std::chrono::duration<double, std::micro>(t1 - t0).count();
+}
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Host time per layer call (forward + backward: 3 cuBLASLt calls, 2 with the bias gradient's
+// kernels), cached and uncached, alternating which goes first, medians of `reps`; and the
+// host time of one micro-step's matmuls (CACHE_LAYERS layers, then the classifier).
+static void cache_host_time(int reps) {
+    LayerBufs b[N_CACHE_CALLS];
+    for (int i = 0; i < N_CACHE_CALLS; i++) b[i] = layer_bufs(&CACHE_CALLS[i], 0);
+    std::vector<double> t[N_CACHE_CALLS][2];
+    long heuristic_when_cached = 0;
+    for (int r = 0; r < reps + 1; r++)   // round 0 warms up (builds the cached plans), not counted
+        for (int k = 0; k < 2; k++) {
+            int cached = (r + k) % 2;
+            g_matmul_cache = cached;
+            long runs0 = g_matmul_heuristic_runs;
+            for (int i = 0; i < N_CACHE_CALLS; i++) {
+                double us = host_us([&] { layer_call(&CACHE_CALLS[i], &b[i]); });
+                if (r > 0) t[i][cached].push_back(us);
+            }
+            if (cached && r > 0) heuristic_when_cached += g_matmul_heuristic_runs - runs0;
+        }
+    g_matmul_cache = 1;
+    double step[2] = {0, 0};
+    for (int i = 0; i < N_CACHE_CALLS; i++) {
+        double u = median(t[i][0]), c = median(t[i][1]);
+        int per_step = i < N_CACHE_CALLS - 1 ? CACHE_LAYERS : 1;
+        step[0] += per_step * u; step[1] += per_step * c;
+        printf("  time host %-10s fwd+bwd  uncached %8.1f us  cached %8.1f us  (%.1fx, medians of %d)\n", CACHE_CALLS[i].name,
+               u, c, u / c, reps);
+    }
+    printf("  time host one micro-step's matmuls (%d layers + classifier)  uncached %.2f ms  cached %.2f ms  saved %.2f ms\n",
+           CACHE_LAYERS, step[0] / 1e3, step[1] / 1e3, (step[0] - step[1]) / 1e3);
+    check_true("cached calls run no heuristic", heuristic_when_cached == 0);
+    for (int i = 0; i < N_CACHE_CALLS; i++) layer_bufs_free(&b[i], 0);
+}
+
 int main(void) {
     dev_require_gpu();
     matmul_setup();
@@ -153,6 +293,14 @@ int main(void) {
     time_case(N, 768, 3072, 1, 0);
     time_case(N, 3072, 768, 0, 1);
     time_case(N / 2, 768, 50304, 0, 0);
+    // the plan cache: bitwise, at 256- and then 16-byte-aligned pointers (a new key each), and host time
+    printf("cuBLASLt plan cache (GPT-2 124M calls, N=%d)\n", CACHE_N);
+    for (size_t off : {(size_t)0, (size_t)8})
+        for (int i = 0; i < N_CACHE_CALLS; i++) cache_bitwise(&CACHE_CALLS[i], off);
+    cache_host_time(30);
+    printf("plans: %ld heuristic runs, %ld calls served by a cached plan, %ld uncached for a full table\n",
+           g_matmul_heuristic_runs, g_matmul_plan_hits, g_matmul_plans_uncached);
+    check_true("the plan table never full", g_matmul_plans_uncached == 0);
     matmul_teardown();
     return dev_finish("matmul");
 }
