@@ -4,8 +4,9 @@
 #   bash bench/gpu_train.sh                                       (binaries already built: make gpu-all)
 # Rows (T = 1024, bf16, micro batch 16, one GPU; median step after the 5th):
 #   zeroc stage 0, stage 3, stage 2 with optimizer offload, the llama architecture at the same sizes
-#   (--breakdown: forward, backward, communication wait, optimizer); stage 0 with --gpu-baseline 1 (the
-#   step as first measured: the same-run "before" of issue 10's changes) and with --attention flash;
+#   (--breakdown: forward, backward, communication wait, optimizer); and, without --breakdown (its
+#   synchronizations would hide what they measure), stage 0 as it is, with --gpu-baseline 1 (the step as
+#   first measured: the same-run "before" of issue 10's changes) and with --attention flash;
 #   and PyTorch eager and torch.compile
 #   (bench/torch_gpt2_speed.py: nanoGPT's GPT-2 with SDPA flash attention, bf16 autocast, fused AdamW).
 # FLOP per token: zeroc's model_flops_per_token() (6N + 12LTC) for the gpt2 rows, the torch rows included
@@ -26,7 +27,8 @@ dev=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 tag=$(echo "$dev" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
 OUTF="bench/gpu_train_$(date -u +%Y%m%d)_${tag}.txt"
 T=$(mktemp -d /tmp/zeroc_gpu_train.XXXXXX); trap 'rm -rf "$T"' EXIT
-COMMON="--preset gpt2-124m --batch 16 --seq 1024 --steps $STEPS --lr 6e-4 --warmup 10 --breakdown 1"
+COMMON="--preset gpt2-124m --batch 16 --seq 1024 --steps $STEPS --lr 6e-4 --warmup 10"
+BD="--breakdown 1"   # the per-phase rows; its synchronizations cost time, so the before/after pairs run without it
 
 run_zeroc() {   # NAME BINARY [flags]
     local name=$1 bin=$2; shift 2
@@ -38,9 +40,12 @@ name, log = sys.argv[1:3]
 rows = [r for r in map(json.loads, open(log)) if r.get("type") == "train"]
 s = [r for r in rows if r["step"] > 5] or rows
 med = lambda k: st.median(r.get(k, 0) for r in s)
+def phase(k):   # a --breakdown phase; "" for a run without it
+    v = [r[k] for r in s if r.get(k) is not None and r[k] >= 0]
+    return "%.1f" % st.median(v) if v else ""
 fpt = st.median(r["gflops"] * 1e9 / r["tokens_per_sec"] for r in s)
 print("|".join([name, "%.0f" % med("tokens_per_sec"), "%.2f" % med("ms"), "%.6g" % fpt,
-                "%.1f" % med("forward_ms"), "%.1f" % med("backward_ms"), "%.1f" % med("comm_wait_ms"), "%.1f" % med("optimizer_ms")]))
+                phase("forward_ms"), phase("backward_ms"), phase("comm_wait_ms"), phase("optimizer_ms")]))
 PYEOF
 }
 
@@ -63,14 +68,15 @@ echo "zeroc bench/gpu_train.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZE
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
 : > "$T/rows"
 # the two sides alternate (zeroc, torch, zeroc, torch...) so that a drift of the machine touches both
-run_zeroc zeroc_z0 ./build/gpu_z0_o0/train_gpt
-run_zeroc zeroc_z0_baseline ./build/gpu_z0_o0/train_gpt --gpu-baseline 1
+run_zeroc zeroc_z0 ./build/gpu_z0_o0/train_gpt $BD
+run_zeroc z0_plain ./build/gpu_z0_o0/train_gpt
+run_zeroc z0_baseline ./build/gpu_z0_o0/train_gpt --gpu-baseline 1
 run_torch torch_eager 0
-run_zeroc zeroc_z3 ./build/gpu_z3_o0/train_gpt
-run_zeroc zeroc_z0_flash ./build/gpu_z0_o0/train_gpt --attention flash
+run_zeroc zeroc_z3 ./build/gpu_z3_o0/train_gpt $BD
+run_zeroc z0_flash ./build/gpu_z0_o0/train_gpt --attention flash
 run_torch torch_compile 1
-run_zeroc zeroc_z2_offload ./build/gpu_z2_o1/train_gpt
-run_zeroc zeroc_llama ./build/gpu_z0_o0/train_gpt --arch llama
+run_zeroc zeroc_z2_offload ./build/gpu_z2_o1/train_gpt $BD
+run_zeroc zeroc_llama ./build/gpu_z0_o0/train_gpt --arch llama $BD
 echo
 python3 - "$T/rows" "$PEAK" <<'PYEOF'
 import sys
@@ -91,12 +97,12 @@ for name, f in rows.items():
     br = "  ".join(f"{x:>6}" for x in f[4:8]) if f[4] else "     -       -       -       -"
     print(f"{name:<18} {t:>9.0f} {ms:>8.1f} {fl / 1e12:>8.1f} {100 * fl / peak:>5.1f}%  {br}")
 print(f"FLOP/token {fpt:.4g} (zeroc's model_flops_per_token, 6N + 12LTC), used for the torch rows too; MFU against {peak / 1e12:.0f} TFLOP/s")
-if "zeroc_z0" in tok:
-    for k, what in (("zeroc_z0_baseline", "the step as first measured (--gpu-baseline 1) -> now"),
-                    ("zeroc_z0_flash", "--attention cublas -> flash")):
-        if k in tok:
-            a, b = (tok[k], tok["zeroc_z0"]) if k.endswith("baseline") else (tok["zeroc_z0"], tok[k])
-            print(f"{what}: {b[0] / a[0]:.3f}x tokens/s ({a[1]:.1f} -> {b[1]:.1f} ms/step)")
+# the before/after pairs (stage 0, no --breakdown): z0_baseline -> z0_plain, z0_plain -> z0_flash
+for before, after, what in (("z0_baseline", "z0_plain", "the step as first measured (--gpu-baseline 1) -> now"),
+                            ("z0_plain", "z0_flash", "--attention cublas -> flash")):
+    if before in tok and after in tok:
+        a, b = tok[before], tok[after]
+        print(f"{what}: {b[0] / a[0]:.3f}x tokens/s ({a[1]:.1f} -> {b[1]:.1f} ms/step)")
 need = ["zeroc_z0", "zeroc_z3", "zeroc_z2_offload", "torch_compile"]
 if all(k in tok for k in need):
     z0, z3, off, tc = (tok[k] for k in need)
