@@ -7,7 +7,7 @@
 // pointers, sizes with tails. The kernel follows the reference operation order with explicit
 // round-to-nearest intrinsics, so the result is expected bitwise equal; the limit is 1 ulp.
 // Then the lean step (adamw_gpu_runs, zero_device.cuh's one launch over the partition) against the
-// per-segment path and the CPU on GPT-2 124M's real partition at P = 1 and 2 (dev/cuda/zero_partition.cuh),
+// per-segment path and the CPU on GPT-2 124M's real partition at P = 1, 2 and 5 (dev/cuda/zero_partition.cuh),
 // bitwise, and both timed (alternating rounds, medians, the ratio).
 // Exit 0 pass, 1 fail, 77 no usable GPU.
 #include <cuda_runtime.h>
@@ -20,6 +20,7 @@
 #include <algorithm>
 #include "cuda/common.cuh"
 #include "adamw.cuh"
+#include "dev/cuda/kernel_check.cuh"   // time_us
 #include "dev/cuda/zero_partition.cuh"
 
 
@@ -214,9 +215,11 @@ static int lean_check(const char *name, const LeanCase<G> &c) {
     std::vector<char> pad = dev_full_padding(d);
     // the master: random in the tensors, zero in the padding (params_read's zeros)
     std::vector<float> master_h(d.shard_elems, 0.0f), m_h(d.shard_elems, 0.0f), v_h(d.shard_elems, 0.0f);
-    for (int u = 0; u < d.n_units; u++)
+    for (int u = 0; u < d.n_units; u++) {
+        #pragma omp parallel for
         for (size_t so = d.shard_off[u]; so < d.shard_off[u] + d.shard[u]; so++)
             if (!pad[dev_full_index(d, u, so)]) master_h[so] = 0.1f * dev_hrand(1, so);
+    }
     std::vector<uint16_t> param_h(d.full_elems, 0);
     LeanState a = lean_state_alloc(d, master_h.data()), b = lean_state_alloc(d, master_h.data());
     G *grad;
@@ -285,17 +288,6 @@ static int lean_check(const char *name, const LeanCase<G> &c) {
     return ok;
 }
 
-// time of `iters` calls of f, in ms per call (events on the default stream)
-template <class F> static float ms_per_call(F f, int iters, cudaEvent_t e0, cudaEvent_t e1) {
-    cudaCheck(cudaEventRecord(e0));
-    for (int i = 0; i < iters; i++) f();
-    cudaCheck(cudaEventRecord(e1));
-    cudaCheck(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-    return ms / iters;
-}
-
 // the per-segment step and the lean one on the same partition, alternating, 9 rounds of 5 steps: medians
 template <typename G>
 static void lean_bench(const char *name, const LeanCase<G> &c) {
@@ -309,16 +301,13 @@ static void lean_bench(const char *name, const LeanCase<G> &c) {
     AdamWRun<G> *runs = lean_runs<G>(c, grad, b.param, &n_runs);
     uint32_t *mask = lean_mask(d);
     int grid = adamw_runs_grid(d.shard_elems);
-    cudaEvent_t e0, e1;
-    cudaCheck(cudaEventCreate(&e0)); cudaCheck(cudaEventCreate(&e1));
     AdamWParams hp = hparams(1, 0.1f, 1.0f, 0);
     auto seg_step = [&] { lean_step_per_segment<G>(c, a, grad, hp); };
     auto lean_step = [&] { adamw_gpu_runs<G>(b.master, b.m, b.v, mask, runs, n_runs, grid, hp, 0); };
-    seg_step(); lean_step();   // warm-up
     std::vector<float> ts, tl;
-    for (int r = 0; r < 9; r++) {
-        ts.push_back(ms_per_call(seg_step, 5, e0, e1));
-        tl.push_back(ms_per_call(lean_step, 5, e0, e1));
+    for (int r = 0; r < 9; r++) {   // (time_us: 3 warm-up calls, then the mean of 5, in µs)
+        ts.push_back(time_us(seg_step, 5, 1) * 1e-3f);
+        tl.push_back(time_us(lean_step, 5, 1) * 1e-3f);
     }
     cudaCheck(cudaGetLastError());
     std::sort(ts.begin(), ts.end()); std::sort(tl.begin(), tl.end());
@@ -328,7 +317,6 @@ static void lean_bench(const char *name, const LeanCase<G> &c) {
            bytes / (tl[4] * 1e-3) / 1e9, bytes / d.shard_elems, ts[0], ts[8], tl[0], tl[8]);
     lean_state_free(&a); lean_state_free(&b);
     cudaCheck(cudaFree(grad)); cudaCheck(cudaFree(runs)); cudaCheck(cudaFree(mask));
-    cudaCheck(cudaEventDestroy(e0)); cudaCheck(cudaEventDestroy(e1));
 }
 
 static int lean_checks(void) {
@@ -342,7 +330,6 @@ static int lean_checks(void) {
     ok &= lean_check<floatX>("stage 1 x5 (bf16, padding)", LeanCase<floatX>{&p5r4, 0, 0, 0.1f, 1.0f, 0, p5r4.full_elems});
     ok &= lean_check<float>("stage 2 x5 (fp32, padding, grid 3)", LeanCase<float>{&p5r4, 0, 3, 0.1f, 1.0f, 1, p5r4.shard_elems});
     ok &= lean_check<float>("stage 2-3 (fp32 shard, 1 run)", LeanCase<float>{&p1, 1, 0, 0.1f, 0.5f, 0, p1.shard_elems});
-    ok &= lean_check<floatX>("stage 0 (unit runs, grid 1)", LeanCase<floatX>{&p1, 0, 1, 0.1f, 1.0f, 0, p1.full_elems});
     printf("the optimizer step on GPT-2 124M (per-segment: adamw_gpu_step per tensor; lean: adamw_gpu_runs):\n");
     lean_bench<floatX>("stage 0 (bf16 grads)", LeanCase<floatX>{&p1, 1, 0, 0.1f, 1.0f, 0, p1.full_elems});
     lean_bench<float>("stage 2-3 (fp32 grads)", LeanCase<float>{&p1, 1, 0, 0.1f, 1.0f, 0, p1.shard_elems});
