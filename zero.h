@@ -96,6 +96,8 @@ enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
 // offset and length, its weight decay, where its reduced gradient and its working
 // parameters are (param NULL: in the NVMe parameter shard, at so)
 typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
+// what of the step a backend runs over the whole partition at once (zb_lean_init): the norm, AdamW
+enum { ZB_LEAN_NORM = 1, ZB_LEAN_ADAMW = 2 };
 
 #ifdef __CUDACC__
 #include "zero_device.cuh"
@@ -322,7 +324,7 @@ typedef struct {
     floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
     void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero_nvme.h)
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments (zero_adamw_partition)
-    int lean;                   // the backend's lean step runs (zero_lean; -1: not asked yet)
+    int lean;                   // what of the step the backend runs lean (ZB_LEAN_*; -1: not asked yet)
 
     // what the trainer's views read: each unit's parameters while fetched, its gradient while open
     floatX **unit_params, **unit_grads;
@@ -786,10 +788,10 @@ static void zero_adam_segments(Zero *z, float weight_decay) {
     }
 }
 
-// Whether the backend runs the lean step (zero_device.cuh: the GPU's on-device optimizer, unless
-// --gpu-baseline 1): the norm and AdamW over the whole partition in one launch each. It gets the
-// partition once, as whole unit slices, padding included (zero there, and left zero), and the
-// segments' weight-decay flags; else the segments below are walked one by one.
+// What of the step the backend runs lean (ZB_LEAN_*; zero_device.cuh: the GPU's norm, and its AdamW
+// where the state is in device memory, unless --gpu-baseline 1): over the whole partition in one
+// launch each. It gets the partition once, as whole unit slices, padding included (zero there, and
+// left zero), and the segments' weight-decay flags; the rest walks the segments below one by one.
 static int zero_lean(Zero *z) {
     if (z->lean < 0) {
         const ZeroPlan *p = &z->plan;
@@ -806,7 +808,7 @@ static int zero_lean(Zero *z) {
 // The global gradient norm: each rank's partition contributes its squares.
 static float zero_global_norm(Zero *z) {
     const ZeroPlan *p = &z->plan;
-    if (zero_lean(z)) zb_lean_sumsq(&z->be);
+    if (zero_lean(z) & ZB_LEAN_NORM) zb_lean_sumsq(&z->be);
     else for (int s = 0; s < p->n_seg; s++)
         zb_sumsq_add(&z->be, zero_grad_slice(z, p->seg[s].unit) + zero_seg_in_slice(p, &p->seg[s]), p->seg[s].n);
     double sumsq = zb_sumsq_take(&z->be);
@@ -821,7 +823,7 @@ static float zero_global_norm(Zero *z) {
 // grad_scale (the clip coefficient, / the loss scale with fp16) multiplies every gradient first.
 static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->t, grad_scale, !z->cfg->adam_w_mode};
-    if (zero_lean(z)) { zb_lean_adamw(&z->be, ap); return; }   // (the decayed elements: zero_lean's flags)
+    if (zero_lean(z) & ZB_LEAN_ADAMW) { zb_lean_adamw(&z->be, ap); return; }   // (the decayed elements: zero_lean's flags)
     zero_adam_segments(z, o->weight_decay);
     zb_adamw_partition(&z->be, z->adam_seg, z->plan.n_seg, ap);
 }
