@@ -6,7 +6,8 @@
 // alignment), each thread sums a fixed grid-stride set of elements in order, blocks reduce in
 // a fixed tree into one partial each, and a single block sums the partials in a fixed tree.
 // The buffer must be 16-byte aligned and a whole number of 16-byte vectors long (zero.h's
-// segments always are; the launcher checks).
+// segments always are; the launcher checks). global_norm_squared_runs (below) sums a table of
+// such buffers, a whole gradient partition, in one launch (the lean optimizer step).
 #pragma once
 #include <type_traits>
 #include "cuda/common.cuh"
@@ -72,7 +73,6 @@ static void global_norm_squared(float *out, const T *values, size_t count, float
     global_norm_final_kernel<<<1, GNORM_MAX_BLOCKS, 0, stream>>>(out, scratch, (int)G, accumulate);
     cudaCheckLaunch();
 }
-
 
 // ----------------------------------------------------------------------------
 // The lean optimizer step's norm (zero_device.cuh): the sum of squares of a whole gradient partition
