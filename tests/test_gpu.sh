@@ -382,6 +382,8 @@ if command -v mpirun >/dev/null 2>&1; then   # 2 ranks: the partition in unit ru
             same_state "$TMP/lean2_${z}_b0" "$TMP/lean2_${z}_b1"
         st=$?; check "stage $z on 2 ranks (--comm mpi), --clip 0: lean step bitwise the per-segment step" $st
     done
+else
+    echo "  (no mpirun: the 2-rank comparison skipped)"
 fi
 
 section "== done"
