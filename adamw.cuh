@@ -81,6 +81,7 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "cuda/common.cuh"   // cuda_num_sms, grid_stride_first (the lean step's launch)
 #endif
 
 // ----------------------------------------------------------------------------
@@ -459,9 +460,46 @@ __device__ __forceinline__ float adamw_grad_to_float(float g) { return g; }
 __device__ __forceinline__ float adamw_grad_to_float(__nv_bfloat16 g) { return __bfloat162float(g); }
 __device__ __forceinline__ float adamw_grad_to_float(__half g) { return __half2float(g); }
 
-// VEC: 4 elements per thread per iteration with 16-byte loads of param/m/v
-// (and fp32 grads), 8-byte loads of floatX grads and 8-byte stores of floatX out;
-// the launcher picks VEC only when every pointer is aligned for it. Grid-stride.
+// Elements 4j .. 4j+3 of master, grad, m, v, and of the floatX output out (NULL: none): 16-byte
+// loads and stores of the fp32 planes, 16 (fp32) or 8 (floatX) bytes of gradients, 8 bytes of output;
+// the pointers must be aligned for that. Element e uses k_decay where bit e of decay4 is set, else k.
+// (adamw_consts: the weight decay enters only nlrwd and l2wd, so those two are what is picked; every
+// element then runs the one adamw_elem.)
+template <typename G>
+__device__ __forceinline__ void adamw_vec4(const AdamWConsts &k, const AdamWConsts &k_decay, unsigned decay4,
+                                           float *master, const G *grad, float *m, float *v, uint16_t *out, size_t j) {
+    float4 p4 = reinterpret_cast<float4 *>(master)[j];
+    float4 m4 = reinterpret_cast<float4 *>(m)[j];
+    float4 v4 = reinterpret_cast<float4 *>(v)[j];
+    float g[4];
+    if (sizeof(G) == 4) {
+        float4 g4 = reinterpret_cast<const float4 *>(grad)[j];
+        g[0] = g4.x; g[1] = g4.y; g[2] = g4.z; g[3] = g4.w;
+    } else {
+        uint2 gb = reinterpret_cast<const uint2 *>(grad)[j];
+        g[0] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.x & 0xffffu)); g[1] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.x >> 16));
+        g[2] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.y & 0xffffu)); g[3] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.y >> 16));
+    }
+    float *pe[4] = {&p4.x, &p4.y, &p4.z, &p4.w}, *me[4] = {&m4.x, &m4.y, &m4.z, &m4.w}, *ve[4] = {&v4.x, &v4.y, &v4.z, &v4.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        AdamWConsts ke = k;
+        if ((decay4 >> e) & 1u) { ke.nlrwd = k_decay.nlrwd; ke.l2wd = k_decay.l2wd; }
+        adamw_elem(&ke, g[e], pe[e], me[e], ve[e]);
+    }
+    reinterpret_cast<float4 *>(master)[j] = p4;
+    reinterpret_cast<float4 *>(m)[j] = m4;
+    reinterpret_cast<float4 *>(v)[j] = v4;
+    if (out) {
+        uint2 o;
+        o.x = (uint32_t)adamw_float_to_x16(k.fp16, p4.x) | ((uint32_t)adamw_float_to_x16(k.fp16, p4.y) << 16);
+        o.y = (uint32_t)adamw_float_to_x16(k.fp16, p4.z) | ((uint32_t)adamw_float_to_x16(k.fp16, p4.w) << 16);
+        reinterpret_cast<uint2 *>(out)[j] = o;
+    }
+}
+
+// VEC: 4 elements per thread per iteration (adamw_vec4); the launcher picks VEC only when every
+// pointer is aligned for it. Grid-stride.
 template <typename G, bool VEC>
 __global__ void adamw_kernel(float *__restrict__ master, const G *__restrict__ grad, float *__restrict__ m,
                              float *__restrict__ v, floatX *__restrict__ param_out, size_t n, AdamWConsts k) {
@@ -470,33 +508,7 @@ __global__ void adamw_kernel(float *__restrict__ master, const G *__restrict__ g
     uint16_t *out = reinterpret_cast<uint16_t *>(param_out);
     if (VEC) {
         size_t nv = n / 4;
-        for (size_t j = idx; j < nv; j += stride) {
-            float4 p4 = reinterpret_cast<float4 *>(master)[j];
-            float4 m4 = reinterpret_cast<float4 *>(m)[j];
-            float4 v4 = reinterpret_cast<float4 *>(v)[j];
-            float g[4];
-            if (sizeof(G) == 4) {
-                float4 g4 = reinterpret_cast<const float4 *>(grad)[j];
-                g[0] = g4.x; g[1] = g4.y; g[2] = g4.z; g[3] = g4.w;
-            } else {
-                uint2 gb = reinterpret_cast<const uint2 *>(grad)[j];
-                g[0] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.x & 0xffffu)); g[1] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.x >> 16));
-                g[2] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.y & 0xffffu)); g[3] = adamw_x16_to_float(k.fp16, (uint16_t)(gb.y >> 16));
-            }
-            adamw_elem(&k, g[0], &p4.x, &m4.x, &v4.x);
-            adamw_elem(&k, g[1], &p4.y, &m4.y, &v4.y);
-            adamw_elem(&k, g[2], &p4.z, &m4.z, &v4.z);
-            adamw_elem(&k, g[3], &p4.w, &m4.w, &v4.w);
-            reinterpret_cast<float4 *>(master)[j] = p4;
-            reinterpret_cast<float4 *>(m)[j] = m4;
-            reinterpret_cast<float4 *>(v)[j] = v4;
-            if (out) {
-                uint2 o;
-                o.x = (uint32_t)adamw_float_to_x16(k.fp16, p4.x) | ((uint32_t)adamw_float_to_x16(k.fp16, p4.y) << 16);
-                o.y = (uint32_t)adamw_float_to_x16(k.fp16, p4.z) | ((uint32_t)adamw_float_to_x16(k.fp16, p4.w) << 16);
-                reinterpret_cast<uint2 *>(out)[j] = o;
-            }
-        }
+        for (size_t j = idx; j < nv; j += stride) adamw_vec4<G>(k, k, 0u, master, grad, m, v, out, j);
         for (size_t i = nv * 4 + idx; i < n; i += stride) {   // tail (< 4 elements)
             adamw_elem(&k, adamw_grad_to_float(grad[i]), &master[i], &m[i], &v[i]);
             if (out) out[i] = adamw_float_to_x16(k.fp16, master[i]);
@@ -538,6 +550,75 @@ static void adamw_gpu_step(float *master, const float *grad, float *m, float *v,
 static void adamw_gpu_step(float *master, const floatX *grad, float *m, float *v, floatX *param_out,
                            size_t n, AdamWParams hp, cudaStream_t stream) {
     adamw_gpu_launch<floatX>(master, grad, m, v, param_out, n, hp, stream);
+}
+
+// ----------------------------------------------------------------------------
+// GPU, the lean optimizer step (zero_device.cuh): AdamW over a whole partition in one launch.
+//
+// The partition's fp32 master, m and v are contiguous (by shard offset); its gradients and floatX
+// parameters come in runs (zero.h: a unit's slice each; runs that continue each other merged).
+// The launch treats the runs, one after another, as one flat array of 4-element vectors and walks
+// it grid-stride: thread t takes vectors t, t + stride, t + 2 stride, ... of that flat order, so
+// every thread has the same share whatever the runs' sizes, and no thread searches for its run
+// (each steps through the table once; grid_stride_first says where it enters a run). Which
+// elements take weight decay is one bit per element of the shard (decay_mask: bit i%32 of word
+// i/32): 1/8 byte per element next to AdamW's 28 (read the master, m, v and a 16-bit gradient,
+// write the master, m, v and the 16-bit copy: 4+4+4+2 + 4+4+4+2; an fp32 gradient adds 2), under
+// 0.5% more traffic, and no search; a table of tensor ranges would be a few KB but cost each
+// vector a search through ~150 entries (or a run per tensor: the ~150 runs this step replaces).
+
+// one run: n elements (a multiple of 4) from shard offset off (a multiple of 4) of the master, m,
+// v and the mask; its gradients at grad (16-byte aligned), its floatX parameters at param (8-byte)
+template <typename G> struct AdamWRun { size_t off, n; const G *grad; floatX *param; };
+
+// a weight-decay mask: elements [from, to) decay (their bits set; the mask starts zeroed, words of 32)
+static void adamw_decay_mask_set(uint32_t *mask, size_t from, size_t to) {
+    size_t a = from;
+    for (; a < to && a % 32; a++) mask[a / 32] |= 1u << (a % 32);
+    for (; a + 32 <= to; a += 32) mask[a / 32] = 0xffffffffu;
+    for (; a < to; a++) mask[a / 32] |= 1u << (a % 32);
+}
+
+#define ADAMW_BLOCK 256
+
+template <typename G>
+__global__ void __launch_bounds__(ADAMW_BLOCK)
+adamw_runs_kernel(float *__restrict__ master, float *__restrict__ m, float *__restrict__ v,
+                  const uint32_t *__restrict__ decay_mask, const AdamWRun<G> *__restrict__ runs, int n_runs,
+                  AdamWConsts k, AdamWConsts k_decay) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x, idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t first = 0;   // the run's first vector in the flat order
+    for (int r = 0; r < n_runs; r++) {
+        const AdamWRun<G> run = runs[r];
+        const size_t nv = run.n / 4;
+        for (size_t j = grid_stride_first(idx, first, stride); j < nv; j += stride) {
+            size_t i = run.off + 4 * j;   // a multiple of 4: the vector's 4 mask bits lie in one word
+            unsigned decay4 = (decay_mask[i >> 5] >> (i & 31)) & 0xfu;
+            adamw_vec4<G>(k, k_decay, decay4, master + run.off, run.grad, m + run.off, v + run.off,
+                          reinterpret_cast<uint16_t *>(run.param), j);
+        }
+        first += nv;
+    }
+}
+
+// the grid of adamw_gpu_runs for a partition of `elems` elements (as adamw_gpu_launch sizes its own)
+static int adamw_runs_grid(size_t elems) {
+    size_t blocks = ceil_div(elems / 4, ADAMW_BLOCK), maxb = (size_t)cuda_num_sms() * 16;
+    return (int)(blocks < 1 ? 1 : blocks > maxb ? maxb : blocks);
+}
+
+// AdamW over the runs (runs: the table in device memory, n_runs entries) of a partition whose fp32
+// master, m and v start at master, m, v: hp's weight decay where decay_mask has the element's bit
+// set, none elsewhere. Bit for bit what adamw_gpu_step computes run by run with each tensor's weight
+// decay (the same adamw_elem on every element, the same constants). Asynchronous on `stream`.
+template <typename G>
+static void adamw_gpu_runs(float *master, float *m, float *v, const uint32_t *decay_mask, const AdamWRun<G> *runs,
+                           int n_runs, int grid, AdamWParams hp, cudaStream_t stream) {
+    hp.fp16 = FLOATX_FP16;   // the 16-bit type is the build's floatX
+    AdamWConsts k_decay = adamw_consts(hp);
+    hp.weight_decay = 0.0f;   // (zero.h passes a segment without decay exactly this)
+    AdamWConsts k = adamw_consts(hp);
+    adamw_runs_kernel<G><<<grid, ADAMW_BLOCK, 0, stream>>>(master, m, v, decay_mask, runs, n_runs, k, k_decay);
 }
 
 #endif  // __CUDACC__

@@ -51,7 +51,8 @@
 //                                             the three itself, step_guard.h's overflow check between)
 // Each call is a few `#if ZERO_STAGE` blocks that follow the paper's data
 // movement, written against a handful of primitives (allocate, copy, accumulate
-// a reduced slice, sum of squares, AdamW on a segment, wait for the collectives)
+// a reduced slice, sum of squares, AdamW on a segment or, on the GPU, both over
+// the whole partition at once, wait for the collectives)
 // and comm.h's collectives. The primitives have two implementations beside this
 // file: zero_host.h (the CPU trainer: plain memory, MPI) and zero_device.cuh
 // (the GPU trainer: device memory, streams and events, ZeRO-Offload's pinned
@@ -99,6 +100,8 @@ enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
 // offset and length, its weight decay, where its reduced gradient and its working
 // parameters are (param NULL: in the NVMe parameter shard, at so)
 typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
+// what of the step a backend runs over the whole partition at once (zb_lean_init): the norm, AdamW
+enum { ZB_LEAN_NORM = 1, ZB_LEAN_ADAMW = 2 };
 
 #ifdef __CUDACC__
 #include "zero_device.cuh"
@@ -325,6 +328,7 @@ typedef struct {
     floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
     void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero_nvme.h)
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments (zero_adamw_partition)
+    int lean;                   // what of the step the backend runs lean (ZB_LEAN_*; -1: not asked yet)
 
     // what the trainer's views read: each unit's parameters while fetched, its gradient while open
     floatX **unit_params, **unit_grads;
@@ -437,6 +441,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
     zb_state_init(&z->be, &pl.nvme, planes, z->separate_master, cfg, z->nvme_buffers, comm->rank == 0 && !cfg->quiet);
     z->adam_seg = (ZeroAdamSeg *)xmalloc(sizeof(ZeroAdamSeg) * (p->n_seg + 1), "optimizer segments");
+    z->lean = -1;
 
     z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
     z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
@@ -806,10 +811,40 @@ static size_t zero_seg_in_slice(const ZeroPlan *p, const ZeroSegment *sg) {
     return sg->unit_off - (size_t)p->part * p->u[sg->unit].shard;
 }
 
+// AdamW's view of the partition's segments into z->adam_seg: weight_decay on the tensors that decay
+static void zero_adam_segments(Zero *z, float weight_decay) {
+    const ZeroPlan *p = &z->plan;
+    for (int s = 0; s < p->n_seg; s++) {
+        const ZeroSegment *sg = &p->seg[s];
+        size_t in_slice = zero_seg_in_slice(p, sg);
+        floatX *param = zero_param_slice(z, sg->unit);
+        z->adam_seg[s] = (ZeroAdamSeg){p->u[sg->unit].shard_off + in_slice, sg->n, sg->decay ? weight_decay : 0.0f,
+                                       zero_grad_slice(z, sg->unit) + in_slice, param ? param + in_slice : NULL};
+    }
+}
+
+// What of the step the backend runs lean (ZB_LEAN_*; zero_device.cuh: the GPU's norm, and its AdamW
+// where the state is in device memory, unless --gpu-baseline 1): over the whole partition in one
+// launch each. It gets the partition once, as whole unit slices, padding included (zero there, and
+// left zero), and the segments' weight-decay flags; the rest walks the segments below one by one.
+static int zero_lean(Zero *z) {
+    if (z->lean < 0) {
+        const ZeroPlan *p = &z->plan;
+        ZeroAdamSeg *slices = (ZeroAdamSeg *)xmalloc(sizeof(ZeroAdamSeg) * p->n_units, "unit slices");
+        for (int i = 0; i < p->n_units; i++)
+            slices[i] = (ZeroAdamSeg){p->u[i].shard_off, p->u[i].shard, 0.0f, zero_grad_slice(z, i), zero_param_slice(z, i)};
+        zero_adam_segments(z, 1.0f);
+        z->lean = zb_lean_init(&z->be, slices, p->n_units, z->adam_seg, p->n_seg, p->shard_elems);
+        free(slices);
+    }
+    return z->lean;
+}
+
 // The global gradient norm: each rank's partition contributes its squares.
 static float zero_global_norm(Zero *z) {
     const ZeroPlan *p = &z->plan;
-    for (int s = 0; s < p->n_seg; s++)
+    if (zero_lean(z) & ZB_LEAN_NORM) zb_lean_sumsq(&z->be);
+    else for (int s = 0; s < p->n_seg; s++)
         zb_sumsq_add(&z->be, zero_grad_slice(z, p->seg[s].unit) + zero_seg_in_slice(p, &p->seg[s]), p->seg[s].n);
     double sumsq = zb_sumsq_take(&z->be);
 #if ZERO_STAGE >= 1
@@ -822,16 +857,10 @@ static float zero_global_norm(Zero *z) {
 // shard order (with ZeRO-Infinity the state streams from NVMe in that order);
 // grad_scale (the clip coefficient, / the loss scale with fp16) multiplies every gradient first.
 static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
-    const ZeroPlan *p = &z->plan;
-    AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, 0.0f, o->t, grad_scale, !z->cfg->adam_w_mode};
-    for (int s = 0; s < p->n_seg; s++) {
-        const ZeroSegment *sg = &p->seg[s];
-        size_t in_slice = zero_seg_in_slice(p, sg);
-        floatX *param = zero_param_slice(z, sg->unit);
-        z->adam_seg[s] = (ZeroAdamSeg){p->u[sg->unit].shard_off + in_slice, sg->n, sg->decay ? o->weight_decay : 0.0f,
-                                       zero_grad_slice(z, sg->unit) + in_slice, param ? param + in_slice : NULL};
-    }
-    zb_adamw_partition(&z->be, z->adam_seg, p->n_seg, ap);
+    AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->t, grad_scale, !z->cfg->adam_w_mode};
+    if (zero_lean(z) & ZB_LEAN_ADAMW) { zb_lean_adamw(&z->be, ap); return; }   // (the decayed elements: zero_lean's flags)
+    zero_adam_segments(z, o->weight_decay);
+    zb_adamw_partition(&z->be, z->adam_seg, z->plan.n_seg, ap);
 }
 
 // At the accumulation boundary: reduce the gradients to their owners, so that

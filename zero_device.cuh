@@ -54,6 +54,13 @@ typedef struct {
     ZeroNvme state;              // the partition's state planes: memory or NVMe (zero_nvme.h)
     AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
     cudaEvent_t unit_copied[2];  // stage 3, parameters on NVMe: each unit buffer's copy to the GPU
+    int baseline;                // --gpu-baseline 1: the optimizer step segment by segment (zb_lean_init declines)
+    int say;                     // rank 0, not --quiet: one line about the optimizer step
+    // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
+    AdamWRun<zgrad_t> *runs;
+    int n_runs, norm_grid, adam_grid;
+    uint32_t *decay_mask;
+    unsigned int *norm_blocks_done;
 } ZeroBackend;
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
@@ -89,6 +96,8 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
     b->host_x = (uint16_t *)staging_params;
+    b->baseline = cfg->gpu_baseline;
+    b->say = comm->rank == 0 && !cfg->quiet;
 }
 static void zb_destroy(ZeroBackend *b) {
     cudaCheck(cudaStreamSynchronize(b->stream));
@@ -97,6 +106,8 @@ static void zb_destroy(ZeroBackend *b) {
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
     cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
+    if (b->runs) { cudaCheck(cudaFree(b->runs)); cudaCheck(cudaFree(b->norm_blocks_done)); }
+    if (b->decay_mask) cudaCheck(cudaFree(b->decay_mask));
     zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
 }
 
@@ -236,6 +247,83 @@ static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n,
 static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
     b->ap = ap;
     zero_state_adamw(&b->state, seg, n_seg, zb_adamw_piece, b);
+}
+
+// ----------------------------------------------------------------------------
+// The lean optimizer step: the global norm and AdamW over the whole partition in one launch
+// each (cuda/global_norm.cuh's global_norm_squared_runs, adamw.cuh's adamw_gpu_runs) instead of
+// one or two per segment (~150 segments for GPT-2 124M at one rank). The norm always (the reduced
+// gradients are on the GPU in every configuration, so offload's CPU-Adam and the on-GPU AdamW
+// clip by the same norm, to the bit); AdamW where the step's state is in device memory (offload
+// and NVMe keep CPU-Adam's walk above).
+//
+// zero.h hands over, once, the partition's runs (a unit slice each: its shard offset and
+// length, padding included, where its reduced gradient and working parameters are) and its
+// segments (weight_decay non-zero: the tensor decays). Runs that continue each other in the
+// gradient and in the parameters are merged (at one rank the whole partition is one run; the
+// master, m and v are contiguous by shard offset anyway). The padding of a unit (up to P*16
+// elements) is in the runs: its gradients, parameters, master, m and v are all zero (zeroed
+// allocations, params_read's zeros, reductions of zeros), and AdamW leaves them zero (with g = 0,
+// no decay: m = fma(0, c1, beta1*0) = +0, v = +0, d = fma(sqrt(0), ibc2, eps) = eps > 0,
+// p = fma(0/eps, nstep, 0) = fma(+0, nstep, +0) = +0: -0 + +0 rounds to +0); their squares add
+// zero to the norm. So the padding costs its bytes (none for GPT-2 124M below 5 ranks) and changes
+// no value; what the lean norm does change is the order of the fp32 sum (another tree than segment
+// by segment): the norm agrees to rounding, the clip coefficient with it; AdamW with the same
+// coefficient is bitwise the per-segment update.
+// Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --gpu-baseline 1).
+static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
+                        size_t shard_elems) {
+    if (b->baseline || n_runs < 1) return 0;
+    int adamw = !b->offload && !b->state.open && b->state.mem[ZS_MASTER];   // the state in device memory
+    for (int i = 0; i < n_runs; i++) adamw = adamw && runs[i].param;        // (NULL: on NVMe; the state is open)
+    AdamWRun<zgrad_t> *r = (AdamWRun<zgrad_t> *)xmalloc(sizeof(*r) * n_runs, "optimizer runs");
+    int n = 0;
+    for (int i = 0; i < n_runs; i++) {
+        const ZeroAdamSeg *s = &runs[i];
+        floatX *param = adamw ? s->param : NULL;   // (the norm reads only the gradients)
+        // what both kernels rely on: 16-element multiples and aligned vectors (zero.h's ZERO_ALIGN padding)
+        CUDA_REQUIRE(s->so % 16 == 0 && s->n % 16 == 0 && is_aligned16(s->grad) && (!param || is_aligned16(param)));
+        AdamWRun<zgrad_t> *last = n ? &r[n - 1] : NULL;
+        if (last && last->off + last->n == s->so && last->grad + last->n == s->grad && (!param || last->param + last->n == param))
+            last->n += s->n;
+        else r[n++] = (AdamWRun<zgrad_t>){s->so, s->n, s->grad, param};
+    }
+    cudaCheck(cudaMalloc(&b->runs, sizeof(*r) * n));
+    cudaCheck(cudaMalloc(&b->norm_blocks_done, sizeof(unsigned int)));
+    zb_upload(b, b->runs, r, sizeof(*r) * n);
+    cudaCheck(cudaMemset(b->norm_blocks_done, 0, sizeof(unsigned int)));
+    b->n_runs = n;
+    b->norm_grid = global_norm_runs_grid<zgrad_t>(shard_elems);
+    free(r);
+    if (adamw) {   // the weight-decay mask: one bit per element of the shard, set over the decayed segments
+        size_t words = ceil_div(shard_elems, 32);
+        uint32_t *mask = (uint32_t *)xcalloc(words * sizeof(uint32_t), "weight-decay mask");
+        for (int i = 0; i < n_seg; i++)
+            if (seg[i].weight_decay != 0.0f) adamw_decay_mask_set(mask, seg[i].so, seg[i].so + seg[i].n);
+        cudaCheck(cudaMalloc(&b->decay_mask, words * sizeof(uint32_t)));
+        zb_upload(b, b->decay_mask, mask, words * sizeof(uint32_t));
+        b->adam_grid = adamw_runs_grid(shard_elems);
+        free(mask);
+    }
+    if (b->say)
+        printf("lean optimizer step: the global norm%s in one launch over the partition's %d run%s (%zu elements)%s; "
+               "--gpu-baseline 1: per segment\n", adamw ? " and AdamW each" : "", n, n > 1 ? "s" : "", shard_elems,
+               adamw ? "" : ", AdamW on the host (CPU-Adam)");
+    return ZB_LEAN_NORM | (adamw ? ZB_LEAN_ADAMW : 0);
+}
+
+// the partition's sum of squares into norm_dev, one launch (zb_sumsq_take reads it)
+static void zb_lean_sumsq(ZeroBackend *b) {
+    global_norm_squared_runs(b->norm_dev, b->runs, b->n_runs, b->norm_grid, b->norm_scratch, b->norm_blocks_done, b->stream);
+    b->n_sumsq = 1;
+}
+
+// AdamW on the partition, one launch: ap's weight decay on the decayed segments' elements, none elsewhere
+static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap) {
+    const ZeroNvme *st = &b->state;   // (the planes in device memory: zb_lean_init)
+    adamw_gpu_runs((float *)st->mem[ZS_MASTER], (float *)st->mem[ZS_M], (float *)st->mem[ZS_V], b->decay_mask, b->runs,
+                   b->n_runs, b->adam_grid, ap, b->stream);
+    cudaCheckLaunch();
 }
 
 // Stage 3: a unit's slice of the parameter shard to dst (its place in the gather arena),

@@ -39,6 +39,8 @@
 //   zb_state_read / zb_state_write        a range of a state plane (master, m, v, stage 3's parameter shard)
 //   zb_state_write_floatX                 fp32 values into stage 3's NVMe parameter shard, as floatX
 //   zb_adamw_partition                    AdamW on this rank's partition, segment by segment in shard order
+//   zb_lean_init / zb_lean_sumsq / zb_lean_adamw   the GPU's lean step (the norm and AdamW over the whole
+//                                         partition, one launch each); here it declines: the segment walk runs
 //   zb_param_read_ahead / zb_param_slice_to   stage 3: a unit's slice of the parameter shard into the
 //                                         gather arena (from NVMe: read one unit ahead)
 //   zb_nvme_stats                         ZeRO-Infinity's I/O since the last call
@@ -142,6 +144,12 @@ static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
     free(part);
 }
 static double zb_sumsq_take(ZeroBackend *b) { double s = b->sumsq; b->sumsq = 0; return s; }
+
+// the GPU's lean optimizer step (zero_device.cuh): not here, the segment walk is the CPU's step
+static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
+                        size_t shard_elems) { return 0; }
+static void zb_lean_sumsq(ZeroBackend *b) {}
+static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap) {}
 
 // ----------------------------------------------------------------------------
 // the partition's state (zero_nvme.h): planes in memory are plain host memory here

@@ -207,3 +207,10 @@ static inline int grid_for(size_t n_items, int block_size) {
     if (g > 2147483647ull) g = 2147483647ull;
     return (int)g;
 }
+
+// A grid-stride walk over several arrays laid one after another as one flat sequence (thread idx
+// takes items idx, idx + stride, ...): where the thread enters the array whose first item is item
+// `first` of the sequence, as an index into that array (at or past its end: no item there).
+__device__ __forceinline__ size_t grid_stride_first(size_t idx, size_t first, size_t stride) {
+    return idx >= first ? idx - first : (stride - (first - idx) % stride) % stride;
+}
