@@ -59,6 +59,9 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 #include "cuda/encoder.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/attention.cuh"
+#if !FLOATX_FP16   // the fused attention is bf16 only: the fp16 build refuses --attention flash (gpt_check_attention)
+#include "cuda/flash_attention.cuh"
+#endif
 #include "cuda/attention_decode.cuh"
 #include "cuda/classifier.cuh"
 
@@ -81,8 +84,12 @@ __global__ void scale_floatX_kernel(floatX *x, size_t n, float s) {
 typedef struct {
     floatX *encoded;                         // [BT, C]
     floatX *ln1; float *ln1_mean, *ln1_rstd; // [L][BT, C], fp32 [L][BT] (mean: gpt2 only)
-    floatX *qkvr;                            // [L][BT * QKV] q|k|v permuted by attention_forward (after RoPE)
-    floatX *att;                             // [L][B, H, T, T] softmax probabilities
+    floatX *qkvr;                            // [L][BT * QKV] q|k|v after RoPE: permuted by attention_forward
+                                             // (cublas), as the QKV matmul wrote them (flash)
+    union {
+        floatX *att;                         // cublas: [L][B, H, T, T] softmax probabilities
+        float *lse;                          // flash: fp32 [L][B, H, T] log-sum-exp of each row's scores
+    };
     floatX *atty;                            // [L][BT, C] attention output before its projection
     floatX *res2;                            // [L][BT, C] residual after attention
     floatX *ln2; float *ln2_mean, *ln2_rstd; // [L][BT, C], fp32 [L][BT]
@@ -97,10 +104,10 @@ typedef struct {
     floatX *dres, *dbuf;                     // [BT, C]
     floatX *dfch;                            // [BT, FC]
     floatX *dfch_act;                        // [BT, F]
-    float *att_f32;                          // fp32 [B, H, T, T] scores / dP
-    floatX *att_bf16;                        // [B, H, T, T] dS
-    floatX *att_y;                           // [B, H, T, hd]
-    floatX *att_dqkvr;                       // [BT * QKV]
+    float *att_f32;                          // fp32 [B, H, T, T] scores / dP (flash: fp32 [B, H, T] the backward's D)
+    floatX *att_bf16;                        // [B, H, T, T] dS (flash: none)
+    floatX *att_y;                           // [B, H, T, hd] (flash: none)
+    floatX *att_dqkvr;                       // [BT * QKV] (flash: none)
     float *norm_scratch;                     // fp32 norm_backward_scratch_floats(C)
     float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
 } Activations;
@@ -134,6 +141,7 @@ typedef struct GPT {
     Activations a;
     void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
+    int flash;                               // the fused attention (--attention flash; gpu_flash_attention)
     double peak_flops;                       // the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
     int cpu_ckpt, in_backward;
@@ -183,6 +191,20 @@ static void gpt_check_sizes(const ModelConfig *c, int T) {
     if (T < 1 || T > c->max_seq) fatal("--seq %d must be in [1, --max-seq %d]", T, c->max_seq);
 }
 
+// what the fused attention's kernels accept (cuda/flash_attention.cuh), one line each. Its other
+// requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config.h), 16-byte
+// aligned rows (the head size is a multiple of 8, the buffers GPU_ACT_ALIGN-aligned); any T works
+// (partial tiles are masked; the grid's y dimension of ceil(T / 64) blocks allows T up to 4M).
+static void gpt_check_attention(const ModelConfig *c) {
+    int hd = c->d_model / c->n_head;
+    if (FLOATX_FP16)
+        fatal("--attention flash: the fused attention kernels are bf16 only and this is the fp16 build "
+              "(make train_gpt FP16=1); use --attention cublas");
+    if (hd != 64 && hd != 128)
+        fatal("--attention flash needs a head size (--dim / --heads) of 64 or 128 (got %d / %d = %d); use --attention cublas",
+              c->d_model, c->n_head, hd);
+}
+
 static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     memset(m, 0, sizeof(*m));
     m->cfg = tc->model;
@@ -193,6 +215,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     gpt_check_sizes(c, m->T);
     m->recompute = tc->recompute;
     m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
+    m->flash = gpu_flash_attention(tc);
+    if (m->flash) gpt_check_attention(c);
     m->peak_flops = tc->peak_tflops > 0 ? tc->peak_tflops * 1e12 : gpu_peak_flops(comm->device);
     model_layout_build(&m->layout, c);
     model_set_recompute(&m->layout, m->recompute);
@@ -206,8 +230,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     // one allocation for the saved activations and one for the scratch, views into them
     Activations *a = &m->a;
     size_t saved[N_ACT_SAVED], scratch[N_GPU_SCRATCH];
-    saved_activation_sizes(saved, c, B, T, m->recompute, m->cpu_ckpt, sizeof(floatX));
-    gpu_scratch_sizes(scratch, c, B, T, sizeof(floatX));
+    saved_activation_sizes(saved, c, B, T, m->recompute, m->cpu_ckpt, m->flash, sizeof(floatX));
+    gpu_scratch_sizes(scratch, c, B, T, m->flash, sizeof(floatX));
     void **saved_views[N_ACT_SAVED] = SAVED_ACTIVATION_VIEWS(a, qkvr);
     void **scratch_views[N_GPU_SCRATCH] = {
         (void **)&a->qkv, (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dfch, (void **)&a->dfch_act,
@@ -258,6 +282,7 @@ static void gpt_free(GPT *m) {
 typedef struct {
     floatX *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_act, *res3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *lse;                              // flash: instead of att
 } LayerActs;
 
 // layer l's slices of the saved activations; with recompute, every layer uses
@@ -267,7 +292,9 @@ static LayerActs layer_acts(GPT *m, int l) {
     size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model, i = m->recompute ? 0 : (size_t)l;
     LayerActs s;
     s.ln1 = a->ln1 + i * BTC; s.ln1_mean = a->ln1_mean + i * N; s.ln1_rstd = a->ln1_rstd + i * N;
-    s.qkvr = a->qkvr + i * N * m->QKV; s.att = a->att + i * attention_att_elems(m->B, m->T, m->cfg.n_head);
+    s.qkvr = a->qkvr + i * N * m->QKV;
+    if (m->flash) { s.lse = a->lse + i * flash_lse_elems(m->B, m->T, m->cfg.n_head); s.att = NULL; }
+    else { s.att = a->att + i * attention_att_elems(m->B, m->T, m->cfg.n_head); s.lse = NULL; }
     s.atty = a->atty + i * BTC; s.res2 = a->res2 + i * BTC;
     s.ln2 = a->ln2 + i * BTC; s.ln2_mean = a->ln2_mean + i * N; s.ln2_rstd = a->ln2_rstd + i * N;
     s.fch = a->fch + i * N * m->FC; s.fch_act = a->fch_act + i * N * m->cfg.d_ff;
@@ -316,7 +343,8 @@ static void ckpt_after_layer(GPT *m, int l) {
 // decode step's B rows, one new position `pos` per sequence whose attention reads
 // the earlier positions from layer l's KV cache (attention_decode.cuh). la: where
 // the activations go (a decode step keeps none for a backward); qkv [rows, QKV]
-// and buf [rows, C]: scratch; w: the layer's parameters.
+// (the forward with flash: la.qkvr, which it keeps) and buf [rows, C]: scratch;
+// w: the layer's parameters.
 static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la, floatX *qkv, floatX *buf,
                        int B, int T, int pos) {
     const ModelConfig *c = &m->cfg;
@@ -334,6 +362,10 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
     matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV, NULL, s);
     if (pos < 0) {
         if (llama) rope_forward(qkv, qkv, B, T, H, KV, m->hd, c->rope_theta, s);
+#if !FLOATX_FP16
+        if (m->flash) flash_attention_forward(atty, la.lse, qkv, B, T, H, KV, m->hd, s);   // qkv is la.qkvr
+        else
+#endif
         attention_forward(atty, qkvr, att, qkv, a->att_f32, a->att_y, B, T, H, KV, m->hd, s);
     } else {
         Decode *d = &m->dec;
@@ -360,7 +392,10 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
 // one transformer layer, forward
 static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
-    layer_rows(m, l, w, layer_input(m, l), layer_acts(m, l), m->a.qkv, m->a.dbuf, m->B, m->T, -1);
+    LayerActs la = layer_acts(m, l);
+    // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
+    // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
+    layer_rows(m, l, w, layer_input(m, l), la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1);
     ckpt_after_layer(m, l);
 }
 
@@ -396,6 +431,10 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     // attention
     matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dbias_scratch, a->dres, atty, w.t[T_ATTPROJ_W],
                     N, C, C, NULL, s);
+#if !FLOATX_FP16
+    if (m->flash) flash_attention_backward(a->qkv, a->att_f32, a->dbuf, qkvr, atty, la.lse, B, T, H, KV, m->hd, s);
+    else
+#endif
     attention_backward(a->qkv, a->dbuf, qkvr, att, a->att_f32, a->att_bf16, a->att_y, a->att_dqkvr,
                        B, T, H, KV, m->hd, s);
     if (llama) rope_backward(a->qkv, a->qkv, B, T, H, KV, m->hd, c->rope_theta, s);
@@ -529,7 +568,7 @@ static void layer_decode(GPT *m, int l, LayerView w, int pos) {
     Decode *d = &m->dec;
     LayerActs la;
     la.ln1 = la.ln2 = d->ln; la.ln1_mean = la.ln2_mean = d->mean; la.ln1_rstd = la.ln2_rstd = d->rstd;
-    la.qkvr = la.att = NULL;   // the training forward's saved attention tensors: not used here
+    la.qkvr = la.att = NULL; la.lse = NULL;   // the training forward's saved attention tensors: not used here
     la.atty = d->atty; la.res2 = la.res3 = d->x; la.fch = d->fch; la.fch_act = d->fch_act;
     layer_rows(m, l, w, d->x, la, d->qkv, d->buf, d->B, 1, pos);
 }
@@ -580,7 +619,8 @@ static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_
     omp_set_num_threads(threads);
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, comm->device));
-    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s)", p.name, p.major, p.minor, threads, threads > 1 ? "s" : "", why);
+    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention", p.name, p.major, p.minor, threads,
+             threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS");
 }
 
 #ifndef TESTING

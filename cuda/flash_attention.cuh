@@ -78,6 +78,7 @@
 // memory (0 bytes stack frame, no spills) for any of the six kernels.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/sizes.h"   // flash_lse_elems
 
 #if defined(FLOATX_FP16) && FLOATX_FP16
 #error "cuda/flash_attention.cuh: bf16 only (floatX is fp16 in this build)"
@@ -481,8 +482,6 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
 
 #define FA_TILE 64     // query rows of the forward and dQ blocks, key rows of the dK/dV blocks
 #define FA_BWD_BR(HD) ((HD) == 128 ? 32 : 64)  // query rows per step of dK/dV: fewer at hd 128 (registers)
-
-static size_t flash_lse_elems(int B, int T, int H) { return (size_t)B * H * T; }  // lse and the backward's D
 
 static void flash_check(const void *a, const void *b, const void *c, int B, int T, int H, int KV, int hd) {
     CUDA_REQUIRE(hd == 64 || hd == 128);
