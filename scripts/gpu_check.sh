@@ -6,7 +6,8 @@
 #   2. build for sm_90: every train_gpt variant, test_gpt, the CPU trainer, dev/cuda programs
 #   3. tests/test_gpu.sh: test_gpt vs PyTorch (gpt2, llama), GPU vs CPU, resume bitwise,
 #      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data, the fp16 build
-#      (loss-scale sequences against DeepSpeed's scaler, fp16 vs the CPU's fp16 mode)
+#      (loss-scale sequences against DeepSpeed's scaler, fp16 vs the CPU's fp16 mode), --attention flash
+#      against PyTorch and the cuBLAS attention (section 9; GPU_TEST_ONLY=flash runs it alone)
 #   3a. the fp16 build (make train_gpt FP16=1) on GPT-2 124M and Brown: DeepSpeed's dynamic loss
 #      scaling from 2^16, the scale of every step in the log, the loss falls
 #   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
@@ -17,8 +18,8 @@
 #   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
 #      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
 #      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
-#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0; ZeRO 3 and offload for
-#      overheads; --recompute and --cpu-checkpointing: memory against speed)
+#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0, and with --attention flash;
+#      ZeRO 3 and offload for overheads; --recompute and --cpu-checkpointing: memory against speed)
 #   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
 #   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
 #   7. a summary table
@@ -304,6 +305,8 @@ bench() {
     : > "$TMPD/bench.txt"
     local rc=0
     bench_run zero0 ./build/gpu_z0_o0/train_gpt 30 || rc=1
+    # the fused attention (cuda/flash_attention.cuh; default cublas until it has passed test_gpu.sh section 9)
+    bench_run zero0_flash ./build/gpu_z0_o0/train_gpt 30 --attention flash || rc=1
     bench_run zero3 ./build/gpu_z3_o0/train_gpt 15 || rc=1
     bench_run zero2_offload ./build/gpu_z2_o1/train_gpt 12 || rc=1
     # memory against speed: activation checkpointing, and its checkpoints in pinned host memory
@@ -350,12 +353,12 @@ main() {
     export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage build "build (sm_90)" 200 build
-    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
+    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16, flash)" 330 bash tests/test_gpu.sh
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 45 nvme_gpu
     stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
     stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
-    stage bench "benchmark: GPT-2 124M on Brown" 150 bench
+    stage bench "benchmark: GPT-2 124M on Brown" 180 bench
     stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 150 sanitize
     stage kernels "dev/cuda kernels vs CPU references" 180 bash tests/test_cuda_kernels.sh
     stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
