@@ -55,9 +55,21 @@ enum {
 #define CPU_ACT_ALIGN 64    // bytes: 16 floats, a cache line
 #define GPU_ACT_ALIGN 256   // bytes: what cuBLASLt and the vector loads like
 
-// The GPU trainer runs the fused attention: --attention flash, unless --gpu-baseline 1
-// (the step as first measured: the cuBLAS attention whatever --attention says).
-static int gpu_flash_attention(const TrainConfig *tc) { return !strcmp(tc->attention, "flash") && !tc->gpu_baseline; }
+// Whether the fused attention's kernels take this model: bf16 (not the GPU trainer's fp16
+// build) and a head size of 64 or 128 (cuda/flash_attention.cuh).
+static int flash_attention_applies(const ModelConfig *c) {
+    int hd = c->d_model / c->n_head;
+    return !FLOATX_FP16 && (hd == 64 || hd == 128);
+}
+
+// The GPU trainer runs the fused attention: --attention flash (train_gpt refuses a model it does not
+// apply to), or auto where it applies; never with --gpu-baseline 1 (the step as first measured: the
+// cuBLAS attention whatever --attention says).
+static int gpu_flash_attention(const TrainConfig *tc) {
+    if (tc->gpu_baseline) return 0;
+    if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model);
+    return !strcmp(tc->attention, "flash");
+}
 
 // the model's sizes every list needs
 typedef struct { size_t L, BT, C, QKV, FC, F, att, Vp, hd; } ActDims;

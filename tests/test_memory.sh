@@ -79,7 +79,7 @@ echo "the estimator with --attention flash: train_gpt keeps no T x T tensor (exa
 # (each tensor rounded up to 256 bytes): saved, the [B,H,T,T] bf16 probabilities become the fp32
 # log-sum-exp [B,H,T]; scratch, the fp32 scores and bf16 dS [B,H,T,T], y [B,H,T,hd] and dq|dk|dv
 # [B,T,QKV] become the fp32 D [B,H,T]. The CPU trainer's rows do not change; --gpu-baseline 1 runs
-# (and counts) the cuBLAS attention whatever --attention says.
+# (and counts) the cuBLAS attention whatever --attention says; --attention auto at head size 64 is flash.
 FA="--arch llama --layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --vocab 500 --max-seq 128 --seq 96 --batch 3"
 for rc in 0 1; do
     for att in cublas flash; do
@@ -88,17 +88,19 @@ for rc in 0 1; do
     done
     build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --attention flash --gpu-baseline 1 --estimate-memory 1 \
         --log "$TMP/fa_base_$rc.est" > /dev/null 2>&1
-    $PY - "$TMP/fa_cublas_$rc.est" "$TMP/fa_flash_$rc.est" "$TMP/fa_base_$rc.est" "$rc" <<'PYEOF'
+    build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --attention auto --estimate-memory 1 \
+        --log "$TMP/fa_auto_$rc.est" > /dev/null 2>&1
+    $PY - "$TMP/fa_cublas_$rc.est" "$TMP/fa_flash_$rc.est" "$TMP/fa_base_$rc.est" "$TMP/fa_auto_$rc.est" "$rc" <<'PYEOF'
 import json, sys
 def est(p): return [json.loads(l) for l in open(p) if '"estimate"' in l][0]
-cub, fla, base, rc = est(sys.argv[1]), est(sys.argv[2]), est(sys.argv[3]), int(sys.argv[4])
+cub, fla, base, auto, rc = est(sys.argv[1]), est(sys.argv[2]), est(sys.argv[3]), est(sys.argv[4]), int(sys.argv[5])
 L, B, T, C, H, KV = 4, 3, 96, 256, 4, 2
 hd, Ls = C // H, 1 if rc else L
 QKV = (H + 2 * KV) * hd
 r = lambda n: (n + 255) // 256 * 256
 want_act = r(Ls * B * H * T * T * 2) - r(Ls * B * H * T * 4)
 want_scr = r(B * H * T * T * 4) + r(B * H * T * T * 2) + r(B * H * T * hd * 2) + r(B * T * QKV * 2) - r(B * H * T * 4)
-ok = fla["attention"] == "flash" and cub["attention"] == "cublas" and base["attention"] == "cublas"
+ok = fla["attention"] == "flash" and cub["attention"] == "cublas" and base["attention"] == "cublas" and auto == fla
 for s in range(4):
     c, f, b = (e["train_gpt"]["stage%d" % s] for e in (cub, fla, base))
     d_act, d_scr = c["activations"] - f["activations"], c["scratch"] - f["scratch"]
@@ -113,7 +115,7 @@ for s in range(4):
     ok = ok and good
 sys.exit(0 if ok else 1)
 PYEOF
-    st=$?; check "--attention flash, recompute $rc: train_gpt's estimate drops exactly the T x T tensors, every stage" $st
+    st=$?; check "--attention flash (and auto at hd 64), recompute $rc: train_gpt's estimate drops exactly the T x T tensors, every stage" $st
 done
 
 echo "the largest micro batch within a budget (--memory-budget)"
