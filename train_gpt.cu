@@ -142,6 +142,12 @@ typedef struct GPT {
     void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
     int flash;                               // the fused attention (--attention flash; gpu_flash_attention)
+    // Residual + LN1 fusion (not with --gpu-baseline 1): a forward layer ends without its last residual
+    // add; the next step (layer l+1's LN1, or the head's final norm) adds res2 + the MLP output (left in
+    // a->dbuf) inside its norm kernel, writing the layer output res3 on the way (layernorm.cuh: the
+    // same bits as residual_forward + the norm)
+    int fuse_residual;
+    floatX *res_pending;                     // res2 of the layer whose output is not written yet; NULL: none
     double peak_flops;                       // the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
     int cpu_ckpt, in_backward;
@@ -216,6 +222,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->recompute = tc->recompute;
     m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
     m->flash = gpu_flash_attention(tc);
+    m->fuse_residual = !tc->gpu_baseline;
     if (m->flash) gpt_check_attention(c);
     m->peak_flops = tc->peak_tflops > 0 ? tc->peak_tflops * 1e12 : gpu_peak_flops(comm->device);
     model_layout_build(&m->layout, c);
@@ -303,7 +310,7 @@ static LayerActs layer_acts(GPT *m, int l) {
 }
 
 // the input of layer l (l == n_layer: of the head)
-static const floatX *layer_input(GPT *m, int l) { return l == 0 ? m->a.encoded : layer_acts(m, l - 1).res3; }
+static floatX *layer_input(GPT *m, int l) { return l == 0 ? m->a.encoded : layer_acts(m, l - 1).res3; }
 
 // cpu_checkpointing (ZeRO-R's offloaded activation checkpoints, with recompute):
 // the forward copies each layer's output to pinned host memory on a copy stream,
@@ -339,14 +346,35 @@ static void ckpt_after_layer(GPT *m, int l) {
     cudaCheck(cudaEventRecord(m->ckpt_copied[l % 3], m->copy_stream));
 }
 
+// A sublayer's norm: out = norm(x) (LayerNorm for gpt2, RMSNorm for llama, which has no mean and
+// no bias), statistics saved. With `branch`, x is written first as res + branch: the residual add
+// that ends the previous sublayer, fused into the norm's kernel (one pass over the rows instead of
+// two kernels; the same bits: layernorm.cuh rounds the sum to floatX before its statistics).
+static void pre_norm(GPT *m, floatX *out, float *mean, float *rstd, floatX *x, const floatX *res, const floatX *branch,
+                     const floatX *w, const floatX *b, int N) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model;
+    cudaStream_t s = m->stream;
+    if (c->arch == ARCH_LLAMA) {
+        if (branch) fused_residual_rmsnorm_forward(x, out, rstd, res, branch, w, N, C, c->norm_eps, s);
+        else rmsnorm_forward(out, rstd, x, w, N, C, c->norm_eps, s);
+    } else {
+        if (branch) fused_residual_layernorm_forward(x, out, mean, rstd, res, branch, w, b, N, C, c->norm_eps, s);
+        else layernorm_forward(out, mean, rstd, x, w, b, N, C, c->norm_eps, s);
+    }
+}
+
 // One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
 // decode step's B rows, one new position `pos` per sequence whose attention reads
 // the earlier positions from layer l's KV cache (attention_decode.cuh). la: where
 // the activations go (a decode step keeps none for a backward); qkv [rows, QKV]
 // (the forward with flash: la.qkvr, which it keeps) and buf [rows, C]: scratch;
-// w: the layer's parameters.
-static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la, floatX *qkv, floatX *buf,
-                       int B, int T, int pos) {
+// w: the layer's parameters. Residual + LN1 fusion: x_res non-NULL: x is not written
+// yet, it is x_res + buf (the previous layer's res2 and MLP output), added inside LN1;
+// leave_res3: end without the last residual add (res3 = res2 + buf is left to the
+// next step: layer_forward).
+static void layer_rows(GPT *m, int l, LayerView w, floatX *x, const floatX *x_res, LayerActs la, floatX *qkv, floatX *buf,
+                       int B, int T, int pos, int leave_res3) {
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
@@ -357,8 +385,7 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
     float *ln1_mean = la.ln1_mean, *ln1_rstd = la.ln1_rstd, *ln2_mean = la.ln2_mean, *ln2_rstd = la.ln2_rstd;
     int llama = c->arch == ARCH_LLAMA;
 
-    if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps, s);
-    else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps, s);
+    pre_norm(m, ln1, ln1_mean, ln1_rstd, x, x_res, x_res ? buf : NULL, w.t[T_LN1_W], w.t[T_LN1_B], N);
     matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV, NULL, s);
     if (pos < 0) {
         if (llama) rope_forward(qkv, qkv, B, T, H, KV, m->hd, c->rope_theta, s);
@@ -375,9 +402,7 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
     }
     matmul_forward(buf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C, NULL, s);
     // res2 = x + attention branch, then the second norm, in one pass
-    if (llama) fused_residual_rmsnorm_forward(res2, ln2, ln2_rstd, x, buf, w.t[T_LN2_W], N, C, c->norm_eps, s);
-    else fused_residual_layernorm_forward(res2, ln2, ln2_mean, ln2_rstd, x, buf, w.t[T_LN2_W], w.t[T_LN2_B],
-                                          N, C, c->norm_eps, s);
+    pre_norm(m, ln2, ln2_mean, ln2_rstd, res2, x, buf, w.t[T_LN2_W], w.t[T_LN2_B], N);
     if (llama) {
         matmul_forward(fch, ln2, w.t[T_FC_W], NULL, N, C, m->FC, NULL, s);
         swiglu_forward(fch_act, fch, (size_t)N, F, s);
@@ -386,17 +411,24 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
         matmul_forward(fch_act, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, F, fch, s);
     }
     matmul_forward(buf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C, NULL, s);
-    residual_forward(res3, res2, buf, BTC, s);
+    if (!leave_res3) residual_forward(res3, res2, buf, BTC, s);
 }
 
-// one transformer layer, forward
+// one transformer layer, forward. Residual + LN1 fusion in the forward pass (not in a
+// recompute: its input is the saved output of the layer before, complete): the previous
+// layer's output is finished inside this layer's LN1, and this one's is left to the next
+// step; the output goes to the host (cpu_checkpointing) once it is written.
 static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
     LayerActs la = layer_acts(m, l);
+    const floatX *x_res = m->res_pending;   // layer l-1's res2; its MLP output is in a->dbuf
+    int leave_res3 = m->fuse_residual && !m->in_backward;
     // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
     // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
-    layer_rows(m, l, w, layer_input(m, l), la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1);
-    ckpt_after_layer(m, l);
+    layer_rows(m, l, w, layer_input(m, l), x_res, la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1, leave_res3);
+    m->res_pending = leave_res3 ? la.res2 : NULL;
+    if (x_res) ckpt_after_layer(m, l - 1);
+    if (!leave_res3) ckpt_after_layer(m, l);
 }
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
@@ -451,17 +483,18 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
 static void embed_forward(GPT *m, EmbedView w) {
     int N = m->B * m->T;
     m->in_backward = 0;
+    m->res_pending = NULL;
     cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, sizeof(int) * N, cudaMemcpyHostToDevice, m->stream));
     encoder_forward(m->a.encoded, m->d_inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model, m->stream);
 }
 
-// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte)
-static void head_rows(GPT *m, HeadView w, const floatX *x, floatX *ln, float *mean, float *rstd, floatX *logits, int N) {
+// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte); x_res
+// non-NULL: x is x_res + branch, written here (the last layer's residual add, fused)
+static void head_rows(GPT *m, HeadView w, floatX *x, const floatX *x_res, const floatX *branch, floatX *ln, float *mean,
+                      float *rstd, floatX *logits, int N) {
     const ModelConfig *c = &m->cfg;
-    int C = c->d_model;
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(ln, rstd, x, w.lnf_w, N, C, c->norm_eps, m->stream);
-    else layernorm_forward(ln, mean, rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps, m->stream);
-    matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab, NULL, m->stream);
+    pre_norm(m, ln, mean, rstd, x, x_res, branch, w.lnf_w, w.lnf_b, N);
+    matmul_forward(logits, ln, w.lm_head, NULL, N, c->d_model, c->padded_vocab, NULL, m->stream);
 }
 
 // the head: final norm, logits through lm_head (gpt2: the tied wte), and with
@@ -472,7 +505,10 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
     int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
-    head_rows(m, w, layer_input(m, c->n_layer), m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, m->a.logits, N);
+    const floatX *x_res = m->res_pending;   // the last layer's res2 (residual + norm fusion; its MLP output in a->dbuf)
+    m->res_pending = NULL;
+    head_rows(m, w, layer_input(m, c->n_layer), x_res, x_res ? m->a.dbuf : NULL, m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd,
+              m->a.logits, N);
     m->dlogits_scale = 0;
     float loss = 0;
     if (targets) {
@@ -570,12 +606,12 @@ static void layer_decode(GPT *m, int l, LayerView w, int pos) {
     la.ln1 = la.ln2 = d->ln; la.ln1_mean = la.ln2_mean = d->mean; la.ln1_rstd = la.ln2_rstd = d->rstd;
     la.qkvr = la.att = NULL; la.lse = NULL;   // the training forward's saved attention tensors: not used here
     la.atty = d->atty; la.res2 = la.res3 = d->x; la.fch = d->fch; la.fch_act = d->fch_act;
-    layer_rows(m, l, w, d->x, la, d->qkv, d->buf, d->B, 1, pos);
+    layer_rows(m, l, w, d->x, NULL, la, d->qkv, d->buf, d->B, 1, pos, 0);   // in place, unfused
 }
 
 static void head_decode(GPT *m, HeadView w) {
     Decode *d = &m->dec;
-    head_rows(m, w, d->x, d->ln, d->mean, d->rstd, d->logits, d->B);
+    head_rows(m, w, d->x, NULL, NULL, d->ln, d->mean, d->rstd, d->logits, d->B);
     cudaCheckLaunch();
 }
 

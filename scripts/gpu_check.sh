@@ -375,7 +375,7 @@ main() {
     export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage build "build (sm_90)" 200 build
-    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16, flash)" 330 bash tests/test_gpu.sh
+    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16, flash, fusion)" 380 bash tests/test_gpu.sh
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 45 nvme_gpu
     stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers

@@ -18,7 +18,10 @@
 #   9. --attention flash (cuda/flash_attention.cuh) at head sizes 64 (gpt2, llama with GQA) and 128:
 #      test_gpt against PyTorch, the losses of the cuBLAS attention (stages 0 and 3, without and
 #      with recompute; validation), recompute and CPU checkpoints bitwise, the estimator equals
-#      the measured allocations, the one-line errors. GPU_TEST_ONLY=flash runs only this section.
+#      the measured allocations, the one-line errors
+#  10. residual + LN1 fusion across layer boundaries (the default): bitwise equal to --gpu-baseline 1
+#      (losses, validation, final weights; recompute, CPU checkpoints; gpt2 and llama, stages 0 and 3)
+#   GPU_TEST_ONLY=flash,fusion runs only sections 9 and/or 10.
 # On the lent GPU machine run it through scripts/gpu_check.sh, which sets up .gpu_deps first.
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "GPU"; then
@@ -69,7 +72,7 @@ model() {
 }
 
 # section TITLE: prints the time the previous section took (the run's cost per section: gpu_check.sh
-# gives this script 330 s; an H100 ran sections 1-8 in 101-137 s on 2026-11-22; section 9 is not yet run)
+# gives this script 380 s; an H100 ran sections 1-8 in 101-137 s on 2026-11-22; sections 9-10 are not yet run)
 SECTION_T0=$SECONDS; SECTION_NAME=""
 section() {
     [ -n "$SECTION_NAME" ] && echo "   ($SECTION_NAME took $((SECONDS - SECTION_T0)) s)"
@@ -77,7 +80,8 @@ section() {
     echo "$1"
 }
 
-# Section 9: the fused attention, defined here so that GPU_TEST_ONLY=flash can run it alone.
+# Sections 9 and 10, defined here so that GPU_TEST_ONLY can run them alone.
+# Section 9: the fused attention.
 # Shapes the kernels take, T = 96 (one full and one partial 64-row tile; 128: two full tiles):
 #   gpt2: hd 64, H = KV = 4;  llama: hd 64, GQA 4:2;  llama128: hd 128, GQA 2:1 (MQA-like groups)
 flash_model() {
@@ -87,6 +91,20 @@ flash_model() {
         llama) echo "--arch llama $m --heads 4 --kv-heads 2 --seq 96";;
         llama128) echo "--arch llama $m --heads 2 --kv-heads 1 --seq 128";;
     esac
+}
+# cmp_val NAME A.jsonl B.jsonl TOL: the validation losses of two logs, relative difference at most TOL (0: bitwise)
+cmp_val() {
+    "$PY" - "$@" <<'PYEOF'
+import json, sys
+name, a, b, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+def val(p):
+    try: return [r["val_loss"] for r in map(json.loads, open(p)) if r.get("type") == "val"]
+    except (OSError, ValueError): return []
+la, lb = val(a), val(b)
+rel = [abs(x - y) / abs(y) for x, y in zip(la, lb)]
+print(f"       {name}: validation losses {la} vs {lb}; max rel {max(rel) if rel else float('nan'):.2e}, tolerance {tol:g}")
+sys.exit(0 if la and len(la) == len(lb) and max(rel) <= tol else 1)
+PYEOF
 }
 # estimate_equals_measured NAME STAGE RUN.jsonl FLAGS...: the estimator's train_gpt row for FLAGS
 # equals the allocations the run measured, every kind
@@ -152,16 +170,7 @@ flash_checks() {
                 check "$arch ${v%_o0} --recompute $rc: --attention flash within 5e-4 of cublas over 6 steps (1e-4 at step 1)" $?
             done
             if [ $v = z0_o0 ]; then
-                "$PY" - "$TMP/fa_${arch}_${v}_flash_0.jsonl" "$TMP/fa_${arch}_${v}_cublas_0.jsonl" <<'PYEOF'
-import json, sys
-def val(p):
-    try: return [r["val_loss"] for r in map(json.loads, open(p)) if r.get("type") == "val"]
-    except (OSError, ValueError): return []
-a, b = val(sys.argv[1]), val(sys.argv[2])
-rel = [abs(x - y) / abs(y) for x, y in zip(a, b)]
-print(f"       validation losses: flash {a}, cublas {b}; max rel {max(rel) if rel else float('nan'):.2e}")
-sys.exit(0 if a and len(a) == len(b) and max(rel) <= 1e-4 else 1)
-PYEOF
+                cmp_val "$arch z0 flash vs cublas" "$TMP/fa_${arch}_${v}_flash_0.jsonl" "$TMP/fa_${arch}_${v}_cublas_0.jsonl" 1e-4
                 check "$arch z0: the validation losses (forward only) of flash within 1e-4 of cublas" $?
             fi
             base="$TMP/fa_${arch}_${v}_flash_0"
@@ -190,13 +199,51 @@ sys.exit(0 if m[1]["activations"] < m[0]["activations"] and m[1]["scratch"] < m[
 PYEOF
         check "$arch: flash keeps fewer activations and less scratch than cublas (measured)" $?
     done
+    # --attention auto (the default to be): flash at head size 64, cuBLAS at 16; the start-up line says which
+    $TO $G $(flash_model gpt2) --train "$TMP/train.bin" --steps 1 --attention auto > "$TMP/fa_auto64.out" 2>&1
+    $TO $G $(model gpt2) --train "$TMP/train.bin" --steps 1 --attention auto > "$TMP/fa_auto16.out" 2>&1
+    grep -h "ZeRO stage" "$TMP/fa_auto64.out" "$TMP/fa_auto16.out" | sed 's/^ */       /'
+    grep -q "ZeRO stage.*flash attention" "$TMP/fa_auto64.out" && grep -q "ZeRO stage.*cuBLAS attention" "$TMP/fa_auto16.out"
+    check "--attention auto: flash at head size 64, cuBLAS at 16 (the start-up line)" $?
     expect_error "--attention flash at head size 16" "--attention flash needs a head size \(--dim / --heads\) of 64 or 128 \(got 64 / 4 = 16\)" 1 \
         $G $(model gpt2) --train "$TMP/train.bin" --steps 1 --attention flash
     expect_error "--attention flash on the fp16 build" "--attention flash: the fused attention kernels are bf16 only" 1 \
         ./build/gpu_z0_o0_fp16/train_gpt $(flash_model gpt2) --train "$TMP/train.bin" --steps 1 --attention flash
 }
-if [ "${GPU_TEST_ONLY:-}" = flash ]; then
-    flash_checks
+fusion_checks() {
+    section "== 10. residual + LN1 fusion: the default (fused) against --gpu-baseline 1 (unfused), bitwise"
+    # A forward layer ends without its last residual add; the next layer's LN1 (the head's final norm for
+    # the last layer) adds it inside its kernel. layernorm.cuh's fused kernels round the sum to floatX and
+    # take the statistics from the rounded values, as residual_forward + the norm do (dev/cuda/layernorm and
+    # rmsnorm check it bitwise), so losses, validation losses and final weights must be bitwise equal, with
+    # recompute (a recomputed layer starts from its saved input) and CPU checkpoints (a layer's output goes
+    # to the host once the next step has written it). --gpu-baseline 1 also selects the other first-measured
+    # paths of the step: where one of those is not bitwise, this comparison takes that path's tolerance.
+    local arch v M rc gb tag fused base
+    for arch in gpt2 llama; do
+      for v in z0_o0 z3_o0; do
+        M="$(model $arch) --train $TMP/train.bin --batch 4 --accum 2 --steps 6 --quiet 1 --lr 1e-3 --val $TMP/train.bin --val-every 3 --val-batches 1"
+        [ $v = z3_o0 ] && M="$M --persistence-threshold 0"
+        for rc in 0 1 2; do   # 2: recompute with the checkpoints in pinned host memory
+            [ $v = z3_o0 ] && [ $rc = 2 ] && continue
+            for gb in 0 1; do
+                tag="$TMP/rf_${arch}_${v}_${rc}_$gb"
+                $TO ./build/gpu_$v/train_gpt $M --gpu-baseline $gb --recompute $(( rc > 0 )) --cpu-checkpointing $(( rc == 2 )) \
+                    --save "$tag" --log "$tag.jsonl" > "$tag.out" 2>&1 || tail -n 20 "$tag.out"
+            done
+            fused="$TMP/rf_${arch}_${v}_${rc}_0"; base="$TMP/rf_${arch}_${v}_${rc}_1"
+            cmp_losses "$arch ${v%_o0} recompute $rc: fused vs --gpu-baseline 1" "$fused.jsonl" "$base.jsonl" 0 &&
+                cmp_val "$arch ${v%_o0} recompute $rc: fused vs --gpu-baseline 1" "$fused.jsonl" "$base.jsonl" 0 &&
+                cmp -s "$fused/ckpt_00000006/model.bin" "$base/ckpt_00000006/model.bin"
+            st=$?; check "$arch ${v%_o0}$([ $rc -ge 1 ] && echo ' --recompute 1')$([ $rc = 2 ] && echo ' --cpu-checkpointing 1'): residual + LN1 fused, bitwise the losses, validation and final weights of --gpu-baseline 1" $st
+        done
+      done
+    done
+}
+# GPU_TEST_ONLY=flash,fusion: only sections 9 and/or 10 (a rerun of what failed)
+if [ -n "${GPU_TEST_ONLY:-}" ]; then
+    [[ ",$GPU_TEST_ONLY," == *,flash,* ]] && flash_checks
+    [[ ",$GPU_TEST_ONLY," == *,fusion,* ]] && fusion_checks
     section "== done"
     echo "$fails check(s) failed"
     [ $fails -eq 0 ]; exit
@@ -447,6 +494,8 @@ PYEOF
   done
 done
 flash_checks
+
+fusion_checks
 section "== done"
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]
