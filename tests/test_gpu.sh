@@ -80,6 +80,15 @@ section() {
     echo "$1"
 }
 
+# py_reference TAG MODEL_FLAGS...: a seeded initial model (the CPU trainer's), $TMP/init_TAG/ckpt_00000000/model.bin,
+# and the PyTorch reference's debug state from it (one batch of 4, 10 AdamW steps), $TMP/dbg_TAG.bin
+py_reference() {
+    local tag=$1; shift
+    $CPU "$@" --train "$TMP/train.bin" --steps 0 --save "$TMP/init_$tag" --quiet 1 > /dev/null || exit 1
+    "$PY" scripts/train_gpt.py "$@" --train "$TMP/train.bin" --init "$TMP/init_$tag/ckpt_00000000/model.bin" --batch 4 \
+        --lr 1e-3 --clip 1.0 --debug-state "$TMP/dbg_$tag.bin" > "$TMP/py.out" 2>&1 || { tail -n 20 "$TMP/py.out"; return 1; }
+}
+
 # Sections 9 and 10, defined here so that GPU_TEST_ONLY can run them alone.
 # Section 9: the fused attention.
 # Shapes the kernels take, T = 96 (one full and one partial 64-row tile; 128: two full tiles):
@@ -139,14 +148,11 @@ flash_checks() {
     local arch M INIT v rc tag base
     for arch in gpt2 llama llama128; do
         M=$(flash_model $arch)
-        $CPU $M --train "$TMP/train.bin" --steps 0 --save "$TMP/fa_init_$arch" --quiet 1 > /dev/null || exit 1
-        INIT="$TMP/fa_init_$arch/ckpt_00000000/model.bin"
-        "$PY" scripts/train_gpt.py $M --train "$TMP/train.bin" --init "$INIT" --batch 4 --lr 1e-3 --clip 1.0 \
-            --debug-state "$TMP/fa_dbg_$arch.bin" > "$TMP/py.out" 2>&1 ||
-            { tail -n 20 "$TMP/py.out"; check "$arch (flash shape): the PyTorch reference writes its debug state" 1; continue; }
+        py_reference "fa_$arch" $M || { check "$arch (flash shape): the PyTorch reference writes its debug state" 1; continue; }
+        INIT="$TMP/init_fa_$arch/ckpt_00000000/model.bin"
         for att in cublas flash; do
             echo "     test_gpt $arch --attention $att:"
-            $TO ./build/gpu_test/test_gpt $M --attention $att --state "$TMP/fa_dbg_$arch.bin" --init "$INIT" > "$TMP/fa_tg.out" 2>&1
+            $TO ./build/gpu_test/test_gpt $M --attention $att --state "$TMP/dbg_fa_$arch.bin" --init "$INIT" > "$TMP/fa_tg.out" 2>&1
             st=$?; grep -E "FAIL|PASS|^  (logits|loss) |qkv|worst|error" "$TMP/fa_tg.out" | head -n 30 | sed 's/^/       /'
             check "$arch $(flash_model $arch | grep -o -- '--heads [0-9]*.*--seq [0-9]*') --attention $att: test_gpt matches PyTorch within bf16 tolerances" $st
         done
@@ -252,11 +258,8 @@ fi
 section "== 1. test_gpt: bf16 GPU trainer vs the fp32 PyTorch reference (one batch, 10 AdamW steps)"
 for arch in gpt2 llama; do
     M=$(model $arch)
-    $CPU $M --train "$TMP/train.bin" --steps 0 --save "$TMP/init_$arch" --quiet 1 > /dev/null || exit 1
+    py_reference $arch $M || { check "$arch: the PyTorch reference writes its debug state" 1; continue; }
     INIT="$TMP/init_$arch/ckpt_00000000/model.bin"
-    "$PY" scripts/train_gpt.py $M --train "$TMP/train.bin" --init "$INIT" --batch 4 --lr 1e-3 --clip 1.0 \
-        --debug-state "$TMP/dbg_$arch.bin" > "$TMP/py.out" 2>&1 ||
-        { tail -n 20 "$TMP/py.out"; check "$arch: the PyTorch reference writes its debug state" 1; continue; }
     $TO ./build/gpu_test/test_gpt $M --state "$TMP/dbg_$arch.bin" --init "$INIT"
     check "$arch: test_gpt matches PyTorch within bf16 tolerances" $?
 done
