@@ -55,11 +55,11 @@ enum {
 #define CPU_ACT_ALIGN 64    // bytes: 16 floats, a cache line
 #define GPU_ACT_ALIGN 256   // bytes: what cuBLASLt and the vector loads like
 
-// Whether the fused attention's kernels take this model: bf16 (not the GPU trainer's fp16
-// build) and a head size of 64 or 128 (cuda/flash_attention.cuh).
-static int flash_attention_applies(const ModelConfig *c) {
+// Whether the fused attention's kernels take this run: bf16 (not the GPU trainer's fp16
+// build), a head size of 64 or 128, T up to FLASH_MAX_T (cuda/flash_attention.cuh).
+static int flash_attention_applies(const ModelConfig *c, int T) {
     int hd = c->d_model / c->n_head;
-    return !FLOATX_FP16 && (hd == 64 || hd == 128);
+    return !FLOATX_FP16 && (hd == 64 || hd == 128) && T <= FLASH_MAX_T;
 }
 
 // The GPU trainer runs the fused attention: --attention flash (train_gpt refuses a model it does not
@@ -67,7 +67,7 @@ static int flash_attention_applies(const ModelConfig *c) {
 // cuBLAS attention whatever --attention says).
 static int gpu_flash_attention(const TrainConfig *tc) {
     if (tc->gpu_baseline) return 0;
-    if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model);
+    if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model, tc->T);
     return !strcmp(tc->attention, "flash");
 }
 

@@ -199,9 +199,9 @@ static void gpt_check_sizes(const ModelConfig *c, int T) {
 
 // what the fused attention's kernels accept (cuda/flash_attention.cuh), one line each. Its other
 // requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config.h), 16-byte
-// aligned rows (the head size is a multiple of 8, the buffers GPU_ACT_ALIGN-aligned); any T works
-// (partial tiles are masked; the grid's y dimension of ceil(T / 64) blocks allows T up to 4M).
-static void gpt_check_attention(const ModelConfig *c) {
+// aligned rows (the head size is a multiple of 8, the buffers GPU_ACT_ALIGN-aligned); any T up to
+// the grid's y limit works (partial tiles are masked).
+static void gpt_check_attention(const ModelConfig *c, int T) {
     int hd = c->d_model / c->n_head;
     if (FLOATX_FP16)
         fatal("--attention flash: the fused attention kernels are bf16 only and this is the fp16 build "
@@ -209,6 +209,8 @@ static void gpt_check_attention(const ModelConfig *c) {
     if (hd != 64 && hd != 128)
         fatal("--attention flash needs a head size (--dim / --heads) of 64 or 128 (got %d / %d = %d); use --attention cublas",
               c->d_model, c->n_head, hd);
+    if (T > FLASH_MAX_T)
+        fatal("--attention flash: --seq %d is more than the kernels' %d positions; use --attention cublas", T, FLASH_MAX_T);
 }
 
 static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
@@ -223,7 +225,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
     m->flash = gpu_flash_attention(tc);
     m->fuse_residual = !tc->gpu_baseline;
-    if (m->flash) gpt_check_attention(c);
+    if (m->flash) gpt_check_attention(c, m->T);
     m->peak_flops = tc->peak_tflops > 0 ? tc->peak_tflops * 1e12 : gpu_peak_flops(comm->device);
     model_layout_build(&m->layout, c);
     model_set_recompute(&m->layout, m->recompute);

@@ -73,7 +73,7 @@
 // attention.cuh (which also rounds P and dS to bf16) within bf16 tolerance, not bitwise.
 //
 // Requirements: hd 64 or 128, H % KV == 0, 16-byte aligned bf16 pointers (lse and D: 4-byte),
-// any T (partial tiles are masked; T <= 64 * 65535 for the grid), bf16 storage (floatX
+// any T up to FLASH_MAX_T (partial tiles are masked; 64 * 65535 for the grid), bf16 storage (floatX
 // must be bf16: the fp16 build would need the f16 mma variant; not provided).
 //
 // Resources (nvcc 13.0 -Xptxas -v, sm_90; see dev/cuda/NOTES.md for the numbers): no local
@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
 static void flash_check(const void *a, const void *b, int B, int T, int H, int KV, int hd) {
     CUDA_REQUIRE(hd == 64 || hd == 128);
     CUDA_REQUIRE(KV > 0 && H % KV == 0);
-    CUDA_REQUIRE(T > 0);
+    CUDA_REQUIRE(T > 0 && T <= FLASH_MAX_T);
     CUDA_REQUIRE(B > 0);
     CUDA_REQUIRE(is_aligned16(a) && is_aligned16(b));
 }
