@@ -139,8 +139,8 @@ PYEOF
 # and write bf16 outputs; they differ in the order of the fp32 sums (online softmax rescaling, tile
 # order, fp32 O accumulated before one rounding instead of a bf16 GEMM output) and in exp vs exp2: a
 # difference of the kind of the GPU vs CPU comparison (section 2, measured 1.1e-5 at step 1, 1.0e-4
-# over 20 steps), so the same tolerances: 1e-4 at step 1, 5e-4 over the 6 steps, 1e-4 for the
-# validation loss (a forward). A wrong index, mask or gradient term moves the loss by far more, and
+# over 20 steps), so the same tolerances: 1e-4 at step 1, 5e-4 over the 6 steps and for the validation
+# losses (forwards of the weights after 3 and 6 steps, which have drifted as the training losses have). A wrong index, mask or gradient term moves the loss by far more, and
 # test_gpt checks every gradient tensor against PyTorch. Recompute and CPU checkpoints: bitwise (the
 # fused kernels are deterministic: no atomics, fixed loop orders). Not yet run on a GPU.
 flash_checks() {
@@ -176,8 +176,8 @@ flash_checks() {
                 check "$arch ${v%_o0} --recompute $rc: --attention flash within 5e-4 of cublas over 6 steps (1e-4 at step 1)" $?
             done
             if [ $v = z0_o0 ]; then
-                cmp_val "$arch z0 flash vs cublas" "$TMP/fa_${arch}_${v}_flash_0.jsonl" "$TMP/fa_${arch}_${v}_cublas_0.jsonl" 1e-4
-                check "$arch z0: the validation losses (forward only) of flash within 1e-4 of cublas" $?
+                cmp_val "$arch z0 flash vs cublas" "$TMP/fa_${arch}_${v}_flash_0.jsonl" "$TMP/fa_${arch}_${v}_cublas_0.jsonl" 5e-4
+                check "$arch z0: the validation losses (forward only, after 3 and 6 steps) of flash within 5e-4 of cublas" $?
             fi
             base="$TMP/fa_${arch}_${v}_flash_0"
             for rc in 1 2; do
