@@ -115,11 +115,11 @@ print(f"       {name}: validation losses {la} vs {lb}; max rel {max(rel) if rel 
 sys.exit(0 if la and len(la) == len(lb) and max(rel) <= tol else 1)
 PYEOF
 }
-# estimate_equals_measured NAME STAGE RUN.jsonl FLAGS...: the estimator's train_gpt row for FLAGS
-# equals the allocations the run measured, every kind
+# estimate_equals_measured NAME BINARY STAGE RUN.jsonl FLAGS...: the estimator's train_gpt row for FLAGS
+# (BINARY --estimate-memory 1) equals the allocations the run measured, every kind
 estimate_equals_measured() {
-    local name=$1 stage=$2 log=$3; shift 3
-    ./build/gpu_z0_o0/train_gpt "$@" --estimate-memory 1 --log "$log.est" > /dev/null 2>&1
+    local name=$1 bin=$2 stage=$3 log=$4; shift 4
+    $bin "$@" --estimate-memory 1 --log "$log.est" > /dev/null 2>&1
     "$PY" - "$name" "$stage" "$log" "$log.est" <<'PYEOF'
 import json, sys
 name, stage, run, est = sys.argv[1:5]
@@ -190,7 +190,7 @@ flash_checks() {
             for rc in 0 1 2; do
                 [ $v = z3_o0 ] && [ $rc = 2 ] && continue
                 tag="$TMP/fa_${arch}_${v}_flash_$rc"
-                estimate_equals_measured "$arch ${v%_o0} flash recompute $rc" "${v:1:1}" "$tag.jsonl" \
+                estimate_equals_measured "$arch ${v%_o0} flash recompute $rc" ./build/gpu_$v/train_gpt "${v:1:1}" "$tag.jsonl" \
                     $M --attention flash --recompute $(( rc > 0 )) --cpu-checkpointing $(( rc == 2 ))
                 st=$?; check "$arch ${v%_o0} flash, recompute $rc$([ $rc = 2 ] && echo ' + CPU checkpoints'): the estimator equals the measured allocations" $st
             done
