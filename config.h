@@ -399,9 +399,10 @@ static void print_help(const char *prog) {
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
            "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
            "                           ranks sharing a GPU: host-staged MPI, with a notice)\n"
-           "  --attention cublas|flash|auto  GPU attention: cuBLAS with the scores materialized (default), the\n"
-           "                           fused flash attention (cuda/flash_attention.cuh: bf16, head size 64 or\n"
-           "                           128), or auto: flash where it applies, else cuBLAS\n"
+           "  --attention cublas|flash|auto\n"
+           "                           GPU attention: cuBLAS with the scores materialized (default), the fused\n"
+           "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
+           "                           or auto: flash where it applies, else cuBLAS\n"
            "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
 }
 
@@ -711,7 +712,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             strcpy(c->comm, v);
         }
         else if (!strcmp(a, "--attention")) {
-            if (strcmp(v, "cublas") && strcmp(v, "flash") && strcmp(v, "auto")) fatal("%s: expected cublas, flash or auto, got '%s'", a, v);
+            if (strcmp(v, "cublas") && strcmp(v, "flash") && strcmp(v, "auto"))
+                fatal("%s: expected cublas, flash or auto, got '%s'", a, v);
             strcpy(c->attention, v);
             gpu_only_flags |= 1;
         }
