@@ -16,6 +16,14 @@
 // Element sizes: everything is fp32 in the CPU trainer; in the GPU trainer the
 // tensors are floatX (x_bytes: 2) except norm statistics, losses and the fp32
 // attention scratch.
+//
+// The GPU trainer's attention (--attention, gpu_flash_attention) decides what a
+// layer keeps of its attention and which scratch the attention needs:
+//   cublas (cuda/attention.cuh): q|k|v permuted, the [B,H,T,T] probabilities;
+//          scratch: fp32 scores / dP and bf16 dS [B,H,T,T], y [B,H,T,hd], dq|dk|dv
+//   flash  (cuda/flash_attention.cuh): q|k|v as the QKV matmul wrote them (after
+//          RoPE), the fp32 log-sum-exp [B,H,T] in the probabilities' slot;
+//          scratch: the backward's fp32 D [B,H,T]. Nothing of size T x T.
 #pragma once
 #include "zero.h"
 #include "cuda/sizes.h"
@@ -47,6 +55,22 @@ enum {
 #define CPU_ACT_ALIGN 64    // bytes: 16 floats, a cache line
 #define GPU_ACT_ALIGN 256   // bytes: what cuBLASLt and the vector loads like
 
+// Whether the fused attention's kernels take this run: bf16 (not the GPU trainer's fp16
+// build), a head size of 64 or 128, T up to FLASH_MAX_T (cuda/flash_attention.cuh).
+static int flash_attention_applies(const ModelConfig *c, int T) {
+    int hd = c->d_model / c->n_head;
+    return !FLOATX_FP16 && (hd == 64 || hd == 128) && T <= FLASH_MAX_T;
+}
+
+// The GPU trainer runs the fused attention: --attention flash (train_gpt refuses a model it does not
+// apply to), or auto where it applies; never with --gpu-baseline 1 (the step as first measured: the
+// cuBLAS attention whatever --attention says).
+static int gpu_flash_attention(const TrainConfig *tc) {
+    if (tc->gpu_baseline) return 0;
+    if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model, tc->T);
+    return !strcmp(tc->attention, "flash");
+}
+
 // the model's sizes every list needs
 typedef struct { size_t L, BT, C, QKV, FC, F, att, Vp, hd; } ActDims;
 
@@ -64,12 +88,16 @@ static ActDims act_dims(const ModelConfig *c, int B, int T) {
 // sizeof(floatX) on the GPU); statistics and losses are fp32 in both.
 // cpu_ckpt (GPU trainer, with recompute): the layer outputs live in pinned host
 // memory (cpu_checkpoint_host_bytes); the device keeps a ring of three.
-static void saved_activation_sizes(size_t t[N_ACT_SAVED], const ModelConfig *c, int B, int T, int recompute, int cpu_ckpt, size_t x) {
+// flash (GPU trainer, gpu_flash_attention): the attention keeps its fp32
+// log-sum-exp instead of the probabilities (the CPU trainer passes 0).
+static void saved_activation_sizes(size_t t[N_ACT_SAVED], const ModelConfig *c, int B, int T, int recompute, int cpu_ckpt,
+                                   int flash, size_t x) {
     ActDims d = act_dims(c, B, T);
     size_t Ls = recompute ? 1 : d.L;   // layers whose tensors are kept at once
     t[ACT_ENCODED] = d.BT * d.C * x;
     t[ACT_LN1] = Ls * d.BT * d.C * x; t[ACT_LN1_MEAN] = Ls * d.BT * 4; t[ACT_LN1_RSTD] = Ls * d.BT * 4;
-    t[ACT_QKV] = Ls * d.BT * d.QKV * x; t[ACT_ATT] = Ls * d.att * x; t[ACT_ATTY] = Ls * d.BT * d.C * x;
+    t[ACT_QKV] = Ls * d.BT * d.QKV * x; t[ACT_ATTY] = Ls * d.BT * d.C * x;
+    t[ACT_ATT] = Ls * (flash ? flash_lse_elems(B, T, c->n_head) * 4 : d.att * x);   // lse, or the probabilities
     t[ACT_RES2] = Ls * d.BT * d.C * x;
     t[ACT_LN2] = Ls * d.BT * d.C * x; t[ACT_LN2_MEAN] = Ls * d.BT * 4; t[ACT_LN2_RSTD] = Ls * d.BT * 4;
     t[ACT_FCH] = Ls * d.BT * d.FC * x; t[ACT_FCH_ACT] = Ls * d.BT * d.F * x;
@@ -85,15 +113,20 @@ static void cpu_scratch_sizes(size_t t[N_CPU_SCRATCH], const ModelConfig *c, int
     t[CPU_DFCH] = d.BT * d.FC * 4; t[CPU_DFCH_ACT] = d.BT * d.F * 4; t[CPU_ROPE_COS] = rope; t[CPU_ROPE_SIN] = rope;
 }
 
-static void gpu_scratch_sizes(size_t t[N_GPU_SCRATCH], const ModelConfig *c, int B, int T, size_t x) {
+// flash: as saved_activation_sizes (the fused attention's backward needs only D, fp32 [B,H,T])
+static void gpu_scratch_sizes(size_t t[N_GPU_SCRATCH], const ModelConfig *c, int B, int T, int flash, size_t x) {
     ActDims d = act_dims(c, B, T);
     size_t max_oc = d.QKV > d.FC ? d.QKV : d.FC;
     if (d.C > max_oc) max_oc = d.C;
     t[GPU_QKV] = d.BT * d.QKV * x; t[GPU_DRES] = d.BT * d.C * x; t[GPU_DBUF] = d.BT * d.C * x;
     t[GPU_DFCH] = d.BT * d.FC * x; t[GPU_DFCH_ACT] = d.BT * d.F * x;
-    t[GPU_ATT_F32] = d.att * 4; t[GPU_ATT_X] = d.att * x;
-    t[GPU_ATT_Y] = attention_y_elems(B, T, c->n_head, (int)d.hd) * x;
-    t[GPU_ATT_DQKVR] = attention_qkv_elems(B, T, c->n_head, c->n_kv_head, (int)d.hd) * x;
+    if (flash) {
+        t[GPU_ATT_F32] = flash_lse_elems(B, T, c->n_head) * 4; t[GPU_ATT_X] = t[GPU_ATT_Y] = t[GPU_ATT_DQKVR] = 0;
+    } else {
+        t[GPU_ATT_F32] = d.att * 4; t[GPU_ATT_X] = d.att * x;
+        t[GPU_ATT_Y] = attention_y_elems(B, T, c->n_head, (int)d.hd) * x;
+        t[GPU_ATT_DQKVR] = attention_qkv_elems(B, T, c->n_head, c->n_kv_head, (int)d.hd) * x;
+    }
     t[GPU_NORM_SCRATCH] = norm_backward_scratch_floats((int)d.C) * 4; t[GPU_DBIAS_SCRATCH] = matmul_dbias_scratch_floats((int)max_oc) * 4;
     t[GPU_INPUTS] = d.BT * 4; t[GPU_TARGETS] = d.BT * 4;
 }

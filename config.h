@@ -188,7 +188,8 @@ typedef struct {
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
     char comm[8];                   // "auto", "nccl" or "mpi" (GPU trainer; comm_setup_backend)
     // GPU trainer: which kernels a step runs (train_gpt.cu), for comparison and measurement
-    char attention[8];              // --attention cublas|flash: the cuBLAS path (scores materialized) or fused flash attention
+    char attention[8];              // --attention cublas|flash|auto: the cuBLAS path (scores materialized), fused flash
+                                    // attention, or flash where its kernels apply (activations.h: gpu_flash_attention)
     int gpu_baseline;               // --gpu-baseline 1: the step as first measured (per-segment optimizer kernels, a host
                                     // read of each micro-step's loss, cuBLASLt's heuristic on every call, the unfused
                                     // residual + norm): bench/gpu_train.sh's same-run baseline
@@ -225,6 +226,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
     strcpy(c->comm, "auto");
+    // "auto" (flash where its kernels apply, activations.h) once docs/gpu.md's "Flash attention" checks pass on a GPU
     strcpy(c->attention, "cublas");
     c->offload = OFFLOAD;
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero_device.cuh)
@@ -397,8 +399,10 @@ static void print_help(const char *prog) {
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
            "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
            "                           ranks sharing a GPU: host-staged MPI, with a notice)\n"
-           "  --attention cublas|flash GPU attention: cuBLAS with the scores materialized (default), or the fused\n"
-           "                           flash attention (cuda/flash_attention.cuh)\n"
+           "  --attention cublas|flash|auto\n"
+           "                           GPU attention: cuBLAS with the scores materialized (default), the fused\n"
+           "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
+           "                           or auto: flash where it applies, else cuBLAS\n"
            "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
 }
 
@@ -708,7 +712,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             strcpy(c->comm, v);
         }
         else if (!strcmp(a, "--attention")) {
-            if (strcmp(v, "cublas") && strcmp(v, "flash")) fatal("%s: expected cublas or flash, got '%s'", a, v);
+            if (strcmp(v, "cublas") && strcmp(v, "flash") && strcmp(v, "auto"))
+                fatal("%s: expected cublas, flash or auto, got '%s'", a, v);
             strcpy(c->attention, v);
             gpu_only_flags |= 1;
         }

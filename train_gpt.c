@@ -438,7 +438,7 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     // one allocation for the saved activations and one for the scratch, views into them
     Activations *a = &m->a;
     size_t saved[N_ACT_SAVED], scratch[N_CPU_SCRATCH];
-    saved_activation_sizes(saved, c, B, T, m->recompute, 0, sizeof(float));
+    saved_activation_sizes(saved, c, B, T, m->recompute, 0, 0, sizeof(float));
     cpu_scratch_sizes(scratch, c, B, T);
     void **saved_views[N_ACT_SAVED] = SAVED_ACTIVATION_VIEWS(a, qkv);
     void **scratch_views[N_CPU_SCRATCH] = {

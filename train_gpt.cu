@@ -62,6 +62,9 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 #include "cuda/encoder.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/attention.cuh"
+#if !FLOATX_FP16   // the fused attention is bf16 only: the fp16 build refuses --attention flash (gpt_check_attention)
+#include "cuda/flash_attention.cuh"
+#endif
 #include "cuda/attention_decode.cuh"
 #include "cuda/classifier.cuh"
 
@@ -84,8 +87,12 @@ __global__ void scale_floatX_kernel(floatX *x, size_t n, float s) {
 typedef struct {
     floatX *encoded;                         // [BT, C]
     floatX *ln1; float *ln1_mean, *ln1_rstd; // [L][BT, C], fp32 [L][BT] (mean: gpt2 only)
-    floatX *qkvr;                            // [L][BT * QKV] q|k|v permuted by attention_forward (after RoPE)
-    floatX *att;                             // [L][B, H, T, T] softmax probabilities
+    floatX *qkvr;                            // [L][BT * QKV] q|k|v after RoPE: permuted by attention_forward
+                                             // (cublas), as the QKV matmul wrote them (flash)
+    union {
+        floatX *att;                         // cublas: [L][B, H, T, T] softmax probabilities
+        float *lse;                          // flash: fp32 [L][B, H, T] log-sum-exp of each row's scores
+    };
     floatX *atty;                            // [L][BT, C] attention output before its projection
     floatX *res2;                            // [L][BT, C] residual after attention
     floatX *ln2; float *ln2_mean, *ln2_rstd; // [L][BT, C], fp32 [L][BT]
@@ -100,10 +107,10 @@ typedef struct {
     floatX *dres, *dbuf;                     // [BT, C]
     floatX *dfch;                            // [BT, FC]
     floatX *dfch_act;                        // [BT, F]
-    float *att_f32;                          // fp32 [B, H, T, T] scores / dP
-    floatX *att_bf16;                        // [B, H, T, T] dS
-    floatX *att_y;                           // [B, H, T, hd]
-    floatX *att_dqkvr;                       // [BT * QKV]
+    float *att_f32;                          // fp32 [B, H, T, T] scores / dP (flash: fp32 [B, H, T] the backward's D)
+    floatX *att_bf16;                        // [B, H, T, T] dS (flash: none)
+    floatX *att_y;                           // [B, H, T, hd] (flash: none)
+    floatX *att_dqkvr;                       // [BT * QKV] (flash: none)
     float *norm_scratch;                     // fp32 norm_backward_scratch_floats(C)
     float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
 } Activations;
@@ -137,6 +144,13 @@ typedef struct GPT {
     Activations a;
     void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
+    int flash;                               // the fused attention (--attention flash; gpu_flash_attention)
+    // Residual + LN1 fusion (not with --gpu-baseline 1): a forward layer ends without its last residual
+    // add; the next step (layer l+1's LN1, or the head's final norm) adds res2 + the MLP output (left in
+    // a->dbuf) inside its norm kernel, writing the layer output res3 on the way (layernorm.cuh: the
+    // same bits as residual_forward + the norm)
+    int fuse_residual;
+    floatX *res_pending;                     // res2 of the layer whose output is not written yet; NULL: none
     double peak_flops;                       // the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
     int cpu_ckpt, in_backward;
@@ -190,6 +204,22 @@ static void gpt_check_sizes(const ModelConfig *c, int T) {
     if (T < 1 || T > c->max_seq) fatal("--seq %d must be in [1, --max-seq %d]", T, c->max_seq);
 }
 
+// what the fused attention's kernels accept (cuda/flash_attention.cuh), one line each. Its other
+// requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config.h), 16-byte
+// aligned rows (the head size is a multiple of 8, the buffers GPU_ACT_ALIGN-aligned); any T up to
+// the grid's y limit works (partial tiles are masked).
+static void gpt_check_attention(const ModelConfig *c, int T) {
+    int hd = c->d_model / c->n_head;
+    if (FLOATX_FP16)
+        fatal("--attention flash: the fused attention kernels are bf16 only and this is the fp16 build "
+              "(make train_gpt FP16=1); use --attention cublas");
+    if (hd != 64 && hd != 128)
+        fatal("--attention flash needs a head size (--dim / --heads) of 64 or 128 (got %d / %d = %d); use --attention cublas",
+              c->d_model, c->n_head, hd);
+    if (T > FLASH_MAX_T)
+        fatal("--attention flash: --seq %d is more than the kernels' %d positions; use --attention cublas", T, FLASH_MAX_T);
+}
+
 static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     memset(m, 0, sizeof(*m));
     m->cfg = tc->model;
@@ -200,6 +230,9 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     gpt_check_sizes(c, m->T);
     m->recompute = tc->recompute;
     m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
+    m->flash = gpu_flash_attention(tc);
+    m->fuse_residual = !tc->gpu_baseline;
+    if (m->flash) gpt_check_attention(c, m->T);
     m->peak_flops = tc->peak_tflops > 0 ? tc->peak_tflops * 1e12 : gpu_peak_flops(comm->device);
     model_layout_build(&m->layout, c);
     model_set_recompute(&m->layout, m->recompute);
@@ -215,8 +248,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     // one allocation for the saved activations and one for the scratch, views into them
     Activations *a = &m->a;
     size_t saved[N_ACT_SAVED], scratch[N_GPU_SCRATCH];
-    saved_activation_sizes(saved, c, B, T, m->recompute, m->cpu_ckpt, sizeof(floatX));
-    gpu_scratch_sizes(scratch, c, B, T, sizeof(floatX));
+    saved_activation_sizes(saved, c, B, T, m->recompute, m->cpu_ckpt, m->flash, sizeof(floatX));
+    gpu_scratch_sizes(scratch, c, B, T, m->flash, sizeof(floatX));
     void **saved_views[N_ACT_SAVED] = SAVED_ACTIVATION_VIEWS(a, qkvr);
     void **scratch_views[N_GPU_SCRATCH] = {
         (void **)&a->qkv, (void **)&a->dres, (void **)&a->dbuf, (void **)&a->dfch, (void **)&a->dfch_act,
@@ -271,6 +304,7 @@ static void gpt_free(GPT *m) {
 typedef struct {
     floatX *ln1, *qkvr, *att, *atty, *res2, *ln2, *fch, *fch_act, *res3;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    float *lse;                              // flash: instead of att
 } LayerActs;
 
 // layer l's slices of the saved activations; with recompute, every layer uses
@@ -280,7 +314,9 @@ static LayerActs layer_acts(GPT *m, int l) {
     size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model, i = m->recompute ? 0 : (size_t)l;
     LayerActs s;
     s.ln1 = a->ln1 + i * BTC; s.ln1_mean = a->ln1_mean + i * N; s.ln1_rstd = a->ln1_rstd + i * N;
-    s.qkvr = a->qkvr + i * N * m->QKV; s.att = a->att + i * attention_att_elems(m->B, m->T, m->cfg.n_head);
+    s.qkvr = a->qkvr + i * N * m->QKV;
+    if (m->flash) { s.lse = a->lse + i * flash_lse_elems(m->B, m->T, m->cfg.n_head); s.att = NULL; }
+    else { s.att = a->att + i * attention_att_elems(m->B, m->T, m->cfg.n_head); s.lse = NULL; }
     s.atty = a->atty + i * BTC; s.res2 = a->res2 + i * BTC;
     s.ln2 = a->ln2 + i * BTC; s.ln2_mean = a->ln2_mean + i * N; s.ln2_rstd = a->ln2_rstd + i * N;
     s.fch = a->fch + i * N * m->FC; s.fch_act = a->fch_act + i * N * m->cfg.d_ff;
@@ -289,7 +325,7 @@ static LayerActs layer_acts(GPT *m, int l) {
 }
 
 // the input of layer l (l == n_layer: of the head)
-static const floatX *layer_input(GPT *m, int l) { return l == 0 ? m->a.encoded : layer_acts(m, l - 1).res3; }
+static floatX *layer_input(GPT *m, int l) { return l == 0 ? m->a.encoded : layer_acts(m, l - 1).res3; }
 
 // cpu_checkpointing (ZeRO-R's offloaded activation checkpoints, with recompute):
 // the forward copies each layer's output to pinned host memory on a copy stream,
@@ -325,13 +361,35 @@ static void ckpt_after_layer(GPT *m, int l) {
     cudaCheck(cudaEventRecord(m->ckpt_copied[l % 3], m->copy_stream));
 }
 
+// A sublayer's norm: out = norm(x) (LayerNorm for gpt2, RMSNorm for llama, which has no mean and
+// no bias), statistics saved. With `branch`, x is written first as res + branch: the residual add
+// that ends the previous sublayer, fused into the norm's kernel (one pass over the rows instead of
+// two kernels; the same bits: layernorm.cuh rounds the sum to floatX before its statistics).
+static void pre_norm(GPT *m, floatX *out, float *mean, float *rstd, floatX *x, const floatX *res, const floatX *branch,
+                     const floatX *w, const floatX *b, int N) {
+    const ModelConfig *c = &m->cfg;
+    int C = c->d_model;
+    cudaStream_t s = m->stream;
+    if (c->arch == ARCH_LLAMA) {
+        if (branch) fused_residual_rmsnorm_forward(x, out, rstd, res, branch, w, N, C, c->norm_eps, s);
+        else rmsnorm_forward(out, rstd, x, w, N, C, c->norm_eps, s);
+    } else {
+        if (branch) fused_residual_layernorm_forward(x, out, mean, rstd, res, branch, w, b, N, C, c->norm_eps, s);
+        else layernorm_forward(out, mean, rstd, x, w, b, N, C, c->norm_eps, s);
+    }
+}
+
 // One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
 // decode step's B rows, one new position `pos` per sequence whose attention reads
 // the earlier positions from layer l's KV cache (attention_decode.cuh). la: where
 // the activations go (a decode step keeps none for a backward); qkv [rows, QKV]
-// and buf [rows, C]: scratch; w: the layer's parameters.
-static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la, floatX *qkv, floatX *buf,
-                       int B, int T, int pos) {
+// (the forward with flash: la.qkvr, which it keeps) and buf [rows, C]: scratch;
+// w: the layer's parameters. Residual + LN1 fusion: x_res non-NULL: x is not written
+// yet, it is x_res + buf (the previous layer's res2 and MLP output), added inside LN1;
+// leave_res3: end without the last residual add (res3 = res2 + buf is left to the
+// next step: layer_forward).
+static void layer_rows(GPT *m, int l, LayerView w, floatX *x, const floatX *x_res, LayerActs la, floatX *qkv, floatX *buf,
+                       int B, int T, int pos, int leave_res3) {
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
@@ -342,11 +400,14 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
     float *ln1_mean = la.ln1_mean, *ln1_rstd = la.ln1_rstd, *ln2_mean = la.ln2_mean, *ln2_rstd = la.ln2_rstd;
     int llama = c->arch == ARCH_LLAMA;
 
-    if (llama) rmsnorm_forward(ln1, ln1_rstd, x, w.t[T_LN1_W], N, C, c->norm_eps, s);
-    else layernorm_forward(ln1, ln1_mean, ln1_rstd, x, w.t[T_LN1_W], w.t[T_LN1_B], N, C, c->norm_eps, s);
+    pre_norm(m, ln1, ln1_mean, ln1_rstd, x, x_res, x_res ? buf : NULL, w.t[T_LN1_W], w.t[T_LN1_B], N);
     matmul_forward(qkv, ln1, w.t[T_QKV_W], w.t[T_QKV_B], N, C, m->QKV, NULL, s);
     if (pos < 0) {
         if (llama) rope_forward(qkv, qkv, B, T, H, KV, m->hd, c->rope_theta, s);
+#if !FLOATX_FP16
+        if (m->flash) flash_attention_forward(atty, la.lse, qkv, B, T, H, KV, m->hd, s);   // qkv is la.qkvr
+        else
+#endif
         attention_forward(atty, qkvr, att, qkv, a->att_f32, a->att_y, B, T, H, KV, m->hd, s);
     } else {
         Decode *d = &m->dec;
@@ -356,9 +417,7 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
     }
     matmul_forward(buf, atty, w.t[T_ATTPROJ_W], w.t[T_ATTPROJ_B], N, C, C, NULL, s);
     // res2 = x + attention branch, then the second norm, in one pass
-    if (llama) fused_residual_rmsnorm_forward(res2, ln2, ln2_rstd, x, buf, w.t[T_LN2_W], N, C, c->norm_eps, s);
-    else fused_residual_layernorm_forward(res2, ln2, ln2_mean, ln2_rstd, x, buf, w.t[T_LN2_W], w.t[T_LN2_B],
-                                          N, C, c->norm_eps, s);
+    pre_norm(m, ln2, ln2_mean, ln2_rstd, res2, x, buf, w.t[T_LN2_W], w.t[T_LN2_B], N);
     if (llama) {
         matmul_forward(fch, ln2, w.t[T_FC_W], NULL, N, C, m->FC, NULL, s);
         swiglu_forward(fch_act, fch, (size_t)N, F, s);
@@ -367,14 +426,24 @@ static void layer_rows(GPT *m, int l, LayerView w, const floatX *x, LayerActs la
         matmul_forward(fch_act, ln2, w.t[T_FC_W], w.t[T_FC_B], N, C, F, fch, s);
     }
     matmul_forward(buf, fch_act, w.t[T_FCPROJ_W], w.t[T_FCPROJ_B], N, F, C, NULL, s);
-    residual_forward(res3, res2, buf, BTC, s);
+    if (!leave_res3) residual_forward(res3, res2, buf, BTC, s);
 }
 
-// one transformer layer, forward
+// one transformer layer, forward. Residual + LN1 fusion in the forward pass (not in a
+// recompute: its input is the saved output of the layer before, complete): the previous
+// layer's output is finished inside this layer's LN1, and this one's is left to the next
+// step; the output goes to the host (cpu_checkpointing) once it is written.
 static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
-    layer_rows(m, l, w, layer_input(m, l), layer_acts(m, l), m->a.qkv, m->a.dbuf, m->B, m->T, -1);
-    ckpt_after_layer(m, l);
+    LayerActs la = layer_acts(m, l);
+    const floatX *x_res = m->res_pending;   // layer l-1's res2; its MLP output is in a->dbuf
+    int leave_res3 = m->fuse_residual && !m->in_backward;
+    // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
+    // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
+    layer_rows(m, l, w, layer_input(m, l), x_res, la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1, leave_res3);
+    m->res_pending = leave_res3 ? la.res2 : NULL;
+    if (x_res) ckpt_after_layer(m, l - 1);
+    if (!leave_res3) ckpt_after_layer(m, l);
 }
 
 // one transformer layer, backward. a->dres holds d(layer output) and leaves as
@@ -409,6 +478,10 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     // attention
     matmul_backward(a->dbuf, g.t[T_ATTPROJ_W], g.t[T_ATTPROJ_B], a->dbias_scratch, a->dres, atty, w.t[T_ATTPROJ_W],
                     N, C, C, NULL, s);
+#if !FLOATX_FP16
+    if (m->flash) flash_attention_backward(a->qkv, a->att_f32, a->dbuf, qkvr, atty, la.lse, B, T, H, KV, m->hd, s);
+    else
+#endif
     attention_backward(a->qkv, a->dbuf, qkvr, att, a->att_f32, a->att_bf16, a->att_y, a->att_dqkvr,
                        B, T, H, KV, m->hd, s);
     if (llama) rope_backward(a->qkv, a->qkv, B, T, H, KV, m->hd, c->rope_theta, s);
@@ -425,17 +498,18 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
 static void embed_forward(GPT *m, EmbedView w) {
     int N = m->B * m->T;
     m->in_backward = 0;
+    m->res_pending = NULL;
     cudaCheck(cudaMemcpyAsync(m->d_inputs, m->inputs, sizeof(int) * N, cudaMemcpyHostToDevice, m->stream));
     encoder_forward(m->a.encoded, m->d_inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model, m->stream);
 }
 
-// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte)
-static void head_rows(GPT *m, HeadView w, const floatX *x, floatX *ln, float *mean, float *rstd, floatX *logits, int N) {
+// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte); x_res
+// non-NULL: x is x_res + branch, written here (the last layer's residual add, fused)
+static void head_rows(GPT *m, HeadView w, floatX *x, const floatX *x_res, const floatX *branch, floatX *ln, float *mean,
+                      float *rstd, floatX *logits, int N) {
     const ModelConfig *c = &m->cfg;
-    int C = c->d_model;
-    if (c->arch == ARCH_LLAMA) rmsnorm_forward(ln, rstd, x, w.lnf_w, N, C, c->norm_eps, m->stream);
-    else layernorm_forward(ln, mean, rstd, x, w.lnf_w, w.lnf_b, N, C, c->norm_eps, m->stream);
-    matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab, NULL, m->stream);
+    pre_norm(m, ln, mean, rstd, x, x_res, branch, w.lnf_w, w.lnf_b, N);
+    matmul_forward(logits, ln, w.lm_head, NULL, N, c->d_model, c->padded_vocab, NULL, m->stream);
 }
 
 // d_loss[i] on the host: an 8-byte copy and the stream's synchronization
@@ -456,7 +530,10 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
     int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
-    head_rows(m, w, layer_input(m, c->n_layer), m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd, m->a.logits, N);
+    const floatX *x_res = m->res_pending;   // the last layer's res2 (residual + norm fusion; its MLP output in a->dbuf)
+    m->res_pending = NULL;
+    head_rows(m, w, layer_input(m, c->n_layer), x_res, x_res ? m->a.dbuf : NULL, m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd,
+              m->a.logits, N);
     m->dlogits_scale = 0;
     float loss = 0;
     if (targets) {
@@ -560,14 +637,14 @@ static void layer_decode(GPT *m, int l, LayerView w, int pos) {
     Decode *d = &m->dec;
     LayerActs la;
     la.ln1 = la.ln2 = d->ln; la.ln1_mean = la.ln2_mean = d->mean; la.ln1_rstd = la.ln2_rstd = d->rstd;
-    la.qkvr = la.att = NULL;   // the training forward's saved attention tensors: not used here
+    la.qkvr = la.att = NULL; la.lse = NULL;   // the training forward's saved attention tensors: not used here
     la.atty = d->atty; la.res2 = la.res3 = d->x; la.fch = d->fch; la.fch_act = d->fch_act;
-    layer_rows(m, l, w, d->x, la, d->qkv, d->buf, d->B, 1, pos);
+    layer_rows(m, l, w, d->x, NULL, la, d->qkv, d->buf, d->B, 1, pos, 0);   // in place, unfused
 }
 
 static void head_decode(GPT *m, HeadView w) {
     Decode *d = &m->dec;
-    head_rows(m, w, d->x, d->ln, d->mean, d->rstd, d->logits, d->B);
+    head_rows(m, w, d->x, NULL, NULL, d->ln, d->mean, d->rstd, d->logits, d->B);
     cudaCheckLaunch();
 }
 
@@ -626,7 +703,8 @@ static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_
     omp_set_num_threads(threads);
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, comm->device));
-    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s)", p.name, p.major, p.minor, threads, threads > 1 ? "s" : "", why);
+    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention", p.name, p.major, p.minor, threads,
+             threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS");
 }
 
 #ifndef TESTING

@@ -81,13 +81,13 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     zero_buffers(b, &p, x, &pl);
     for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_NVME ? f.nvme : b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
     const ModelConfig *c = &L->cfg;
-    int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing;
+    int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing, flash = gpu && gpu_flash_attention(cfg);
     size_t saved[N_ACT_SAVED], cs[N_CPU_SCRATCH], gs[N_GPU_SCRATCH];
-    saved_activation_sizes(saved, c, cfg->B, cfg->T, cfg->recompute, cpu_ckpt, x);
+    saved_activation_sizes(saved, c, cfg->B, cfg->T, cfg->recompute, cpu_ckpt, flash, x);
     f.work[MEM_ACTIVATIONS] = act_total(saved, N_ACT_SAVED, gpu ? GPU_ACT_ALIGN : CPU_ACT_ALIGN);
     if (cpu_ckpt) f.host[MEM_ACTIVATIONS] = cpu_checkpoint_host_bytes(c, cfg->B, cfg->T, x);
     if (gpu) {
-        gpu_scratch_sizes(gs, c, cfg->B, cfg->T, x);
+        gpu_scratch_sizes(gs, c, cfg->B, cfg->T, flash, x);
         f.work[MEM_SCRATCH] = act_total(gs, N_GPU_SCRATCH, GPU_ACT_ALIGN) + gpu_kernel_workspace_bytes(cfg->B, cfg->T);
     } else {
         cpu_scratch_sizes(cs, c, cfg->B, cfg->T);
@@ -175,11 +175,15 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
     cJSON_AddNumberToObject(rec, "batch", cfg->B);
     cJSON_AddNumberToObject(rec, "seq", cfg->T);
     cJSON_AddBoolToObject(rec, "recompute", cfg->recompute);
+    const char *attention = gpu_flash_attention(cfg) ? "flash" : "cublas";   // train_gpt's (activations.h)
+    cJSON_AddStringToObject(rec, "attention", attention);
     int nvme = cfg->nvme_optim_dir[0] || cfg->nvme_param_dir[0];
-    if (print) printf("per-rank memory at %d rank%s, %zu parameters, micro batch %d x %d, recompute %s, offload %s%s (bytes)\n"
+    if (print) printf("per-rank memory at %d rank%s, %zu parameters, micro batch %d x %d, recompute %s, offload %s%s, "
+                      "train_gpt attention %s (bytes)\n"
                       "| %-13s | %-5s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s | %13s |\n",
                       world, world > 1 ? "s" : "", L->num_params, cfg->B, cfg->T, cfg->recompute ? "on" : "off",
-                      cfg->offload || cfg->nvme_optim_dir[0] ? "on (train_gpt)" : "off", nvme ? ", NVMe offload on" : "", "trainer", "stage", "params",
+                      cfg->offload || cfg->nvme_optim_dir[0] ? "on (train_gpt)" : "off", nvme ? ", NVMe offload on" : "", attention,
+                      "trainer", "stage", "params",
                       "grads", "optimizer", "ZeRO working", "activations", "scratch", "total", "host (pinned)", "nvme (files)");
     for (int tr = 0; tr < 2; tr++) {
         cJSON *t = cJSON_AddObjectToObject(rec, TRAINER_NAMES[tr]);

@@ -4,7 +4,8 @@
 //
 // STATUS: written and compiled (sm_90), not yet run on a GPU. Checked by
 // dev/cuda/flash_attention.cu against a double-precision CPU reference and against
-// cuda/attention.cuh on the same inputs. Not wired into train_gpt.cu.
+// cuda/attention.cuh on the same inputs. train_gpt.cu runs it with --attention flash (the
+// default stays cublas until the GPU checks of docs/gpu.md pass).
 //
 // THE FUNCTION is the one cuda/attention.cuh computes, on the same layouts:
 //   qkv  [B, T, (H + 2KV) * hd]   per token: H query heads, KV key heads, KV value heads
@@ -71,13 +72,15 @@
 // dS are rounded to bf16 before their products (as flash-attention does). Results agree with
 // attention.cuh (which also rounds P and dS to bf16) within bf16 tolerance, not bitwise.
 //
-// Requirements: hd 64 or 128, H % KV == 0, 16-byte aligned pointers, bf16 storage (floatX
+// Requirements: hd 64 or 128, H % KV == 0, 16-byte aligned bf16 pointers (lse and D: 4-byte),
+// any T up to FLASH_MAX_T (partial tiles are masked; 64 * 65535 for the grid), bf16 storage (floatX
 // must be bf16: the fp16 build would need the f16 mma variant; not provided).
 //
 // Resources (nvcc 13.0 -Xptxas -v, sm_90; see dev/cuda/NOTES.md for the numbers): no local
 // memory (0 bytes stack frame, no spills) for any of the six kernels.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/sizes.h"   // flash_lse_elems
 
 #if defined(FLOATX_FP16) && FLOATX_FP16
 #error "cuda/flash_attention.cuh: bf16 only (floatX is fp16 in this build)"
@@ -482,14 +485,15 @@ __global__ void __launch_bounds__(FA_THREADS) flash_bwd_dq_kernel(floatX *dqkv, 
 #define FA_TILE 64     // query rows of the forward and dQ blocks, key rows of the dK/dV blocks
 #define FA_BWD_BR(HD) ((HD) == 128 ? 32 : 64)  // query rows per step of dK/dV: fewer at hd 128 (registers)
 
-static size_t flash_lse_elems(int B, int T, int H) { return (size_t)B * H * T; }  // lse and the backward's D
-
-static void flash_check(const void *a, const void *b, const void *c, int B, int T, int H, int KV, int hd) {
+// a, b: the bf16 tensors the call reads or writes 16 bytes at a time (cp.async, the row stores).
+// lse and D need only float alignment (one element at a time): the trainer's layer l's lse starts
+// l * B*H*T floats into its buffer.
+static void flash_check(const void *a, const void *b, int B, int T, int H, int KV, int hd) {
     CUDA_REQUIRE(hd == 64 || hd == 128);
     CUDA_REQUIRE(KV > 0 && H % KV == 0);
-    CUDA_REQUIRE(T > 0);
+    CUDA_REQUIRE(T > 0 && T <= FLASH_MAX_T);
     CUDA_REQUIRE(B > 0);
-    CUDA_REQUIRE(is_aligned16(a) && is_aligned16(b) && is_aligned16(c));
+    CUDA_REQUIRE(is_aligned16(a) && is_aligned16(b));
 }
 
 // dynamic shared memory above 48 KB needs the kernel's limit raised once
@@ -512,7 +516,7 @@ static void flash_forward_hd(floatX *out, float *lse, const floatX *qkv, int B, 
 // qkv [B,T,(H+2KV)*hd] (not modified).
 static void flash_attention_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int H, int KV, int hd,
                                     cudaStream_t stream) {
-    flash_check(out, lse, qkv, B, T, H, KV, hd);
+    flash_check(out, qkv, B, T, H, KV, hd);
     const float scale_log2 = FA_LOG2E / sqrtf((float)hd);
     if (hd == 64) flash_forward_hd<64>(out, lse, qkv, B, T, H, KV, scale_log2, stream);
     else flash_forward_hd<128>(out, lse, qkv, B, T, H, KV, scale_log2, stream);
@@ -546,8 +550,8 @@ static void flash_backward_hd(floatX *dqkv, float *scratch_D, const floatX *dout
 static void flash_attention_backward(floatX *dqkv, float *scratch_D, const floatX *dout, const floatX *qkv,
                                      const floatX *out, const float *lse, int B, int T, int H, int KV, int hd,
                                      cudaStream_t stream) {
-    flash_check(dqkv, dout, qkv, B, T, H, KV, hd);
-    CUDA_REQUIRE(is_aligned16(out) && is_aligned16(lse) && is_aligned16(scratch_D));
+    flash_check(dqkv, qkv, B, T, H, KV, hd);
+    CUDA_REQUIRE(is_aligned16(dout) && is_aligned16(out));
     const int block_size = 256;
     const size_t rows = (size_t)B * T * H;
     flash_bwd_dot_kernel<<<(unsigned)ceil_div(rows, block_size / WARP_SIZE), block_size, 0, stream>>>(

@@ -6,7 +6,8 @@
 #   2. build for sm_90: every train_gpt variant, test_gpt, the CPU trainer, dev/cuda programs
 #   3. tests/test_gpu.sh: test_gpt vs PyTorch (gpt2, llama), GPU vs CPU, resume bitwise,
 #      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data, the fp16 build
-#      (loss-scale sequences against DeepSpeed's scaler, fp16 vs the CPU's fp16 mode)
+#      (loss-scale sequences against DeepSpeed's scaler, fp16 vs the CPU's fp16 mode), --attention flash
+#      against PyTorch and the cuBLAS attention (section 11; GPU_TEST_ONLY=flash runs it alone)
 #   3a. the fp16 build (make train_gpt FP16=1) on GPT-2 124M and Brown: DeepSpeed's dynamic loss
 #      scaling from 2^16, the scale of every step in the log, the loss falls
 #   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
@@ -17,10 +18,11 @@
 #   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
 #      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
 #      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
-#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0; ZeRO 3 and offload for
-#      overheads; --recompute and --cpu-checkpointing: memory against speed)
+#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0, and with --attention flash;
+#      ZeRO 3 and offload for overheads; --recompute and --cpu-checkpointing: memory against speed)
 #   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
-#   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3)
+#   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3); racecheck and
+#      initcheck; memcheck, racecheck and initcheck of --attention flash (hd 64 and 128)
 #   7. a summary table
 # The full output goes to bench/gpu_check_<UTC date>_<device>.txt (and to $OUT when set, so
 # the device tool brings it back).
@@ -117,7 +119,7 @@ sanitize() {
     # racecheck: shared-memory hazards in our kernels (one step). cuBLASLt's own kernels (nvjet, cutlass,
     # xmma) synchronize in ways racecheck does not follow (split-K counters, TMA barriers): their reports
     # are printed, not counted
-    local arch z out
+    local arch z out ours
     for arch in gpt2 llama; do
         z=0; [ $arch = llama ] && z=3
         echo "-- racecheck: $arch, stage $z, 1 step"
@@ -128,10 +130,31 @@ sanitize() {
             echo "   a hazard in one of our kernels"; rc=1
         else echo "   no hazard in our kernels"; fi
     done
+    # the fused attention (--attention flash, cuda/flash_attention.cuh): memcheck, racecheck (its shared-memory
+    # tiles) and initcheck (dqkv must be written whole: with flash nothing else writes that scratch) at head
+    # sizes 64 (gpt2) and 128 (llama, GQA 2:1), T = 96 (one full and one partial 64-row tile), 1 step
+    local fa="--preset tiny --layers 1 --dim 256 --ffn 512 --max-seq 128 --seq 96 --batch 2 --steps 1 --quiet 1 --attention flash"
+    for arch in gpt2 llama; do
+        local shape="--heads 4"; [ $arch = llama ] && shape="--heads 2 --kv-heads 1"
+        echo "-- memcheck, racecheck, initcheck: --attention flash, $arch $shape"
+        "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z0_o0/train_gpt --arch $arch $fa $shape || rc=1
+        out=$("$cs" --tool racecheck --print-limit 50 ./build/gpu_z0_o0/train_gpt --arch $arch $fa $shape 2>&1)
+        echo "$out" | grep -E "Race reported|RACECHECK SUMMARY" | head -8
+        if echo "$out" | grep "Race reported" | grep -qvE "nvjet|cutlass|xmma|gemm|cublas"; then
+            echo "   a hazard in one of our kernels"; rc=1
+        else echo "   racecheck: no hazard in our kernels"; fi
+        out=$("$cs" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 ./build/gpu_z0_o0/train_gpt \
+            --arch $arch $fa $shape 2>&1)
+        echo "$out" | grep "ERROR SUMMARY" | head -1
+        ours=$(echo "$out" | grep -E "^=+ +at " | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
+        if ! echo "$out" | grep -q "ERROR SUMMARY"; then echo "$out" | tail -n 5; echo "   initcheck did not run"; rc=1
+        elif [ -n "$ours" ]; then echo "$ours" | sort | uniq -c | head -6; echo "   initcheck: a read of uninitialized memory in one of our kernels"; rc=1
+        else echo "   initcheck: none in our kernels"; fi
+    done
     # initcheck: a read of device memory nothing wrote (accumulation included), without and with recompute.
     # cuBLASLt's split-K reduce reads memory it did not write (540k reports a step, run 3 of 2026-11-22):
     # excluded, and any other report in cuBLAS's kernels is printed, not counted
-    local r ours
+    local r
     for r in 0 1; do
         echo "-- initcheck: gpt2, stage 0, --recompute $r, accumulation 2, 1 step (cuBLASLt's splitKreduce excluded)"
         out=$("$cs" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 ./build/gpu_z0_o0/train_gpt \
@@ -325,6 +348,8 @@ bench() {
     : > "$TMPD/bench.txt"
     local rc=0
     bench_run zero0 ./build/gpu_z0_o0/train_gpt 30 || rc=1
+    # the fused attention (cuda/flash_attention.cuh; default cublas until it has passed test_gpu.sh section 11)
+    bench_run zero0_flash ./build/gpu_z0_o0/train_gpt 30 --attention flash || rc=1
     bench_run zero3 ./build/gpu_z3_o0/train_gpt 15 || rc=1
     bench_run zero2_offload ./build/gpu_z2_o1/train_gpt 12 || rc=1
     # memory against speed: activation checkpointing, and its checkpoints in pinned host memory
@@ -371,13 +396,13 @@ main() {
     export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT tag dev_name
     # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
     stage build "build (sm_90)" 200 build
-    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16)" 230 bash tests/test_gpu.sh
+    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16, flash, fusion)" 380 bash tests/test_gpu.sh
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 45 nvme_gpu
     stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
     stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
     stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
-    stage bench "benchmark: GPT-2 124M on Brown" 150 bench
-    stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 150 sanitize
+    stage bench "benchmark: GPT-2 124M on Brown" 180 bench
+    stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 210 sanitize
     stage kernels "dev/cuda kernels vs CPU references" 180 bash tests/test_cuda_kernels.sh
     stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
     stage gpu_train "speed: zeroc vs PyTorch eager and torch.compile (bench/gpu_train.sh)" 420 bash bench/gpu_train.sh

@@ -35,7 +35,7 @@ expect_error "not a number" "--batch: expected an integer" 1 $T0 --batch x
 expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
 expect_error "unknown arch" "unknown architecture" 1 $T0 --arch gpt5
 expect_error "unknown preset" "unknown preset" 1 $T0 --preset huge
-expect_error "unknown attention kernels" "--attention: expected cublas or flash" 1 $T0 --attention fast
+expect_error "unknown attention kernels" "--attention: expected cublas, flash or auto" 1 $T0 --attention fast
 $T0 $M --train "$TMP/ok.bin" --steps 0 --attention flash --gpu-baseline 1 > "$TMP/gpuflags.txt" 2>&1
 [ "$(grep -c "^note: --attention: .*the CPU trainer has one\|^note: --gpu-baseline: .*the CPU trainer has one" "$TMP/gpuflags.txt")" -eq 2 ]
 check "the CPU trainer says that --attention and --gpu-baseline are the GPU trainer's" $?

@@ -191,6 +191,17 @@ template <class F> static float time_us(F f, int iters = 50, int rounds = 5) {
     return t[t.size() / 2];
 }
 
+// two ways to compute the same thing, timed alternately (A B A B A B) so that a drift of the
+// clock or of the machine touches both: the median of three time_us medians each
+template <class FA, class FB> static void time_us_alternating(FA fa, FB fb, float *us_a, float *us_b) {
+    float a[3], b[3];
+    for (int r = 0; r < 3; r++) { a[r] = time_us(fa); b[r] = time_us(fb); }
+    std::sort(a, a + 3);
+    std::sort(b, b + 3);
+    *us_a = a[1];
+    *us_b = b[1];
+}
+
 static void report_bw(const char *name, float us, double bytes) {
     printf("  time %-30s %9.2f us  %8.1f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
 }

@@ -1,7 +1,10 @@
 // dev/cuda/layernorm.cu: LayerNorm forward (out, mean, rstd), the fused residual-add +
 // LayerNorm forward, and the backward (dinp +=, dweight +=, dbias +=) against a CPU
-// reference in double; checks that the backward is bitwise deterministic; timed.
+// reference in double; checks that the backward is bitwise deterministic; the fused forward
+// against residual_forward + layernorm_forward (bitwise: the trainer's residual + LN1 fusion
+// relies on it); timed.
 #include "dev/cuda/kernel_check.cuh"
+#include "cuda/residual.cuh"
 #include "cuda/layernorm.cuh"
 
 static void ln_forward_ref(std::vector<float> &out, std::vector<float> &mean, std::vector<float> &rstd,
@@ -82,6 +85,16 @@ static void run_case(int N, int C, int do_time) {
     check_close("fused residual", from_device_bf16(d_resid, NC), resid_ref, 1e-6f, 1e-6f);
     check_close("fused layernorm out", from_device_bf16(d_out, NC), fout_ref, 2e-3f, 1e-2f);
     check_close("fused layernorm rstd", from_device_f32(d_frstd, N), frstd_ref, 1e-5f, 1e-4f);
+    // the two kernels the fused one replaces (train_gpt's --gpu-baseline 1 at a layer boundary): the same bits
+    floatX *d_res_u = dev_alloc<floatX>(NC), *d_out_u = dev_alloc<floatX>(NC);
+    float *d_mean_u = dev_alloc<float>(N), *d_rstd_u = dev_alloc<float>(N);
+    residual_forward(d_res_u, d_x, d_x2, NC, 0);
+    layernorm_forward(d_out_u, d_mean_u, d_rstd_u, d_res_u, d_w, d_b, N, C, eps, 0);
+    check_true("fused == residual + layernorm, bitwise",
+               from_device_bf16(d_resid, NC) == from_device_bf16(d_res_u, NC) &&
+               from_device_bf16(d_out, NC) == from_device_bf16(d_out_u, NC) &&
+               from_device_f32(d_fmean, N) == from_device_f32(d_mean_u, N) &&
+               from_device_f32(d_frstd, N) == from_device_f32(d_rstd_u, N));
 
     // backward, with the device's own forward statistics
     upload_bf16(d_dinp, dinp0.data(), NC);
@@ -106,8 +119,15 @@ static void run_case(int N, int C, int do_time) {
     if (do_time) {
         float us = time_us([&] { layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, eps, 0); });
         report_bw("layernorm_forward", us, 2.0 * NC * sizeof(floatX));
-        us = time_us([&] { fused_residual_layernorm_forward(d_resid, d_out, d_fmean, d_frstd, d_x, d_x2, d_w, d_b, N, C, eps, 0); });
-        report_bw("fused_residual_layernorm_forward", us, 4.0 * NC * sizeof(floatX));
+        // bytes: the pair reads x, x2, the residual and writes the residual, out (5 NC); fused: 4 NC
+        float us_pair, us_fused;
+        time_us_alternating([&] { residual_forward(d_res_u, d_x, d_x2, NC, 0);
+                                  layernorm_forward(d_out_u, d_mean_u, d_rstd_u, d_res_u, d_w, d_b, N, C, eps, 0); },
+                            [&] { fused_residual_layernorm_forward(d_resid, d_out, d_fmean, d_frstd, d_x, d_x2, d_w, d_b,
+                                                                   N, C, eps, 0); },
+                            &us_pair, &us_fused);
+        report_bw("residual + layernorm (2 kernels)", us_pair, 5.0 * NC * sizeof(floatX));
+        report_bw("fused_residual_layernorm_forward", us_fused, 4.0 * NC * sizeof(floatX));
         us = time_us([&] { layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, 0); });
         report_bw("layernorm_backward", us, 4.0 * NC * sizeof(floatX));
     }
@@ -116,6 +136,7 @@ static void run_case(int N, int C, int do_time) {
     cudaCheck(cudaFree(d_dinp)); cudaCheck(cudaFree(d_dw)); cudaCheck(cudaFree(d_db));
     cudaCheck(cudaFree(d_mean)); cudaCheck(cudaFree(d_rstd)); cudaCheck(cudaFree(d_fmean)); cudaCheck(cudaFree(d_frstd));
     cudaCheck(cudaFree(d_scratch));
+    cudaCheck(cudaFree(d_res_u)); cudaCheck(cudaFree(d_out_u)); cudaCheck(cudaFree(d_mean_u)); cudaCheck(cudaFree(d_rstd_u));
 }
 
 int main(void) {

@@ -1,7 +1,9 @@
 // dev/cuda/rmsnorm.cu: RMSNorm forward (out, rstd), the fused residual-add + RMSNorm forward,
 // and the backward (dinp +=, dweight +=) against a CPU reference in double; bitwise
-// determinism of the backward; timed.
+// determinism of the backward; the fused forward against residual_forward + rmsnorm_forward
+// (bitwise: the trainer's residual + LN1 fusion relies on it); timed.
 #include "dev/cuda/kernel_check.cuh"
+#include "cuda/residual.cuh"
 #include "cuda/layernorm.cuh"
 
 static void rms_forward_ref(std::vector<float> &out, std::vector<float> &rstd, const std::vector<float> &x,
@@ -65,6 +67,15 @@ static void run_case(int N, int C, int do_time) {
     check_close("fused residual", from_device_bf16(d_resid, NC), resid_ref, 1e-6f, 1e-6f);
     check_close("fused rmsnorm out", from_device_bf16(d_out, NC), fout_ref, 2e-3f, 1e-2f);
     check_close("fused rmsnorm rstd", from_device_f32(d_frstd, N), frstd_ref, 1e-5f, 1e-4f);
+    // the two kernels the fused one replaces (train_gpt's --gpu-baseline 1 at a layer boundary): the same bits
+    floatX *d_res_u = dev_alloc<floatX>(NC), *d_out_u = dev_alloc<floatX>(NC);
+    float *d_rstd_u = dev_alloc<float>(N);
+    residual_forward(d_res_u, d_x, d_x2, NC, 0);
+    rmsnorm_forward(d_out_u, d_rstd_u, d_res_u, d_w, N, C, eps, 0);
+    check_true("fused == residual + rmsnorm, bitwise",
+               from_device_bf16(d_resid, NC) == from_device_bf16(d_res_u, NC) &&
+               from_device_bf16(d_out, NC) == from_device_bf16(d_out_u, NC) &&
+               from_device_f32(d_frstd, N) == from_device_f32(d_rstd_u, N));
 
     upload_bf16(d_dinp, dinp0.data(), NC);
     upload_bf16(d_dw, dw0.data(), C);
@@ -83,8 +94,14 @@ static void run_case(int N, int C, int do_time) {
     if (do_time) {
         float us = time_us([&] { rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, eps, 0); });
         report_bw("rmsnorm_forward", us, 2.0 * NC * sizeof(floatX));
-        us = time_us([&] { fused_residual_rmsnorm_forward(d_resid, d_out, d_frstd, d_x, d_x2, d_w, N, C, eps, 0); });
-        report_bw("fused_residual_rmsnorm_forward", us, 4.0 * NC * sizeof(floatX));
+        // bytes: the pair reads x, x2, the residual and writes the residual, out (5 NC); fused: 4 NC
+        float us_pair, us_fused;
+        time_us_alternating([&] { residual_forward(d_res_u, d_x, d_x2, NC, 0);
+                                  rmsnorm_forward(d_out_u, d_rstd_u, d_res_u, d_w, N, C, eps, 0); },
+                            [&] { fused_residual_rmsnorm_forward(d_resid, d_out, d_frstd, d_x, d_x2, d_w, N, C, eps, 0); },
+                            &us_pair, &us_fused);
+        report_bw("residual + rmsnorm (2 kernels)", us_pair, 5.0 * NC * sizeof(floatX));
+        report_bw("fused_residual_rmsnorm_forward", us_fused, 4.0 * NC * sizeof(floatX));
         us = time_us([&] { rmsnorm_backward(d_dinp, d_dw, d_scratch, d_dout, d_x, d_w, d_rstd, N, C, 0); });
         report_bw("rmsnorm_backward", us, 4.0 * NC * sizeof(floatX));
     }
@@ -92,6 +109,7 @@ static void run_case(int N, int C, int do_time) {
     cudaCheck(cudaFree(d_out)); cudaCheck(cudaFree(d_resid)); cudaCheck(cudaFree(d_dout));
     cudaCheck(cudaFree(d_dinp)); cudaCheck(cudaFree(d_dw));
     cudaCheck(cudaFree(d_rstd)); cudaCheck(cudaFree(d_frstd)); cudaCheck(cudaFree(d_scratch));
+    cudaCheck(cudaFree(d_res_u)); cudaCheck(cudaFree(d_out_u)); cudaCheck(cudaFree(d_rstd_u));
 }
 
 int main(void) {
