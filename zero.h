@@ -327,6 +327,7 @@ typedef struct {
     floatX *grad_slots;         // stages 2-3: full gradients of units in backward (plan.slot_off)
     floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
     void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero_nvme.h)
+    uint32_t *decay_mask;       // the lean AdamW's weight-decay bits (zero_lean; NULL: AdamW segment by segment)
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments (zero_adamw_partition)
     int lean;                   // what of the step the backend runs lean (ZB_LEAN_*; -1: not asked yet)
 
@@ -361,12 +362,15 @@ typedef struct {
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host (GPU)
     int offload_param;          // stage 3: the parameter shard in pinned host memory (GPU)
     ZeroNvmePlan nvme;          // ZeRO-Infinity: the planes on NVMe, their tiles (zero_nvme.h)
+    int lean_adamw;             // GPU: AdamW in one launch over the partition (zero_lean), which needs the
+                                // state and the parameters in memory (not --gpu-baseline 1): its weight-decay mask
 } ZeroPlacement;
 
 static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
     // (the GPU's NVMe optimizer offload is an optimizer offload: CPU-Adam streams the state)
     ZeroPlacement pl = {gpu || cfg->fp16, gpu && (cfg->offload || cfg->nvme_optim_dir[0]), gpu && cfg->offload_param && p->stage == 3};
     pl.nvme = zero_nvme_plan(cfg, p->stage, pl.separate_master, x, p->shard_elems, p->max_shard);
+    pl.lean_adamw = gpu && !cfg->gpu_baseline && !pl.offload && !pl.nvme.on[ZS_PARAM];
     return pl;
 }
 
@@ -375,9 +379,10 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
 // of this rank's NVMe files instead), and the estimator adds them up.
 //   x: bytes of a floatX; pl: where the states go, and ZeRO-Offload's pinned staging
 //   (the reduced gradient partition and the floatX parameters CPU-Adam writes, on
-//   their way between host and device); ZeRO-Infinity's tiles and unit buffers.
+//   their way between host and device); ZeRO-Infinity's tiles and unit buffers; the lean AdamW's
+//   weight-decay mask (a bit per element of the partition: counted as scratch, a working buffer).
 enum { ZB_PARAMS, ZB_MASTER, ZB_OPT_M, ZB_OPT_V, ZB_RESIDENT, ZB_ARENA, ZB_GRADS, ZB_GRAD_SHARD, ZB_GRAD_SLOTS,
-       ZB_RS_SCRATCH, ZB_NVME_BUFFERS, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
+       ZB_RS_SCRATCH, ZB_NVME_BUFFERS, ZB_DECAY_MASK, ZB_STAGING_GRAD, ZB_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
 // Stage 3 at one rank: the shard is the whole model. Unless it lives elsewhere (offload_param's host
@@ -405,6 +410,7 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZB_GRAD_SLOTS] = (ZeroBuffer){st >= 2 ? p->slot_elems * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
     b[ZB_RS_SCRATCH] = (ZeroBuffer){st >= 2 ? p->max_shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
     b[ZB_NVME_BUFFERS] = (ZeroBuffer){zero_nvme_buffer_bytes(&pl->nvme), MEM_NVME_BUFFERS, opt};
+    b[ZB_DECAY_MASK] = (ZeroBuffer){pl->lean_adamw ? round_up(shard, 32) / 8 : 0, MEM_SCRATCH, ZMEM_WORK};
     b[ZB_STAGING_GRAD] = (ZeroBuffer){sm && off ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     // (with the parameter shard on NVMe, CPU-Adam writes its floatX output into the shard's tiles)
     b[ZB_STAGING_PARAMS] = (ZeroBuffer){sm && off && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
@@ -431,7 +437,8 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     void *staging_grad = NULL, *staging_params = NULL;
     void **ptr[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                           (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
-                          (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, &staging_grad, &staging_params};
+                          (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
+                          &staging_grad, &staging_params};
     for (int i = 0; i < N_ZBUF; i++) {
         if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;   // a plane of the NVMe files
         else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
@@ -462,7 +469,7 @@ static void zero_free(Zero *z) {
     zero_buffers(b, &z->plan, sizeof(floatX), &pl);
     zb_destroy(&z->be);   // (its staging, and the NVMe files)
     void *ptr[] = {z->params, z->master, z->opt_m, z->opt_v, z->resident, z->arena, z->grads, z->grad_shard,
-                   z->grad_slots, z->rs_scratch, z->nvme_buffers};
+                   z->grad_slots, z->rs_scratch, z->nvme_buffers, z->decay_mask};
     for (int i = 0; i < ZB_STAGING_GRAD; i++) zb_free(&z->be, ptr[i], b[i].where);
     free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
     free(z->grad_reduce); free(z->grad_reducing);
@@ -834,7 +841,7 @@ static int zero_lean(Zero *z) {
         for (int i = 0; i < p->n_units; i++)
             slices[i] = (ZeroAdamSeg){p->u[i].shard_off, p->u[i].shard, 0.0f, zero_grad_slice(z, i), zero_param_slice(z, i)};
         zero_adam_segments(z, 1.0f);
-        z->lean = zb_lean_init(&z->be, slices, p->n_units, z->adam_seg, p->n_seg, p->shard_elems);
+        z->lean = zb_lean_init(&z->be, slices, p->n_units, z->adam_seg, p->n_seg, p->shard_elems, z->decay_mask);
         free(slices);
     }
     return z->lean;

@@ -59,7 +59,7 @@ typedef struct {
     // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
     AdamWRun<zgrad_t> *runs;
     int n_runs, norm_grid, adam_grid;
-    uint32_t *decay_mask;
+    uint32_t *decay_mask;        // (zero.h's buffer: ZB_DECAY_MASK)
     unsigned int *norm_blocks_done;
 } ZeroBackend;
 
@@ -107,7 +107,6 @@ static void zb_destroy(ZeroBackend *b) {
     free(b->slot_free);
     cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
     if (b->runs) { cudaCheck(cudaFree(b->runs)); cudaCheck(cudaFree(b->norm_blocks_done)); }
-    if (b->decay_mask) cudaCheck(cudaFree(b->decay_mask));
     zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
 }
 
@@ -270,12 +269,18 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
 // no value; what the lean norm does change is the order of the fp32 sum (another tree than segment
 // by segment): the norm agrees to rounding, the clip coefficient with it; AdamW with the same
 // coefficient is bitwise the per-segment update.
+// decay_mask: zero.h's buffer for AdamW's weight-decay bits (a zeroed bit per element of the shard),
+// allocated where the state and the parameters are in device memory (zero_placement's lean_adamw);
+// NULL: AdamW stays the segment walk (offload's CPU-Adam, NVMe, --gpu-baseline 1).
 // Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --gpu-baseline 1).
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
-                        size_t shard_elems) {
+                        size_t shard_elems, uint32_t *decay_mask) {
     if (b->baseline || n_runs < 1) return 0;
-    int adamw = !b->offload && !b->state.open && b->state.mem[ZS_MASTER];   // the state in device memory
-    for (int i = 0; i < n_runs; i++) adamw = adamw && runs[i].param;        // (NULL: on NVMe; the state is open)
+    const int adamw = decay_mask != NULL;
+    if (adamw && (b->offload || b->state.open || !b->state.mem[ZS_MASTER]))
+        fatal("internal: the lean AdamW was planned (zero_placement) but the optimizer state is not in device memory");
+    for (int i = 0; i < n_runs && adamw; i++)
+        if (!runs[i].param) fatal("internal: the lean AdamW was planned (zero_placement) but the parameters are on NVMe");
     AdamWRun<zgrad_t> *r = (AdamWRun<zgrad_t> *)xmalloc(sizeof(*r) * n_runs, "optimizer runs");
     int n = 0;
     for (int i = 0; i < n_runs; i++) {
@@ -300,7 +305,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
         uint32_t *mask = (uint32_t *)xcalloc(words * sizeof(uint32_t), "weight-decay mask");
         for (int i = 0; i < n_seg; i++)
             if (seg[i].weight_decay != 0.0f) adamw_decay_mask_set(mask, seg[i].so, seg[i].so + seg[i].n);
-        cudaCheck(cudaMalloc(&b->decay_mask, words * sizeof(uint32_t)));
+        b->decay_mask = decay_mask;
         zb_upload(b, b->decay_mask, mask, words * sizeof(uint32_t));
         b->adam_grid = adamw_runs_grid(shard_elems);
         free(mask);

@@ -147,7 +147,7 @@ static double zb_sumsq_take(ZeroBackend *b) { double s = b->sumsq; b->sumsq = 0;
 
 // the GPU's lean optimizer step (zero_device.cuh): not here, the segment walk is the CPU's step
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
-                        size_t shard_elems) { return 0; }
+                        size_t shard_elems, uint32_t *decay_mask) { return 0; }
 static void zb_lean_sumsq(ZeroBackend *b) {}
 static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap) {}
 

@@ -88,10 +88,10 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     if (cpu_ckpt) f.host[MEM_ACTIVATIONS] = cpu_checkpoint_host_bytes(c, cfg->B, cfg->T, x);
     if (gpu) {
         gpu_scratch_sizes(gs, c, cfg->B, cfg->T, flash, x);
-        f.work[MEM_SCRATCH] = act_total(gs, N_GPU_SCRATCH, GPU_ACT_ALIGN) + gpu_kernel_workspace_bytes(cfg->B, cfg->T);
+        f.work[MEM_SCRATCH] += act_total(gs, N_GPU_SCRATCH, GPU_ACT_ALIGN) + gpu_kernel_workspace_bytes(cfg->B, cfg->T);
     } else {
         cpu_scratch_sizes(cs, c, cfg->B, cfg->T);
-        f.work[MEM_SCRATCH] = act_total(cs, N_CPU_SCRATCH, CPU_ACT_ALIGN);
+        f.work[MEM_SCRATCH] += act_total(cs, N_CPU_SCRATCH, CPU_ACT_ALIGN);
     }
     f.gather_need = p.gather_need;
     f.fits = stage < 3 || (long long)p.gather_need <= cfg->max_live_elems;
