@@ -149,7 +149,6 @@ typedef struct GPT {
     // add; the next step (layer l+1's LN1, or the head's final norm) adds res2 + the MLP output (left in
     // a->dbuf) inside its norm kernel, writing the layer output res3 on the way (layernorm.cuh: the
     // same bits as residual_forward + the norm)
-    int fuse_residual;
     floatX *res_pending;                     // res2 of the layer whose output is not written yet; NULL: none
     double peak_flops;                       // the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
@@ -231,7 +230,6 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     m->recompute = tc->recompute;
     m->cpu_ckpt = tc->recompute && tc->cpu_checkpointing;
     m->flash = gpu_flash_attention(tc);
-    m->fuse_residual = !tc->gpu_baseline;
     if (m->flash) gpt_check_attention(c, m->T);
     m->peak_flops = tc->peak_tflops > 0 ? tc->peak_tflops * 1e12 : gpu_peak_flops(comm->device);
     model_layout_build(&m->layout, c);
@@ -437,7 +435,7 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
     LayerActs la = layer_acts(m, l);
     const floatX *x_res = m->res_pending;   // layer l-1's res2; its MLP output is in a->dbuf
-    int leave_res3 = m->fuse_residual && !m->in_backward;
+    int leave_res3 = !m->gpu_baseline && !m->in_backward;   // (the fusion: see GPT.res_pending)
     // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
     // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
     layer_rows(m, l, w, layer_input(m, l), x_res, la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1, leave_res3);
