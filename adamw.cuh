@@ -32,7 +32,7 @@
 //
 // 16-bit gradients and the 16-bit output copy are bf16, or IEEE fp16 with
 // hp.fp16 (the fp16 GPU build: make train_gpt FP16=1). The output rounding is
-// round-to-nearest-even (common.h's float_to_bf16_rne / float_to_fp16_rne; the
+// round-to-nearest-even (util/common.h's float_to_bf16_rne / float_to_fp16_rne; the
 // SIMD paths use F16C's vcvtps2ph for fp16, which rounds the same way): overflow
 // rounds to +-Inf, Inf stays Inf, NaN stays NaN (quiet, sign and top payload
 // bits kept), denormals are rounded like any other value (no flush to zero).
@@ -52,7 +52,7 @@
 //   void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems);
 //   int  adamw_cpu_set_path(int path);  int adamw_cpu_path(void);  int adamw_cpu_path_supported(int path);
 //   const char *adamw_path_name(int path);   // ADAMW_PATH_AUTO / _SCALAR / _AVX2 / _AVX512
-//   float adamw_bf16_round(float);   (the bf16 conversion itself is common.h's float_to_bf16_rne / bf16_to_float)
+//   float adamw_bf16_round(float);   (the bf16 conversion itself is util/common.h's float_to_bf16_rne / bf16_to_float)
 //   CUDA only: void adamw_gpu_step(float *master, const float *grad | const floatX *grad,
 //                    float *m, float *v, floatX *param_out /* NULL: skip */, size_t n,
 //                    AdamWParams hp, cudaStream_t stream);   (floatX: the build's bf16 or fp16)
@@ -66,7 +66,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <math.h>
-#include "common.h"
+#include "util/common.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -121,7 +121,7 @@ static AdamWConsts adamw_consts(AdamWParams hp) {
 }
 
 // ----------------------------------------------------------------------------
-// the 16-bit formats (common.h has the conversions, float_to_bf16_rne / bf16_to_float,
+// the 16-bit formats (util/common.h has the conversions, float_to_bf16_rne / bf16_to_float,
 // float_to_fp16_rne / fp16_to_float)
 
 HOST_DEVICE static inline float adamw_bf16_round(float f) { return bf16_to_float(float_to_bf16_rne(f)); }
@@ -553,7 +553,7 @@ static void adamw_gpu_step(float *master, const floatX *grad, float *m, float *v
 }
 
 // ----------------------------------------------------------------------------
-// GPU, the lean optimizer step (zero_device.cuh): AdamW over a whole partition in one launch.
+// GPU, the lean optimizer step (zero/device.cuh): AdamW over a whole partition in one launch.
 //
 // The partition's fp32 master, m and v are contiguous (by shard offset); its gradients and floatX
 // parameters come in runs (zero.h: a unit's slice each; runs that continue each other merged).

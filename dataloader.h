@@ -29,7 +29,7 @@
 //
 // Shuffling (--shuffle 1, seeded by --seed; llm.c's dataloader.h does the
 // same two permutations): each epoch permutes the shard order, and each shard's
-// sequences, with Fisher-Yates driven by splitmix64 (common.h) seeded from
+// sequences, with Fisher-Yates driven by splitmix64 (util/common.h) seeded from
 // (seed, epoch, shard). The order depends on the data and on world * B only,
 // never on the world size alone. Memory: one uint32 per sequence of the shard
 // being read.
@@ -40,7 +40,7 @@
 // permutations and continues with the same batches. scripts/train_gpt.py
 // implements the same order.
 #pragma once
-#include "common.h"
+#include "util/common.h"
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -432,7 +432,7 @@ static int data_state_read(const cJSON *manifest, DataState *s, const char *path
 
 // What identifies the train data a checkpoint's position points into, cheaply
 // at any size: a CRC-32 over the shard count, each shard's token count and its
-// first and last 4096 tokens (a resume refuses other data, checkpoint.h).
+// first and last 4096 tokens (a resume refuses other data, train/checkpoint.h).
 static uint32_t dataloader_fingerprint(const DataLoader *d) {
     uint32_t crc = crc32_update(0, &d->n_shards, sizeof(d->n_shards));
     for (int i = 0; i < d->n_shards; i++) {

@@ -12,7 +12,7 @@ fp32 tolerances below.
 #define TESTING
 #include "train_gpt.c"
 
-#include "debug_state.h"
+#include "tests/debug_state.h"
 
 int main(int argc, char **argv) {
     const char *state_path = NULL;

@@ -27,7 +27,7 @@ Exit 0 if everything is within them, 1 if not, 77 (and "SKIP: ...") without a GP
 #define TESTING
 #include "train_gpt.cu"
 
-#include "debug_state.h"
+#include "tests/debug_state.h"
 
 // the gradients of the last backward, per unit, as the trainer handed them to zero_grads_end
 static float **g_unit_grads;

@@ -41,7 +41,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #endif
 #include <pcre2.h>
-#include "common.h"
+#include "util/common.h"
 
 #define GPT2_EOT 50256
 #define TOKENIZER_MAGIC 20240328

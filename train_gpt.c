@@ -9,31 +9,31 @@ at every world size matches the single-process run.
 
 Reading order: the kernels (forward and backward of every operation), the model
 (the activations, then the compute of each step of a pass: the embedding, one
-transformer layer, the head, forward and backward), the passes (passes.h walks
-model.h's schedule with zero.h's fetch/release and grads_open/grads_close around
-these steps), the training loop (train_loop.h), then main. The exact model is
+transformer layer, the head, forward and backward), the passes (train/passes.h walks
+model/model.h's schedule with zero.h's fetch/release and grads_open/grads_close around
+these steps), the training loop (train/loop.h), then main. The exact model is
 specified in docs/model.md.
 */
 #include <omp.h>
 #include <cblas.h>
-#include "common.h"
-#include "config.h"
-#include "model.h"
+#include "util/common.h"
+#include "config/flags.h"
+#include "model/model.h"
 #include "dataloader.h"
 #include "tokenizer.h"
-#include "comm.h"
-#include "launch.h"
+#include "comm/comm.h"
+#include "comm/launch.h"
 #include "zero.h"
-#include "checkpoint.h"
-#include "activations.h"
-#include "cpu_threads.h"
+#include "train/checkpoint.h"
+#include "train/activations.h"
+#include "util/cpu_threads.h"
 
 // OpenBLAS (the openmp build) has this; it keeps BLAS on our thread count.
 void openblas_set_num_threads(int num_threads);
 
 // ----------------------------------------------------------------------------
 // kernels: fp32, OpenMP. Every reduction of these kernels runs in a fixed order
-// whatever the thread count; the GEMMs' tiling depends on it (cpu_threads.h). So
+// whatever the thread count; the GEMMs' tiling depends on it (util/cpu_threads.h). So
 // runs are bitwise repeatable at a given thread count (resume relies on it). The
 // loops take their iterations in chunks (cpu_chunk): a thread that another process
 // slows down takes fewer of them.
@@ -370,7 +370,7 @@ static void crossentropy_softmax_backward(float *probs, const int *targets, floa
 // the model
 
 // What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
-// with recompute) and for the head, then scratch, in activations.h's order.
+// with recompute) and for the head, then scratch, in train/activations.h's order.
 typedef struct {
     float *encoded;                          // [BT, C]
     float *ln1, *ln1_mean, *ln1_rstd;        // [L][BT, C], [L][BT] (mean: gpt2 only)
@@ -390,7 +390,7 @@ typedef struct {
     float *rope_cos, *rope_sin;
 } Activations;
 
-// Decoding (sampling, sample.h): a step runs the model on one new position of
+// Decoding (sampling, train/sample.h): a step runs the model on one new position of
 // each of B sequences, so its activations are B rows; the keys and values of
 // the earlier positions wait in the KV cache (gpt_decode_alloc).
 typedef struct {
@@ -631,7 +631,7 @@ static void embed_backward(GPT *m, EmbedView g) {
 }
 
 // ----------------------------------------------------------------------------
-// decoding with a KV cache (sample.h): the steps of gpt_decode (passes.h), on the
+// decoding with a KV cache (train/sample.h): the steps of gpt_decode (train/passes.h), on the
 // B rows of m->dec with the forward's kernels; only attention differs.
 
 // The KV cache and a step's activations for B sequences of up to max_len positions.
@@ -672,10 +672,10 @@ static void head_decode(GPT *m, HeadView w) {
     head_rows(m, w, d->x, d->ln, d->mean, d->rstd, d->logits, d->B);
 }
 
-#include "passes.h"
+#include "train/passes.h"
 
 // ----------------------------------------------------------------------------
-// what train_loop.h needs besides the passes, and main
+// what train/loop.h needs besides the passes, and main
 
 // logits of position t of sequence b after a forward without training, on the host (sampling)
 static const float *gpt_logits_host(GPT *m, int b, int t) { return m->a.logits + ((size_t)b * m->T + t) * m->cfg.padded_vocab; }
@@ -694,9 +694,9 @@ static float gpt_step_loss(GPT *m) {
     return loss;
 }
 
-#include "train_loop.h"
+#include "train/loop.h"
 
-// OpenMP and BLAS threads: --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)
+// OpenMP and BLAS threads: --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (comm/launch.h)
 static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
     char why[96];
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
@@ -709,7 +709,7 @@ static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *des
 
 #ifndef TESTING
 int main(int argc, char **argv) {
-    cpu_wait_policy(argv);   // OpenMP threads that wait sleep soon (cpu_threads.h): may start the program again
+    cpu_wait_policy(argv);   // OpenMP threads that wait sleep soon (util/cpu_threads.h): may start the program again
     Comm comm;
     TrainConfig tc;
     if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)

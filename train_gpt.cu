@@ -9,14 +9,14 @@ zero.h as the CPU trainer. In the spirit of llm.c's train_gpt2.cu.
 
 It mirrors train_gpt.c line for line above the training loop: the same model
 (docs/model.md), the same flags, data order, initialization, checkpoint format
-and JSONL log (config.h, model.h, dataloader.h, checkpoint.h, train_loop.h are
+and JSONL log (config/*.h, model/model.h, dataloader.h, train/checkpoint.h, train/loop.h are
 shared), and the same calls into zero.h in the same order, so every ZeRO stage
 runs here exactly as it runs on the CPU.
 
 Precision:
   - parameters, parameter gradients and activations are floatX: bf16, or IEEE
     fp16 in the fp16 build (make train_gpt FP16=1, llm.c's floatX choice), which
-    trains with DeepSpeed's dynamic loss scaling (step_guard.h): the loss is
+    trains with DeepSpeed's dynamic loss scaling (train/step_guard.h): the loss is
     scaled before the backward (gpt_set_dloss: the fused classifier's dlogits),
     a step whose gradients overflow is skipped on every rank, and the
     gradients are unscaled in AdamW's multiply;
@@ -37,21 +37,21 @@ device until then; docs/gpu.md lists every host synchronization and why.
 
 Reading order: the activations, the compute of each step of a pass (the
 embedding, one transformer layer, the head, forward and backward), the passes
-(passes.h walks model.h's schedule with zero.h's fetch/release and
-grads_open/grads_close around these steps), the training loop (train_loop.h),
+(train/passes.h walks model/model.h's schedule with zero.h's fetch/release and
+grads_open/grads_close around these steps), the training loop (train/loop.h),
 then main. The kernels are in cuda/ (docs/kernels.md).
 */
 #include <omp.h>
-#include "common.h"
-#include "config.h"
-#include "model.h"
+#include "util/common.h"
+#include "config/flags.h"
+#include "model/model.h"
 #include "dataloader.h"
 #include "tokenizer.h"
-#include "comm.h"
-#include "launch.h"
+#include "comm/comm.h"
+#include "comm/launch.h"
 #include "zero.h"
-#include "checkpoint.h"
-#include "activations.h"
+#include "train/checkpoint.h"
+#include "train/activations.h"
 #include "adamw.cuh"
 #include "cuda/common.cuh"
 #include "cuda/residual.cuh"
@@ -82,7 +82,7 @@ __global__ void scale_floatX_kernel(floatX *x, size_t n, float s) {
 // the model
 
 // What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
-// with recompute) and for the head, then scratch, in activations.h's order.
+// with recompute) and for the head, then scratch, in train/activations.h's order.
 // floatX unless marked fp32.
 typedef struct {
     floatX *encoded;                         // [BT, C]
@@ -115,7 +115,7 @@ typedef struct {
     float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
 } Activations;
 
-// Decoding (sampling, sample.h): a step runs the model on one new position of
+// Decoding (sampling, train/sample.h): a step runs the model on one new position of
 // each of B sequences, so its activations are B rows; the keys and values of
 // the earlier positions wait in the KV cache (gpt_decode_alloc). Device memory
 // unless marked.
@@ -165,7 +165,7 @@ typedef struct GPT {
     double *h_loss;                          // pinned host [1]: d_loss read here
     int step_losses;                         // training forwards since the last gpt_step_loss
     double step_loss_host;                   // --gpu-baseline 1: their sum, read on the host every micro-step
-    int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config.h)
+    int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config/flags.h)
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
     float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
@@ -204,7 +204,7 @@ static void gpt_check_sizes(const ModelConfig *c, int T) {
 }
 
 // what the fused attention's kernels accept (cuda/flash_attention.cuh), one line each. Its other
-// requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config.h), 16-byte
+// requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config/flags.h), 16-byte
 // aligned rows (the head size is a multiple of 8, the buffers GPU_ACT_ALIGN-aligned); any T up to
 // the grid's y limit works (partial tiles are masked).
 static void gpt_check_attention(const ModelConfig *c, int T) {
@@ -592,7 +592,7 @@ static void embed_backward(GPT *m, EmbedView g) {
 }
 
 // ----------------------------------------------------------------------------
-// decoding with a KV cache (sample.h): the steps of gpt_decode (passes.h), on the
+// decoding with a KV cache (train/sample.h): the steps of gpt_decode (train/passes.h), on the
 // B rows of m->dec with the forward's kernels; only attention differs.
 
 // The KV cache and a step's activations for B sequences of up to max_len positions.
@@ -646,10 +646,10 @@ static void head_decode(GPT *m, HeadView w) {
     cudaCheckLaunch();
 }
 
-#include "passes.h"
+#include "train/passes.h"
 
 // ----------------------------------------------------------------------------
-// what train_loop.h needs besides the passes, and main
+// what train/loop.h needs besides the passes, and main
 
 // floatX device logits of n rows to fp32 host memory
 static const float *logits_to_host(GPT *m, const floatX *d_logits, floatX *h_x, float *h, size_t n) {
@@ -677,7 +677,7 @@ static const float *gpt_decode_logits_host(GPT *m) {
 static void gpt_set_dloss(GPT *m, float dloss) { m->dloss_hint = dloss; }
 
 // The mean loss of the training forwards since the last call (a step's micro-steps):
-// the device's sum read once, an 8-byte copy and a synchronization (train_loop.h calls
+// the device's sum read once, an 8-byte copy and a synchronization (train/loop.h calls
 // this after the gradient norm's synchronization: the stream has little left to do), or
 // with --gpu-baseline 1 the host's sum. Either way each micro-batch's mean, rounded to
 // float, is added in double in micro-step order, as the CPU trainer does; only the order
@@ -691,10 +691,10 @@ static float gpt_step_loss(GPT *m) {
     return loss;
 }
 
-#include "train_loop.h"
+#include "train/loop.h"
 
 // The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
-// OpenMP): --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (launch.h)
+// OpenMP): --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (comm/launch.h)
 static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
     char why[96];
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));

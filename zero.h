@@ -24,14 +24,14 @@
 //            the whole model after the step.
 //
 // THE PLAN (zero_plan_build) is computed once and is pure arithmetic:
-//   - units: the embedding, each transformer layer, the final norm/head (model.h)
+//   - units: the embedding, each transformer layer, the final norm/head (model/model.h)
 //   - each unit is padded to a multiple of P * ZERO_ALIGN elements and split
 //     into P equal slices; rank r owns slice r of every unit (FSDP-style
 //     per-unit flat parameters: a tensor may straddle two ranks' slices)
 //   - the full buffer (stages 0-2) lays the padded units end to end; a rank's
 //     shard buffer lays its slices end to end
 //   - optimizer segments: (tensor ∩ slice) runs with their weight-decay flag
-//   - from model.h's schedule (the units each step of a pass uses): the order
+//   - from model/model.h's schedule (the units each step of a pass uses): the order
 //     in which stage 3 gathers units, which units are persistent (at most
 //     stage3_param_persistence_threshold elements: never partitioned in use,
 //     like DeepSpeed's persistent parameters), the cap on live gathered
@@ -47,23 +47,24 @@
 //       zero_grads_open / zero_grads_close    backward: its gradients, around its compute
 //     zero_end_pass, zero_micro_step_end
 //   zero_step_end                             reduce, clip, AdamW, re-gather: zero_step_reduce,
-//                                             zero_global_norm, zero_step_update (train_loop.h calls
-//                                             the three itself, step_guard.h's overflow check between)
+//                                             zero_global_norm, zero_step_update (train/loop.h calls
+//                                             the three itself, train/step_guard.h's overflow check between)
 // Each call is a few `#if ZERO_STAGE` blocks that follow the paper's data
 // movement, written against a handful of primitives (allocate, copy, accumulate
 // a reduced slice, sum of squares, AdamW on a segment or, on the GPU, both over
 // the whole partition at once, wait for the collectives)
-// and comm.h's collectives. The primitives have two implementations beside this
-// file: zero_host.h (the CPU trainer: plain memory, MPI) and zero_device.cuh
+// and comm/comm.h's collectives. The primitives have two implementations beside this
+// file: zero/host.h (the CPU trainer: plain memory, MPI) and zero/device.cuh
 // (the GPU trainer: device memory, streams and events, ZeRO-Offload's pinned
 // host buffers and tiled CPU-Adam). Both keep the partition's state (master, m,
 // v; stage 3's parameter shard) in memory or, with ZeRO-Infinity, on NVMe
-// (zero_nvme.h): zero.h addresses it by shard offset. The reports (memory,
-// communication, the estimator) are in zero_report.h.
+// (zero/state.h): zero.h addresses it by shard offset. The reports (memory,
+// communication, the estimator) are in train/zero_report.h.
 #pragma once
-#include "comm.h"
-#include "model.h"
+#include "comm/comm.h"
+#include "model/model.h"
 #include "adamw.cuh"
+#include "zero/backend.h"
 
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
@@ -77,36 +78,10 @@
 
 #define ZERO_ALIGN 16   // elements: every slice starts on a 64-byte boundary (fp32)
 
-// The reduced gradient of a partition: the full gradient buffer's slice (stages
-// 0-1, floatX) or the fp32 gradient shard (stages 2-3).
-#if ZERO_STAGE <= 1
-typedef floatX zgrad_t;
-#else
-typedef float zgrad_t;
-#endif
-
-// kinds of memory, as the reports count them
-enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE,
-       MEM_NVME_BUFFERS, N_MEM };
-static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations",
-                                            "scratch", "kv_cache", "nvme_buffers"};
-
-// where a buffer lives: the trainer's working memory (the GPU's, or the host's
-// for the CPU trainer), host memory (pinned, for offload, on the GPU), or a
-// file on NVMe (ZeRO-Infinity: not in memory at all)
-enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
-
-// AdamW's view of one segment of the partition (zero_adamw_partition): its shard
-// offset and length, its weight decay, where its reduced gradient and its working
-// parameters are (param NULL: in the NVMe parameter shard, at so)
-typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
-// what of the step a backend runs over the whole partition at once (zb_lean_init): the norm, AdamW
-enum { ZB_LEAN_NORM = 1, ZB_LEAN_ADAMW = 2 };
-
 #ifdef __CUDACC__
-#include "zero_device.cuh"
+#include "zero/device.cuh"
 #else
-#include "zero_host.h"
+#include "zero/host.h"
 #endif
 #ifndef ZB_GRADS_FIRST_WRITE
 #define ZB_GRADS_FIRST_WRITE 0   // the GPU trainer's kernels add to zeroed gradients
@@ -298,11 +273,11 @@ static void zero_plan_free(ZeroPlan *p) { free(p->u); free(p->seg); free(p->fetc
 //   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
 // z->separate_master (zero_placement: the GPU trainer, the CPU's fp16 mode) says which column applies;
 // the CPU trainer's fp16 mode (--fp16 1) takes the GPU's column: a separate fp32 master, and
-// parameters and gradients stored as fp16 values (zero_host.h says where they are rounded).
+// parameters and gradients stored as fp16 values (zero/host.h says where they are rounded).
 
 typedef struct {
     ZeroPlan plan;
-    ZeroBackend be;             // the primitives' state (zero_host.h / zero_device.cuh)
+    ZeroBackend be;             // the primitives' state (zero/host.h / zero/device.cuh)
     Comm *comm;
     const ModelLayout *layout;
     const TrainConfig *cfg;
@@ -326,7 +301,7 @@ typedef struct {
     floatX *arena;              // stage 3: gathered units (a FIFO ring)
     floatX *grad_slots;         // stages 2-3: full gradients of units in backward (plan.slot_off)
     floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
-    void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero_nvme.h)
+    void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero/state.h)
     uint32_t *decay_mask;       // the lean AdamW's weight-decay bits (zero_lean; NULL: AdamW segment by segment)
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments (zero_adamw_partition)
     int lean;                   // what of the step the backend runs lean (ZB_LEAN_*; -1: not asked yet)
@@ -361,7 +336,7 @@ typedef struct {
     int separate_master;        // an fp32 master besides the floatX parameters (GPU; the CPU's fp16 mode)
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host (GPU)
     int offload_param;          // stage 3: the parameter shard in pinned host memory (GPU)
-    ZeroNvmePlan nvme;          // ZeRO-Infinity: the planes on NVMe, their tiles (zero_nvme.h)
+    ZeroNvmePlan nvme;          // ZeRO-Infinity: the planes on NVMe, their tiles (zero/state.h)
     int lean_adamw;             // GPU: AdamW in one launch over the partition (zero_lean), which needs the
                                 // state and the parameters in memory (not --gpu-baseline 1): its weight-decay mask
 } ZeroPlacement;
@@ -620,7 +595,7 @@ static int zero_ring_find(Zero *z, int u) {
 }
 
 // Parameters of unit u, gathered in full (padded layout; tensors at their
-// model.h offsets). Stage 3: waits for the prefetched gather or gathers now,
+// model/model.h offsets). Stage 3: waits for the prefetched gather or gathers now,
 // then prefetches the next unit of the pass so that its all-gather overlaps
 // this unit's compute.
 static floatX *zero_fetch_params(Zero *z, int u) {
@@ -830,7 +805,7 @@ static void zero_adam_segments(Zero *z, float weight_decay) {
     }
 }
 
-// What of the step the backend runs lean (ZB_LEAN_*; zero_device.cuh: the GPU's norm, and its AdamW
+// What of the step the backend runs lean (ZB_LEAN_*; zero/device.cuh: the GPU's norm, and its AdamW
 // where the state is in device memory, unless --gpu-baseline 1): over the whole partition in one
 // launch each. It gets the partition once, as whole unit slices, padding included (zero there, and
 // left zero), and the segments' weight-decay flags; the rest walks the segments below one by one.
@@ -875,7 +850,7 @@ static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) 
 static void zero_step_reduce(Zero *z) {
 #if ZERO_STAGE <= 1
     // stages 0-1: the last micro-step's backward started each unit's all-reduce (stage 0) or
-    // reduce-scatter (stage 1); a unit it did not start (a step driven without passes.h's
+    // reduce-scatter (stage 1); a unit it did not start (a step driven without train/passes.h's
     // backward) starts here, in unit order. Wait for each, then its slice is final.
     const ZeroPlan *p = &z->plan;
     for (int i = 0; i < p->n_units; i++)

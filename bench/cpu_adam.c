@@ -14,7 +14,7 @@
 //   triad_nt   the same with non-temporal (streaming) stores, so no write-allocate: 12 B/elem, all real
 // The report takes the faster triad as the bandwidth limit.
 // Every step's writes go to lines it has just read, except the bf16 copy and triad's a.
-#include "common.h"
+#include "util/common.h"
 #include "adamw.cuh"
 
 static void triad(float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ c, float s, size_t n) {

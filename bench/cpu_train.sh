@@ -9,7 +9,7 @@
 #   124m  preset gpt2-124m (GPT-2 small's shape; llama: the same sizes with GQA and SwiGLU), batch 4 x 64
 # Per shape and arch, REPEATS alternating rounds (C, PyTorch, then C built with ZeRO stage 3 on its one
 # rank: what stage 3 costs over stage 0 when there is nothing to partition) on the Brown data; tokens/s
-# over the steps after WARMUP of each run's JSONL log, the median over the rounds. GFLOP/s: model.h's
+# over the steps after WARMUP of each run's JSONL log, the median over the rounds. GFLOP/s: model/model.h's
 # FLOPs per token (what the trainer's step line reports). The sgemm peak (build/sgemm_bench: the best
 # square 2048 sgemm) and the step's GEMMs alone (the same matmuls the trainer calls, the same shapes)
 # are measured in the same run, so the record shows how much of a step is sgemm and how fast it runs.
@@ -81,7 +81,7 @@ for shape in $SHAPES; do
 done
 
 say ""
-say "tok/s: median over the rounds; GFLOP/s = tok/s x model.h's FLOPs/token; %pk = of the square-2048 sgemm peak at $THREADS threads."
+say "tok/s: median over the rounds; GFLOP/s = tok/s x model/model.h's FLOPs/token; %pk = of the square-2048 sgemm peak at $THREADS threads."
 say "GEMMs alone: the step's sgemm calls replayed by build/sgemm_bench (same matmuls, same shapes); rest = C step time - GEMMs."
 say "z3 cost: the C trainer built with ZeRO stage 3, on one rank, against stage 0: stage-0 tok/s / stage-3 tok/s - 1."
 hdr=$(printf "%-5s %-6s | %9s %9s %6s | %7s %5s | %6s | %9s %7s %5s | %7s %7s | %7s" shape arch "C tok/s" "PT tok/s" ratio \

@@ -1,11 +1,11 @@
-// bench/nvme_io.c: a disk's sequential bandwidth through nvme_offload.h's engine (the store
+// bench/nvme_io.c: a disk's sequential bandwidth through zero/nvme_store.h's engine (the store
 // ZeRO-Infinity's NVMe offload uses), for bench/nvme_offload.sh:
 //   build/nvme_io DIR MIB [BLOCK_SIZE QUEUE_DEPTH THREAD_COUNT]
 // Creates a file of MIB MiB under DIR (O_DIRECT where the filesystem allows it), writes it
 // once to allocate its blocks, then times a sequential overwrite and a sequential read of the
 // whole file (one job each: the engine keeps its queues full), removes it, and prints
 //   nvme_io: write W MB/s, read R MB/s (MIB MiB, ENGINE)
-#include "nvme_offload.h"
+#include "zero/nvme_store.h"
 
 int main(int argc, char **argv) {
     if (argc != 3 && argc != 6) { fprintf(stderr, "usage: %s DIR MIB [BLOCK_SIZE QUEUE_DEPTH THREAD_COUNT]\n", argv[0]); return 2; }

@@ -13,7 +13,7 @@
 //                                                      and both backward GEMMs) through train_gpt.c's own
 //                                                      matmul_forward / matmul_backward, each layer with
 //                                                      its own weights (so the caches see what training sees)
-//   RESULT model_flops_per_token <FLOPs>               model.h's count (the trainer's GFLOP/s)
+//   RESULT model_flops_per_token <FLOPs>               model/model.h's count (the trainer's GFLOP/s)
 // The share of the step the trainer spends outside sgemm is then step time - model_gemms s/step.
 #define TESTING
 #include "train_gpt.c"
@@ -42,7 +42,7 @@ static double square_peak(int n, int reps) {
 }
 
 int main(int argc, char **argv) {
-    cpu_wait_policy(argv);   // the trainer's OpenMP wait policy (cpu_threads.h)
+    cpu_wait_policy(argv);   // the trainer's OpenMP wait policy (util/cpu_threads.h)
     int square = 2048, reps = 5;
     char **rest = (char **)xmalloc(sizeof(char *) * (argc + 1), "args");
     int nrest = 0;

@@ -1,6 +1,6 @@
 // cuda/common.cuh: what every zeroc CUDA kernel header shares.
 //   - cudaCheck / cublasCheck: one-line "file:line: message" errors and exit(1)
-//   - floatX (common.h): the storage type of activations, parameters and grads, __nv_bfloat16,
+//   - floatX (util/common.h): the storage type of activations, parameters and grads, __nv_bfloat16,
 //     or __half in the fp16 build (make train_gpt FP16=1: -DFLOATX_FP16=1); bf2f / f2bf convert
 //     floatX to and from fp32 whichever it is, floatX2 is its pair type, CUDA_R_FLOATX its cuBLAS type
 //   - Packed128<T>: 16-byte vectorized loads and stores (8 floatX or 4 fp32)
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "common.h"   // floatX (bf16, or fp16 with FLOATX_FP16), the host conversions, fatal
+#include "util/common.h"   // floatX (bf16, or fp16 with FLOATX_FP16), the host conversions, fatal
 
 #define WARP_SIZE 32
 

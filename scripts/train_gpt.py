@@ -2,8 +2,8 @@
 """scripts/train_gpt.py: the PyTorch reference trainer of zeroc.
 
 Computes exactly what docs/model.md specifies (gpt2 and llama), with the
-parameter layout of model.h, the data order of dataloader.h and the flags,
-defaults and learning-rate schedules of config.h, so that its losses,
+parameter layout of model/model.h, the data order of dataloader.h and the flags,
+defaults and learning-rate schedules of config/ (model_config.h, train_config.h, lr_schedule.h, flags.h), so that its losses,
 gradients and logits can be compared with train_gpt_cpu / train_gpt.
 
 fp32 throughout (TF32 is disabled on CUDA). Runs on PyTorch 1.13 (CPU) and
@@ -76,7 +76,7 @@ def f32(x):
 
 
 # ----------------------------------------------------------------------------
-# config.h: presets, defaults, schedules, flags
+# config/: presets, defaults, schedules, flags
 
 ARCH_GPT2, ARCH_LLAMA = 0, 1
 ARCH_NAMES = ["gpt2", "llama"]
@@ -100,7 +100,7 @@ def round_up(x, m):
 
 
 def default_ffn(arch, C):
-    # C integer division as in config.h: round_up(8 * C / 3, 64)
+    # C integer division as in config/model_config.h: round_up(8 * C / 3, 64)
     return round_up(8 * C // 3, 64) if arch == ARCH_LLAMA else 4 * C
 
 
@@ -137,7 +137,7 @@ def model_apply_preset(m, arch, name):
 
 
 class TrainConfig:
-    """train_config_defaults() of config.h; float fields hold float32 values."""
+    """train_config_defaults() of config/train_config.h; float fields hold float32 values."""
 
     def __init__(self):
         self.model = ModelConfig()
@@ -153,7 +153,7 @@ class TrainConfig:
         self.sched, self.warmup, self.warmup_log, self.min_lr_frac = SCHED_COSINE, 0, 1, f32(0.1)
         self.warmup_min_lr, self.warmup_min_ratio, self.cos_min_ratio = f32(0.0), f32(0.0), f32(1e-4)
         self.sched_total = 0
-        self.sched_from = {}   # schedule setting -> the flag or key that set it (the checks of config.h)
+        self.sched_from = {}   # schedule setting -> the flag or key that set it (the checks of config/flags.h)
         self.seed = 1337
         self.init_path = self.save_dir = self.resume_dir = self.log_path = self.config_path = ""
         self.save_every, self.threads = 0, 0
@@ -171,13 +171,13 @@ class TrainConfig:
 
 
 def ds_warmup_gamma(c, t, W):
-    """config.h ds_warmup_gamma(): DeepSpeed's warm-up fraction at scheduler iteration t < W."""
+    """config/lr_schedule.h ds_warmup_gamma(): DeepSpeed's warm-up fraction at scheduler iteration t < W."""
     return (1.0 / math.log(W)) * math.log(t + 1.0) if c.warmup_log else t / W
 
 
 def lr_at(c, it, total):
-    """config.h lr_at(): learning rate of 0-based step `it` of `total`, computed in double, returned as float32.
-    DeepSpeed's schedules run step `it` at scheduler iteration it - 1 (see config.h)."""
+    """config/lr_schedule.h lr_at(): learning rate of 0-based step `it` of `total`, computed in double, returned as float32.
+    DeepSpeed's schedules run step `it` at scheduler iteration it - 1 (see config/lr_schedule.h)."""
     lr = float(c.lr)
     if c.sched == SCHED_CONSTANT:
         return f32(lr)
@@ -258,7 +258,7 @@ reference only
 
 _INT_CHARS = set("0123456789")
 
-# config.h ranges: (lo, hi, lo_open, hi_open, integer); every flag and config value is checked against its own
+# config/train_config.h ranges: (lo, hi, lo_open, hi_open, integer); every flag and config value is checked against its own
 FLT_BIG = 3.4e38
 R_BATCH, R_ACCUM, R_TOTAL = (1, 1 << 20, 0, 0, 1), (1, 1 << 20, 0, 0, 1), (1, 1 << 30, 0, 0, 1)
 R_STEPS, R_COUNT = (0, 1 << 30, 0, 0, 1), (0, 9e18, 0, 0, 1)
@@ -284,7 +284,7 @@ def range_text(r):
 
 
 def flag_number(flag, s, r):
-    """config.h flag_number(): integers below 2^31 as decimal integers, counts and numbers as floats."""
+    """config/flags.h flag_number(): integers below 2^31 as decimal integers, counts and numbers as floats."""
     v = None
     if r[4] and r[1] < 9e18:
         t = s.lstrip(" \t\n")
@@ -311,7 +311,7 @@ def sched_from_name(flag, s):
     fatal("%s: unknown schedule '%s' (cosine, constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)" % (flag, s))
 
 
-# which schedules use a schedule setting (config.h sched_users)
+# which schedules use a schedule setting (config/flags.h sched_users)
 SCHED_USERS = {
     "warmup": set(DS_SCHEDS) | {SCHED_COSINE}, "warmup_type": set(DS_SCHEDS), "min_lr_frac": {SCHED_COSINE},
     "warmup_min_lr": {SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR}, "warmup_max_lr": {SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR},
@@ -321,7 +321,7 @@ SCHED_USERS = {
 
 
 def apply_json_config(c, path):
-    """The keys of a DeepSpeed config that train_gpt_cpu honours (ds_config.h; "auto" and null: as absent).
+    """The keys of a DeepSpeed config that train_gpt_cpu honours (config/ds_config.h; "auto" and null: as absent).
     The reference does not validate the rest of the file: train_gpt_cpu does (--config-keys lists every key)."""
     try:
         with open(path, "rb") as f:
@@ -401,7 +401,7 @@ def apply_json_config(c, path):
 
 
 def resolve_batch(c):
-    """ds_config.h config_resolve_batch(c, world): DeepSpeed's derivation of the missing batch setting."""
+    """config/ds_config.h config_resolve_batch(c, world): DeepSpeed's derivation of the missing batch setting."""
     tb, mb, ga, w = c.total_batch, c.B, c.accum, c.world
     if not tb and not mb:
         mb = 4
@@ -426,7 +426,7 @@ def resolve_batch(c):
 
 
 def parse_args(argv):
-    """Mirror of config.h parse_args() + config_resolve_batch(world)."""
+    """Mirror of config/flags.h parse_args() + config_resolve_batch(world)."""
     c = TrainConfig()
     prog = argv[0]
     for i in range(1, len(argv)):
@@ -562,7 +562,7 @@ def parse_args(argv):
     if arch == ARCH_LLAMA and (m.d_model // m.n_head) % 2:
         fatal("llama: head dimension %d must be even for RoPE" % (m.d_model // m.n_head))
     if c.T > m.max_seq: fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)" % (c.T, m.max_seq))
-    # config.h config_check(): a schedule setting the chosen schedule does not take
+    # config/flags.h config_check(): a schedule setting the chosen schedule does not take
     for name, where in c.sched_from.items():
         users = SCHED_USERS.get(name)
         if users and c.sched not in users:
@@ -576,7 +576,7 @@ def parse_args(argv):
 
 
 # ----------------------------------------------------------------------------
-# model.h: the parameter layout
+# model/model.h: the parameter layout
 
 
 class TensorSpec:
@@ -635,7 +635,7 @@ def build_layout(c):
 
 
 # ----------------------------------------------------------------------------
-# common.h: splitmix64 + Box-Muller, bit for bit, vectorized with numpy
+# util/common.h: splitmix64 + Box-Muller, bit for bit, vectorized with numpy
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -656,7 +656,7 @@ def splitmix64_block(seed, start, n):
 
 
 def normals_block(seed, start, n):
-    """n float32 normals from stream outputs start .. start+2n-1, exactly as rng_normal() in common.h.
+    """n float32 normals from stream outputs start .. start+2n-1, exactly as rng_normal() in util/common.h.
 
     numpy's SIMD log/cos may differ from libm by a few double ulps; wherever that could
     change the rounding to float32, the value is recomputed with math.log/math.cos (libm)."""
@@ -1068,7 +1068,7 @@ class Model:
 
 
 # ----------------------------------------------------------------------------
-# Hugging Face's names and layouts (safetensors.h, hf_config.h, hf.h): --init X.safetensors
+# Hugging Face's names and layouts (formats/safetensors.h, config/hf_config.h, model/hf.h): --init X.safetensors
 
 ST_MAX_HEADER = 100000000
 ST_DTYPE_SIZES = {"F32": 4, "BF16": 2, "F16": 2, "F64": 8, "I64": 8, "U64": 8, "I32": 4, "U32": 4, "I16": 2, "U16": 2,
@@ -1076,7 +1076,7 @@ ST_DTYPE_SIZES = {"F32": 4, "BF16": 2, "F16": 2, "F64": 8, "I64": 8, "U64": 8, "
 
 
 def is_safetensors(path):
-    """safetensors.h st_sniff(): a .safetensors name, or a plausible header length followed by '{'."""
+    """formats/safetensors.h st_sniff(): a .safetensors name, or a plausible header length followed by '{'."""
     if path.endswith(".safetensors"):
         return True
     try:
@@ -1088,7 +1088,7 @@ def is_safetensors(path):
 
 
 def read_safetensors(path):
-    """safetensors.h st_open(): the same checks. Returns ({name: (dtype, shape, begin, end)}, data bytes)."""
+    """formats/safetensors.h st_open(): the same checks. Returns ({name: (dtype, shape, begin, end)}, data bytes)."""
     f, size = open_or_die(path)
     with f:
         if size < 8:
@@ -1149,7 +1149,7 @@ def read_safetensors(path):
 
 
 def st_tensor_f32(path, name, entry, data, shape):
-    """hf.h hf_read_f32(): the tensor as float32 after checking its shape, dtype and values."""
+    """model/hf.h hf_read_f32(): the tensor as float32 after checking its shape, dtype and values."""
     dtype, got, b, en = entry
     if got != tuple(shape):
         fatal("%s: tensor %s has shape %s, this model needs %s (sizes from config.json)" % (path, name, list(got), list(shape)))
@@ -1172,7 +1172,7 @@ def hf_config_path(weights):
 
 
 def read_hf_config(path):
-    """hf_config.h hf_config_read(): config.json -> (ModelConfig, tied), transformers' defaults for absent keys."""
+    """config/hf_config.h hf_config_read(): config.json -> (ModelConfig, tied), transformers' defaults for absent keys."""
     try:
         with open(path, "rb") as f:
             root = json.loads(f.read().decode("utf-8", "replace"))
@@ -1281,7 +1281,7 @@ def read_hf_config(path):
 
 
 def apply_hf_config(c, argv):
-    """hf_config.h hf_config_for_init(): with --init X.safetensors the model is the one X's config.json describes;
+    """config/hf_config.h hf_config_for_init(): with --init X.safetensors the model is the one X's config.json describes;
     a size flag given explicitly (or a --preset) must agree with it."""
     if not c.init_path or not is_safetensors(c.init_path):
         return
@@ -1309,7 +1309,7 @@ def apply_hf_config(c, argv):
 
 
 class HFTensor:
-    """hf.h HFTensor: Hugging Face tensor `name` holds rows [row0, row0 + rows) of zeroc tensor `zeroc`."""
+    """model/hf.h HFTensor: Hugging Face tensor `name` holds rows [row0, row0 + rows) of zeroc tensor `zeroc`."""
 
     def __init__(self, name, spec, row0, rows, conv1d=False, rope_hd=0):
         self.name, self.zeroc, self.row0, self.rows, self.cols = name, spec, row0, rows, spec.cols
@@ -1317,7 +1317,7 @@ class HFTensor:
         self.shape = ((self.cols, rows) if conv1d else (rows, self.cols)) if spec.decay else (rows * self.cols,)
 
     def to_zeroc(self, a):
-        """The Hugging Face array as zeroc's rows [rows, cols]: the inverse of hf.h hf_index()."""
+        """The Hugging Face array as zeroc's rows [rows, cols]: the inverse of model/hf.h hf_index()."""
         a = np.asarray(a, np.float32).reshape(self.shape)
         if self.conv1d:
             a = a.T  # Conv1D [in, out] -> Linear [out, in]
@@ -1329,7 +1329,7 @@ class HFTensor:
 
 
 def hf_tensors(c, tensors):
-    """hf.h hf_tensors(): the table, in zeroc's flat order."""
+    """model/hf.h hf_tensors(): the table, in zeroc's flat order."""
     S = {t.full_name: t for t in tensors}
     gpt2 = c.arch == ARCH_GPT2
     hd, H, KV, Ff = c.d_model // c.n_head, c.n_head, c.n_kv_head, c.d_ff
@@ -1365,7 +1365,7 @@ def hf_tensors(c, tensors):
 
 
 def load_hf(path, c):
-    """hf.h hf_import(), for the reference: {Hugging Face name: float32 array} for the model c (from config.json)."""
+    """model/hf.h hf_import(), for the reference: {Hugging Face name: float32 array} for the model c (from config.json)."""
     entries, data = read_safetensors(path)
     _, tied = read_hf_config(hf_config_path(path))
     hf = hf_tensors(c, build_layout(c)[0])
@@ -1394,7 +1394,7 @@ def load_hf(path, c):
 class HFModel(Model):
     """The model on Hugging Face's tensors, by their names, computing as transformers' GPT2LMHeadModel and
     LlamaForCausalLM do (Conv1D y = x W + b with W [in, out]; rotate_half RoPE; the head tied to wte in
-    gpt2): what proves hf.h's names and layouts right, since its logits and gradients must equal zeroc's.
+    gpt2): what proves model/hf.h's names and layouts right, since its logits and gradients must equal zeroc's.
     Model's interface: params in the order of hf_tensors(), forward() gives [B, T, Vp] logits (padded
     columns zero), flat() and flat_grads() are in zeroc's flat order (debug state, --save)."""
 

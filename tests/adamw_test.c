@@ -9,10 +9,10 @@
 //   (c) the tiled variant: identical results, on_tile covers every element exactly once, in
 //       order, on the calling thread, after the tile's outputs are final
 //   (d) bf16 round-to-nearest-even on hand-picked ties, overflow, NaN and Inf handling
-//   (e) fp16 (common.h's float_to_fp16_rne / fp16_to_float) against the compiler's _Float16:
+//   (e) fp16 (util/common.h's float_to_fp16_rne / fp16_to_float) against the compiler's _Float16:
 //       every half decoded, every tie and its neighbours and 44 million other floats encoded
 // Exit 0 on pass, 1 on failure.
-#include "common.h"
+#include "util/common.h"
 #include "adamw.cuh"
 #include <pthread.h>
 #include <unistd.h>
@@ -486,7 +486,7 @@ static void test_bf16(void) {
 // (e) fp16 against the compiler's _Float16 (GCC: IEEE binary16, round to nearest even)
 static uint16_t f16_bits(_Float16 h) { uint16_t b; memcpy(&b, &h, 2); return b; }
 static void test_fp16(void) {
-    printf("(e) fp16 conversion (common.h) against the compiler's _Float16\n");
+    printf("(e) fp16 conversion (util/common.h) against the compiler's _Float16\n");
     size_t bad_dec = 0, bad_enc = 0, n_enc = 0, bad_nan = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         _Float16 x;

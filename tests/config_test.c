@@ -1,4 +1,4 @@
-// tests/config_test.c: config.h, ds_config.h and loss_scaler.h without a model,
+// tests/config_test.c: config/*.h, config/ds_config.h and train/loss_scaler.h without a model,
 // for tests/test_config.sh (which compares the output with tests/deepspeed_ref.py):
 //   config_test lr [trainer flags]           the learning rate of every step: "step lr" per line
 //   config_test batch WORLD [trainer flags]  DeepSpeed's batch rules: "micro accum total", or the error
@@ -6,9 +6,9 @@
 //                                            string of 0/1 overflow flags: "step overflow verdict scale
 //                                            hysteresis" per step; stops at LOSS_SCALER_AT_MIN
 //   config_test resolved [trainer flags]     the resolved configuration, printed and as the JSONL record
-#include "common.h"
-#include "config.h"
-#include "loss_scaler.h"
+#include "util/common.h"
+#include "config/flags.h"
+#include "train/loss_scaler.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) fatal("usage: config_test lr|batch|scaler|resolved ...");

@@ -1,5 +1,5 @@
 """DeepSpeed's config semantics as plain Python, the reference tests/test_config.sh
-compares zeroc's C (config.h lr_at, ds_config.h config_resolve_batch, loss_scaler.h)
+compares zeroc's C (config/lr_schedule.h lr_at, config/ds_config.h config_resolve_batch, train/loss_scaler.h)
 against. Written from DeepSpeed's documentation and the behaviour of its
 deepspeed/runtime/lr_schedules.py (WarmupLR, WarmupDecayLR, WarmupCosineLR),
 runtime/engine.py (when the scheduler steps), fp16/loss_scaler.py

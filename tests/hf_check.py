@@ -3,7 +3,7 @@
 
     names DIR ARCH L H KV C F V T     DIR/model.safetensors + config.json are what transformers expects of
                                       GPT2LMHeadModel / LlamaForCausalLM with these sizes: every name and shape
-                                      (listed here from the transformers model definitions, not from hf.h), one
+                                      (listed here from the transformers model definitions, not from model/hf.h), one
                                       dtype, 8-byte aligned data, __metadata__ format pt, the config.json keys
     bf16 DIR32 DIR16                  every BF16 value is its F32 value rounded to nearest even
     widened DIR16 DIR32               DIR32's F32 values are exactly DIR16's BF16 or F16 values, widened

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DeepSpeed configs as users write them (config.h, ds_config.h, loss_scaler.h):
+# DeepSpeed configs as users write them (config/*.h, config/ds_config.h, train/loss_scaler.h):
 #   1. README's table of keys is the code's table (--config-keys)
 #   2. DeepSpeed's schedules: zeroc's lr at every step equals tests/deepspeed_ref.py (flags and config)
 #   3. DeepSpeed's loss scaler: the scale, hysteresis and skips over overflow sequences equal the reference
@@ -15,7 +15,7 @@ make -s build/config_test build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 
 CT=./build/config_test
 export TMP
 
-echo "== 1. README's config section is the key table of ds_config.h"
+echo "== 1. README's config section is the key table of config/ds_config.h"
 $CT lr --config-keys > "$TMP/keys.md"
 awk '/<!-- config-keys -->/{on=1; next} /<!-- \/config-keys -->/{on=0} on' README.md > "$TMP/readme_keys.md"
 rows=$(grep -c '^| `' "$TMP/keys.md")

@@ -178,7 +178,7 @@ expect_error "missing input through scripts/prepare_data.sh" "$tmp/nope.txt" bas
 
 # --- corrupted files under AddressSanitizer / UBSan -----------------------------------------
 if gcc -O1 -g -std=gnu11 -D_GNU_SOURCE -I. -fsanitize=address,undefined -fno-sanitize-recover=all \
-       prepare_data.c -o "$tmp/pd_asan" -lcjson -lpcre2-8 -lm 2>"$tmp/asan_build.log"; then
+       tools/prepare_data.c -o "$tmp/pd_asan" -lcjson -lpcre2-8 -lm 2>"$tmp/asan_build.log"; then
     export ASAN_OPTIONS=exitcode=99:detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:exitcode=98
     "$PY" - "$T" data/brown/val.bin "$tmp/fz" <<'EOF' || fail "writing fuzz files"
 import os, random, struct, sys

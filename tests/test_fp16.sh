@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fp16 with DeepSpeed's dynamic loss scaling and the skipping of non-finite steps
-# (step_guard.h, loss_scaler.h, the CPU trainer's fp16 mode in zero_host.h):
+# (train/step_guard.h, train/loss_scaler.h, the CPU trainer's fp16 mode in zero/host.h):
 #   1. scale sequences: --inject-nonfinite puts Inf/NaN into one rank's gradients at chosen
 #      steps; the loss scale of every step, the skipped steps and the learning rate (the
 #      schedule does not advance on a skipped step) equal tests/deepspeed_ref.py's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every GPU trainer variant (train_gpt.cu for ZeRO stages 0-3, with and without optimizer
 # offload, the stage-3 poison build, the fp16 build at stages 0 and 3) and the GPU test programs
-# test_gpt.cu and test_decode.c: `make gpu-all`.
+# test_gpt.cu and tests/test_decode.c: `make gpu-all`.
 # Needs the CUDA toolkit and mpicc, no GPU. A compile or link error fails the test.
 cd "$(dirname "$0")/.."
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT

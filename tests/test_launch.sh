@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Launching (launch.h, scripts/launch/): OpenMP threads from --threads, OMP_NUM_THREADS or
+# Launching (comm/launch.h, scripts/launch/): OpenMP threads from --threads, OMP_NUM_THREADS or
 # cores / ranks per node, said at start-up; two nodes simulated on this machine (OpenMPI starts
 # a daemon per hostfile node through a stand-in for ssh that runs the command here, and the
 # ranks talk over TCP): the start-up line names the ranks of each node, MPI's node-local ranks

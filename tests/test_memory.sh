@@ -75,7 +75,7 @@ done
 
 echo "the estimator with --attention flash: train_gpt keeps no T x T tensor (exact bytes)"
 # llama with GQA, T = 96 (not a multiple of the kernels' 64-row tiles), without and with recompute
-# (one layer's tensors or all 4). The expected bytes from the shape, as activations.h lays them out
+# (one layer's tensors or all 4). The expected bytes from the shape, as train/activations.h lays them out
 # (each tensor rounded up to 256 bytes): saved, the [B,H,T,T] bf16 probabilities become the fp32
 # log-sum-exp [B,H,T]; scratch, the fp32 scores and bf16 dS [B,H,T,T], y [B,H,T,hd] and dq|dk|dv
 # [B,T,QKV] become the fp32 D [B,H,T]. The CPU trainer's rows do not change; --gpu-baseline 1 runs

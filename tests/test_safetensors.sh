@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weights in and out with Hugging Face's names (export_model.c, hf.h, safetensors.h, hf_config.h):
+# Weights in and out with Hugging Face's names (tools/export_model.c, model/hf.h, formats/safetensors.h, config/hf_config.h):
 #   - zeroc -> safetensors -> zeroc is bitwise (fp32), both architectures, from a stage-0 checkpoint and
 #     from a ZeRO-3 checkpoint saved by 2 ranks, read back at stage 0 (both) and at ZeRO-3 on 2 ranks
 #   - the file is what transformers expects (names and shapes listed from its model definitions, dtype,

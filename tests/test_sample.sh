@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sampling (sample.h, --sample 1, --sample-every) on the CPU trainer, both architectures:
+# Sampling (train/sample.h, --sample 1, --sample-every) on the CPU trainer, both architectures:
 #   - the KV-cache decode step against the full forward: the logits of every position (test_decode,
 #     max difference printed), at stage 0 and at ZeRO-3 on 2 ranks; the sampler's temperature, top-k and
 #     top-p against known distributions

@@ -2,7 +2,7 @@
 # A checkpoint save whose last write fails (ENOSPC) stops every rank with one line and
 # a non-zero exit, removes its temporary files and leaves the previous checkpoint and
 # `latest` untouched; a resume then continues from the previous checkpoint, bitwise.
-# Two ways of failing: the fault-injecting write hook (ZEROC_FAIL_WRITE=FILE:N, common.h)
+# Two ways of failing: the fault-injecting write hook (ZEROC_FAIL_WRITE=FILE:N, util/common.h)
 # on every checkpoint file, at 2 ranks (an optimizer shard written by rank 1 included),
 # and a real full disk: a tmpfs sized so that the last page of each file does not fit
 # (needs root to mount; skipped with a message elsewhere).

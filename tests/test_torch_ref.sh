@@ -4,7 +4,7 @@
 #   (b) both architectures: the forward equals an independent loop-by-loop numpy implementation of
 #       docs/model.md, and autograd equals finite differences (gradcheck, float64)
 #   (c) the data order of dataloader.h, --world N == N ranks, world/accum equivalence
-#   (d) lr_at() of config.h at hand-computed points, all five schedules
+#   (d) lr_at() of config/lr_schedule.h at hand-computed points, all five schedules
 #   (e) bad inputs give one-line errors naming the file or flag
 #   plus: --save/--init round trip and the --debug-state file layout.
 # Exit 0 pass, 77 skip (no torch), 1 fail.
@@ -37,7 +37,7 @@ def check(cond, what):
 
 
 # ---------------------------------------------------------------------------
-# (a) init: scalar reimplementation of common.h / model.h
+# (a) init: scalar reimplementation of util/common.h / model/model.h
 M64 = (1 << 64) - 1
 
 

@@ -6,7 +6,7 @@
 // grads, bf16 output on and off, aligned (vectorized kernel) and misaligned (scalar kernel)
 // pointers, sizes with tails. The kernel follows the reference operation order with explicit
 // round-to-nearest intrinsics, so the result is expected bitwise equal; the limit is 1 ulp.
-// Then the lean step (adamw_gpu_runs, zero_device.cuh's one launch over the partition) against the
+// Then the lean step (adamw_gpu_runs, zero/device.cuh's one launch over the partition) against the
 // per-segment path and the CPU on GPT-2 124M's real partition at P = 1, 2 and 5 (dev/cuda/zero_partition.cuh),
 // bitwise, and both timed (alternating rounds, medians, the ratio).
 // Exit 0 pass, 1 fail, 77 no usable GPU.
@@ -125,7 +125,7 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
 // ----------------------------------------------------------------------------
 // The lean step (adamw_gpu_runs: one launch over a partition's runs, weight decay by a bit mask)
 // against the per-segment path (adamw_gpu_step on each segment with its tensor's weight decay: what
-// zero_device.cuh runs with --gpu-baseline 1) and against the CPU reference (adamw_cpu_step on each
+// zero/device.cuh runs with --gpu-baseline 1) and against the CPU reference (adamw_cpu_step on each
 // segment), on GPT-2 124M's partition as zero.h lays it out (dev/cuda/zero_partition.cuh). Expected
 // bitwise equal everywhere: the master, m, v (padding included: it must stay zero) and the whole
 // floatX parameter buffer.

@@ -1,7 +1,7 @@
 // dev/cuda/zero_partition.cuh: a rank's optimizer partition of GPT-2 124M as zero.h lays it out,
 // for the lean optimizer step's checks (dev/cuda/adamw.cu, dev/cuda/global_norm.cu).
 //
-// The tensors are model.h's (model_layout_build with config.h's gpt2-124m preset: 14 units, 148
+// The tensors are model/model.h's (model_layout_build with config/model_config.h's gpt2-124m preset: 14 units, 148
 // tensors, Vp = 50304). The plan is zero_plan_build's arithmetic, repeated here because zero.h
 // itself needs the trainer's communication headers: each unit padded to a multiple of P*16
 // (ZERO_ALIGN) elements, split into P equal slices; rank r owns slice r of every unit, its shard
@@ -11,8 +11,8 @@
 // padding up to P = 4; at P = 5 the last rank's slices end in padding (656 elements in all).
 #pragma once
 #include <vector>
-#include "config.h"
-#include "model.h"
+#include "config/train_config.h"
+#include "model/model.h"
 
 #define DEV_ZERO_ALIGN 16   // zero.h's ZERO_ALIGN
 

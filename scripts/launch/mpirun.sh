@@ -4,7 +4,7 @@
 #   HOSTFILE=scripts/launch/hostfile.example bash scripts/launch/mpirun.sh --preset gpt2-124m ...
 #
 # Every node gets the same number of ranks: its slots (see hostfile.example). Each rank takes the
-# GPU of its node-local rank (MPI's shared-memory split, launch.h); the start-up line says which
+# GPU of its node-local rank (MPI's shared-memory split, comm/launch.h); the start-up line says which
 # ranks share a node. Everything after the script name goes to the trainer.
 # Environment:
 #   HOSTFILE       the OpenMPI hostfile (required)

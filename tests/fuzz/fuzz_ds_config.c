@@ -1,6 +1,6 @@
-// Fuzz target: a DeepSpeed JSON config (ds_config.h): the whole pass over the file and the checks
+// Fuzz target: a DeepSpeed JSON config (config/ds_config.h): the whole pass over the file and the checks
 // that follow the flags, collecting messages (the trainer prints them and exits on an error).
-#include "config.h"
+#include "config/flags.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cJSON *root = cJSON_ParseWithLength((const char *)data, size);

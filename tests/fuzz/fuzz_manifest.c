@@ -1,6 +1,6 @@
-// Fuzz target: a checkpoint's manifest.json (ckpt_format.h). A manifest that parses is written
+// Fuzz target: a checkpoint's manifest.json (train/checkpoint_format.h). A manifest that parses is written
 // back with manifest_text and must parse again (the writer's output is always readable).
-#include "ckpt_format.h"
+#include "train/checkpoint_format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Manifest m;

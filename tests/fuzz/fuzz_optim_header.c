@@ -1,6 +1,6 @@
-// Fuzz target: an optimizer shard's header (ckpt_format.h) against what a resume expects:
+// Fuzz target: an optimizer shard's header (train/checkpoint_format.h) against what a resume expects:
 // partition 1 of 2, 1000 elements per shard; the input is the whole file (its size counts).
-#include "ckpt_format.h"
+#include "train/checkpoint_format.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t h[256] = {0};

@@ -1,6 +1,6 @@
-// Fuzz target: a safetensors file's header (safetensors.h), the input being the whole file:
+// Fuzz target: a safetensors file's header (formats/safetensors.h), the input being the whole file:
 // the 8-byte length, the JSON header and the tensor index checked against the file's size.
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 8) return 0;

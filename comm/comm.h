@@ -1,0 +1,582 @@
+// comm/comm.h: the communicator, the one small interface every collective goes
+// through. Both trainers use it; zero.h is written against it.
+//
+// Backends
+//   MPI  (this file): host buffers. Ranks come from mpirun, srun (PMI) or a
+//        plain ./binary run (a world of one).
+//   In the CUDA build (train_gpt.cu) the same calls take DEVICE buffers, with
+//   a backend chosen at run time (--comm):
+//   NCCL: a communication stream ordered against the compute stream with
+//        events, so a non-blocking collective overlaps the kernels that follow;
+//        ncclUniqueId is broadcast over MPI (mpirun or srun).
+//   MPI:  host-staged copies (device -> pinned host -> MPI -> device), so that
+//        several ranks can share one GPU for testing (NCCL refuses that).
+//   Scalars on the host (the loss, norms, config checks) always go through
+//   comm_all_reduce_host (MPI).
+//
+// Semantics follow NCCL so that the two backends are interchangeable:
+//   all_reduce(buf, n)            in place, every rank ends with the reduction
+//   reduce_scatter(send, recv, n) send holds world*n elements; rank r receives
+//                                 the reduction of elements [r*n, (r+1)*n).
+//                                 In place when recv == send + rank*n.
+//   all_gather(send, recv, n)     recv holds world*n; rank r's n elements land
+//                                 at recv + r*n. In place when send == recv + rank*n.
+//   broadcast(buf, n, root), barrier()
+// and non-blocking forms that return a CommRequest finished by comm_wait().
+//
+// Byte accounting (per rank, per call, by collective), in the ZeRO paper's
+// units: an all-gather or reduce-scatter over a buffer of X bytes counts X;
+// an all-reduce counts 2X (it is a reduce-scatter plus an all-gather).
+// So plain data parallelism moves 2Ψ per step and ZeRO-3 3Ψ, as in the paper.
+//
+// The watchdog (--timeout S, below): a thread that ends the job when this rank
+// makes no progress for S seconds, naming the collective it waits on.
+#pragma once
+#include "util/common.h"
+#include <mpi.h>
+#include <pthread.h>
+#ifdef __CUDACC__
+#define COMM_DEVICE 1
+#include "cuda/common.cuh"
+#include <nccl.h>
+enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
+#else
+#define COMM_DEVICE 0
+#endif
+
+typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8, DT_F16 } CommDType;
+#define DT_FLOATX (FLOATX_FP16 ? DT_F16 : DT_BF16)   // the GPU build's floatX (util/common.h)
+typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
+typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, N_COLL } CollKind;
+static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+
+static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 || t == DT_F16 ? 2 : t == DT_U8 ? 1 : 4; }
+
+typedef struct {
+    int rank, world;
+    int local_rank, local_world;   // within the node: selects the GPU
+    MPI_Comm mpi;
+    long long bytes[N_COLL];       // counted bytes since the last comm_reset_counters
+    long long calls[N_COLL];
+#if COMM_DEVICE
+    int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
+    int device, has_device;        // has_device: comm_attach_device ran (the estimator never needs it)
+    ncclComm_t nccl;
+    cudaStream_t compute;          // the trainer's kernels run here
+    cudaStream_t stream;           // collectives run here (NCCL)
+    cudaEvent_t events[64];        // a ring of events ordering the two streams
+    int next_event;
+    void *stage;                   // pinned host staging for the MPI backend
+    size_t stage_bytes;
+#endif
+} Comm;
+
+typedef struct {
+    MPI_Request req;
+    const char *name;     // the collective (the watchdog names it)
+    int active;
+    CommOp op;            // OP_AVG is finished (scaled) at wait time
+    CommDType dtype;
+    void *scale_buf;      // what to scale for OP_AVG
+    size_t scale_n;
+    void *move_dst;       // in-place reduce-scatter: MPI leaves the result at the front
+    size_t move_bytes;
+#if COMM_DEVICE
+    cudaEvent_t done;     // NCCL: recorded on the communication stream
+#endif
+} CommRequest;
+
+// ----------------------------------------------------------------------------
+// the watchdog: if this rank makes no progress for --timeout seconds (a peer rank
+// stopped or dead, a hung device, a deadlock), a thread prints one line naming the
+// rank, what it waits on and where in the step it is, aborts NCCL (GPU) and calls
+// MPI_Abort, which ends every rank of the job with status 124 (as timeout(1)).
+// Progress is any collective's start or end and every phase the training loop
+// enters (comm_phase: each micro-step, the optimizer step, validation, sampling, a
+// checkpoint save), so the limit bounds the time of one of those, never a run.
+// Every rank runs its own watchdog: each one that can still act says what it waits
+// on. (MPI_Abort is the one MPI call made off the main thread: aborting a stuck job
+// is what it is for, and Open MPI supports it.)
+
+#define EXIT_WATCHDOG 124
+
+static struct {
+    pthread_t thread;
+    int running;
+    volatile int stop;
+    double timeout;
+    void *comm;                      // the Comm (NCCL abort)
+    volatile double last;            // wall_time() of the last progress
+    const char *volatile phase;      // where in the step this rank is
+    volatile int step;
+    const char *volatile coll;       // the collective it waits on, NULL if none
+    const char *volatile last_coll;  // the last one it waited on
+    double coll_t0, blocked_s;       // when the current wait began; seconds spent waiting (--breakdown)
+} g_wd = {0};
+
+static void wd_touch(void) { g_wd.last = wall_time(); }
+// the training loop says where it is (phase: a static string); step is 1-based
+static void comm_phase(const char *phase, int step) { g_wd.phase = phase; g_wd.step = step; wd_touch(); }
+static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); g_wd.coll_t0 = g_wd.last; }
+static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); g_wd.blocked_s += g_wd.last - g_wd.coll_t0; }
+// Seconds this rank spent blocked in collectives since the last call (the step
+// line's breakdown). Host-side: with NCCL the waits are the device's, not counted.
+static double comm_blocked_seconds(void) { double s = g_wd.blocked_s; g_wd.blocked_s = 0; return s; }
+
+static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
+// NCCL's asynchronous error (a peer gone, a network failure), NULL when there is none: a
+// failed collective never completes on the stream, so the host would wait forever
+static const char *comm_device_error(void *comm);
+
+static void *wd_main(void *arg) {
+    int rank = *(int *)arg;
+    while (!g_wd.stop) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        // NCCL's own error first (ncclCommGetAsyncError: safe from another thread, as
+        // PyTorch's watchdog uses it): a failed collective stops every rank at once
+        const char *nccl_error = g_wd.stop ? NULL : comm_device_error(g_wd.comm);
+        if (nccl_error) {
+            diag("error", "rank %d: NCCL reports %s (in %s of step %d, the last collective: %s): aborting the job", rank,
+                 nccl_error, g_wd.phase ? g_wd.phase : "start-up", g_wd.step, g_wd.last_coll ? g_wd.last_coll : "none");
+            comm_abort_device(g_wd.comm);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            _exit(1);
+        }
+        double idle = wall_time() - g_wd.last;
+        if (g_wd.stop || idle < g_wd.timeout) continue;
+        const char *coll = g_wd.coll, *phase = g_wd.phase ? g_wd.phase : "start-up";
+        char where[256];
+        if (coll) snprintf(where, sizeof(where), "waits in %s", coll);
+        else snprintf(where, sizeof(where), "is not in a collective (the last: %s)", g_wd.last_coll ? g_wd.last_coll : "none");
+        diag("error", "watchdog: rank %d made no progress for %.0f s (--timeout %g): it %s, in %s of step %d; "
+             "another rank (or a device) is stalled or dead: aborting the job", rank, idle, g_wd.timeout, where, phase, g_wd.step);
+        comm_abort_device(g_wd.comm);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+        _exit(EXIT_WATCHDOG);
+    }
+    return NULL;
+}
+
+static void comm_watchdog_stop(void) {
+    if (!g_wd.running) return;
+    g_wd.stop = 1;
+    pthread_join(g_wd.thread, NULL);
+    g_wd.running = 0;
+}
+
+// timeout <= 0: no watchdog
+static void comm_watchdog_start(void *comm, int rank, double timeout) {
+    static int wd_rank;
+    comm_watchdog_stop();
+    if (timeout <= 0) return;
+    wd_rank = rank;
+    g_wd.timeout = timeout;
+    g_wd.comm = comm;
+    g_wd.stop = 0;
+    wd_touch();
+    if (pthread_create(&g_wd.thread, NULL, wd_main, &wd_rank) != 0) fatal("watchdog: cannot start its thread (%s)", strerror(errno));
+    g_wd.running = 1;
+}
+
+static MPI_Datatype mpi_dtype(CommDType t) {
+    switch (t) {
+    case DT_F32: return MPI_FLOAT;
+    case DT_F64: return MPI_DOUBLE;
+    case DT_I32: return MPI_INT;
+    case DT_U8: return MPI_BYTE;
+    default: fatal("comm: the MPI backend reduces fp32, fp64 and int32 only (bf16 and fp16 travel as bytes in gathers)"); return MPI_BYTE;
+    }
+}
+static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
+
+// MPI: rank, world and the ranks sharing this node. The GPU trainer takes its
+// device afterwards (comm_attach_device).
+static void comm_init(Comm *c, int *argc, char ***argv) {
+    memset(c, 0, sizeof(*c));
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    c->mpi = MPI_COMM_WORLD;
+    MPI_Comm_rank(c->mpi, &c->rank);
+    MPI_Comm_size(c->mpi, &c->world);
+    // local rank: ranks sharing a node (shared-memory domain), as mpirun and srun both place them
+    MPI_Comm local;
+    MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &c->local_rank);
+    MPI_Comm_size(local, &c->local_world);
+    MPI_Comm_free(&local);
+    g_error_rank = c->rank;
+}
+
+
+static void comm_reset_counters(Comm *c) { memset(c->bytes, 0, sizeof(c->bytes)); memset(c->calls, 0, sizeof(c->calls)); }
+
+static void comm_count(Comm *c, CollKind k, long long bytes) { c->bytes[k] += bytes; c->calls[k]++; }
+
+static void scale_buffer(void *buf, size_t n, CommDType t, double s) {
+    if (t == DT_F32) { float *p = (float *)buf; for (size_t i = 0; i < n; i++) p[i] = (float)(p[i] * s); }
+    else if (t == DT_F64) { double *p = (double *)buf; for (size_t i = 0; i < n; i++) p[i] *= s; }
+    else fatal("comm: OP_AVG needs a floating-point buffer");
+}
+
+static void comm_wait_mpi(Comm *c, CommRequest *r) {
+    if (!r->active) return;
+    wd_coll_begin(r->name);
+    MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+    wd_coll_end();
+    r->active = 0;
+    if (r->move_dst) memmove(r->move_dst, r->scale_buf, r->move_bytes);
+    if (r->op == OP_AVG && c->world > 1)
+        scale_buffer(r->move_dst ? r->move_dst : r->scale_buf, r->scale_n, r->dtype, 1.0 / c->world);
+}
+
+static CommRequest comm_iall_reduce_mpi(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    CommRequest r = {0};
+    comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
+    r.name = "all_reduce";
+    r.active = 1; r.op = op; r.dtype = t; r.scale_buf = buf; r.scale_n = n;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
+    return r;
+}
+
+static CommRequest comm_ireduce_scatter_mpi(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+    CommRequest r = {0};
+    size_t es = dtype_size(t);
+    comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * es);
+    r.name = "reduce_scatter";
+    r.active = 1; r.op = op; r.dtype = t; r.scale_n = n;
+    if ((char *)recv == (char *)send + (size_t)c->rank * n * es) {
+        // in place (NCCL's convention): MPI writes the result at the front of the buffer
+        MPI_Ireduce_scatter_block(MPI_IN_PLACE, send, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
+        r.scale_buf = send;
+        if (c->rank != 0) { r.move_dst = recv; r.move_bytes = n * es; }
+    } else {
+        MPI_Ireduce_scatter_block(send, recv, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
+        r.scale_buf = recv;
+    }
+    return r;
+}
+
+static CommRequest comm_iall_gather_mpi(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+    CommRequest r = {0};
+    size_t es = dtype_size(t);
+    comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
+    r.name = "all_gather";
+    r.active = 1; r.op = OP_SUM; r.dtype = t;
+    // gathers move bytes: bf16 needs no MPI type of its own
+    int bytes = (int)(n * es);
+    if ((const char *)send == (char *)recv + (size_t)c->rank * n * es)
+        MPI_Iallgather(MPI_IN_PLACE, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, c->mpi, &r.req);
+    else
+        MPI_Iallgather(send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, c->mpi, &r.req);
+    return r;
+}
+
+// ----------------------------------------------------------------------------
+// the public calls
+
+static void comm_all_reduce_host(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    CommRequest r = comm_iall_reduce_mpi(c, buf, n, t, op);
+    comm_wait_mpi(c, &r);
+}
+static void comm_barrier(Comm *c) { wd_coll_begin("barrier"); MPI_Barrier(c->mpi); wd_coll_end(); }
+
+// A control all-reduce outside the byte accounting: the bitwise OR of every rank's
+// flags (the per-step agreement on signals, train/preempt.h).
+static int comm_control_or(Comm *c, int flags) {
+    wd_coll_begin("all_reduce (the per-step signal agreement)");
+    MPI_Allreduce(MPI_IN_PLACE, &flags, 1, MPI_INT, MPI_BOR, c->mpi);
+    wd_coll_end();
+    return flags;
+}
+// host memory in every build (sampled tokens): root's bytes to every rank, not counted
+static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd_coll_begin("broadcast (sampled tokens)"); MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi); wd_coll_end(); }
+
+#if !COMM_DEVICE
+// CPU build: buffers are host memory, MPI does everything
+static void comm_attach_device(Comm *c) { (void)c; }   // the CPU trainer's buffers are host memory
+static void comm_setup_backend(Comm *c, const char *name) { }
+static void comm_abort_device(void *comm) { }
+static const char *comm_device_error(void *comm) { (void)comm; return NULL; }
+static void comm_finalize(Comm *c) { comm_watchdog_stop(); MPI_Finalize(); }
+static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
+static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    return comm_iall_reduce_mpi(c, buf, n, t, op);
+}
+static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+    return comm_ireduce_scatter_mpi(c, send, recv, n, t, op);
+}
+static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+    return comm_iall_gather_mpi(c, send, recv, n, t);
+}
+static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
+    comm_count(c, COLL_BROADCAST, (long long)n * dtype_size(t));
+    wd_coll_begin("broadcast");
+    MPI_Bcast(buf, (int)(n * dtype_size(t)), MPI_BYTE, root, c->mpi);
+    wd_coll_end();
+}
+#else
+// CUDA build: buffers are device memory.
+#define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
+
+// This rank's GPU, its streams and events: after the flags, so that what needs no
+// GPU (--help, the estimator, a bad flag) answers on a machine without one.
+static void comm_attach_device(Comm *c) {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0)
+        fatal("no CUDA device (%s): the GPU trainer needs one; ./train_gpt_cpu trains on the CPU",
+              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    c->device = c->local_rank % ndev;   // one GPU per local rank; ranks beyond the GPU count share
+    cudaCheck(cudaSetDevice(c->device));
+    cudaCheck(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+    cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 64; i++) cudaCheck(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
+    c->backend = COMM_BACKEND_MPI;
+    c->has_device = 1;
+}
+
+// --comm auto|nccl|mpi. auto: one rank needs no backend (comm_alone: no NCCL
+// bootstrap, no MPI); ranks sharing a GPU get the host-staged MPI collectives,
+// since NCCL refuses two ranks on one device; otherwise NCCL, which gets its
+// unique id from rank 0 over MPI.
+static void comm_setup_backend(Comm *c, const char *name) {
+    int automatic = strcmp(name, "auto") == 0;
+    if (strcmp(name, "mpi") == 0 || (automatic && c->world == 1)) { c->backend = COMM_BACKEND_MPI; return; }
+    int ndev = 0;
+    cudaCheck(cudaGetDeviceCount(&ndev));
+    // decided on every rank from the same number (the most crowded node): all ranks
+    // take the same backend or all stop; none hangs in init
+    int crowded = c->local_world > ndev ? c->local_world : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, c->mpi);
+    if (crowded && automatic) {
+        if (c->rank == 0)
+            printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm mpi); "
+                   "NCCL needs one GPU per rank\n", crowded);
+        c->backend = COMM_BACKEND_MPI;
+        return;
+    }
+    if (crowded)
+        fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
+              "use --comm mpi (host-staged collectives) to test several ranks on one GPU",
+              crowded, ndev, ndev == 1 ? "" : "s");
+    ncclUniqueId id;
+    if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
+    ncclResult_t r = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
+    if (r != ncclSuccess)
+        fatal("NCCL: ncclCommInitRank failed: %s%s", ncclGetErrorString(r),
+              r == ncclInvalidUsage ? " (two ranks on one GPU? use --comm mpi)" : "");
+    c->backend = COMM_BACKEND_NCCL;
+}
+
+// the watchdog, before MPI_Abort: NCCL's kernels may be spinning on a dead peer
+static void comm_abort_device(void *comm) {
+    Comm *c = (Comm *)comm;
+    if (c && c->backend == COMM_BACKEND_NCCL && c->nccl) ncclCommAbort(c->nccl);
+}
+static const char *comm_device_error(void *comm) {
+    Comm *c = (Comm *)comm;
+    ncclResult_t r = ncclSuccess;
+    if (!c || c->backend != COMM_BACKEND_NCCL || !c->nccl || ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) return NULL;
+    return r == ncclSuccess || r == ncclInProgress ? NULL : ncclGetErrorString(r);
+}
+
+static void comm_finalize(Comm *c) {
+    comm_watchdog_stop();
+    if (c->has_device) {
+        cudaStreamSynchronize(c->compute);
+        cudaStreamSynchronize(c->stream);
+        if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
+        if (c->stage) cudaFreeHost(c->stage);
+    }
+    MPI_Finalize();
+}
+
+static ncclDataType_t nccl_dtype(CommDType t) {
+    switch (t) {
+    case DT_F32: return ncclFloat32;
+    case DT_BF16: return ncclBfloat16;
+    case DT_F16: return ncclFloat16;
+    case DT_F64: return ncclFloat64;
+    case DT_I32: return ncclInt32;
+    default: return ncclUint8;
+    }
+}
+static ncclRedOp_t nccl_op(CommOp op) { return op == OP_AVG ? ncclAvg : op == OP_MAX ? ncclMax : op == OP_MIN ? ncclMin : ncclSum; }
+
+static cudaEvent_t comm_next_event(Comm *c) { cudaEvent_t e = c->events[c->next_event]; c->next_event = (c->next_event + 1) % 64; return e; }
+
+// NCCL: the communication stream first waits for everything the compute
+// stream has been given so far (the data to send is ready, and buffers about
+// to be overwritten are no longer read)
+static void comm_nccl_begin(Comm *c) {
+    cudaEvent_t ready = comm_next_event(c);
+    cudaCheck(cudaEventRecord(ready, c->compute));
+    cudaCheck(cudaStreamWaitEvent(c->stream, ready, 0));
+}
+static CommRequest comm_nccl_end(Comm *c, const char *name) {
+    CommRequest r;
+    memset(&r, 0, sizeof(r));
+    r.name = name;
+    g_wd.last_coll = name;   // enqueued: the host waits for it later, at a synchronization
+    wd_touch();
+    r.done = comm_next_event(c);
+    cudaCheck(cudaEventRecord(r.done, c->stream));
+    r.active = 1;
+    return r;
+}
+
+// MPI backend: pinned host staging
+static void *comm_stage(Comm *c, size_t bytes) {
+    if (bytes > c->stage_bytes) {
+        if (c->stage) cudaFreeHost(c->stage);
+        cudaCheck(cudaMallocHost(&c->stage, bytes));
+        c->stage_bytes = bytes;
+    }
+    return c->stage;
+}
+// Reductions of bf16 or fp16 over MPI: widen to fp32 on the host, reduce, round back.
+static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in, size_t n_out, CommDType t, CommOp op, int scatter) {
+    int x16 = t == DT_BF16 || t == DT_F16;
+    size_t es = dtype_size(t), wide = x16 ? 4 : es;
+    char *h = (char *)comm_stage(c, n_in * wide + n_in * es);
+    char *raw = h + n_in * wide;
+    cudaCheck(cudaStreamSynchronize(c->compute));
+    cudaCheck(cudaMemcpy(raw, send, n_in * es, cudaMemcpyDeviceToHost));
+    const uint16_t *bits = (const uint16_t *)raw;
+    if (x16) for (size_t i = 0; i < n_in; i++) ((float *)h)[i] = t == DT_F16 ? fp16_to_float(bits[i]) : bf16_to_float(bits[i]);
+    else memcpy(h, raw, n_in * es);
+    CommDType wt = x16 ? DT_F32 : t;
+    wd_coll_begin(scatter ? "reduce_scatter (host-staged)" : "all_reduce (host-staged)");
+    if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
+    else MPI_Allreduce(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
+    wd_coll_end();
+    if (op == OP_AVG && c->world > 1) scale_buffer(h, n_out, wt, 1.0 / c->world);
+    const float *wide_out = (const float *)h;
+    if (x16) for (size_t i = 0; i < n_out; i++)
+        ((uint16_t *)raw)[i] = t == DT_F16 ? float_to_fp16_rne(wide_out[i]) : float_to_bf16_rne(wide_out[i]);
+    else memcpy(raw, h, n_out * es);
+    cudaCheck(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
+}
+
+// One rank: every collective is the identity (an average over one rank, the
+// gather of one shard), so nothing is staged or launched but the copy when the
+// result goes elsewhere. The volume is still counted, as the CPU trainer counts it.
+static int comm_alone(Comm *c, void *recv, const void *send, size_t bytes) {
+    if (c->world > 1) return 0;
+    if (recv != send) cudaCheck(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, c->compute));
+    return 1;
+}
+static CommRequest comm_done(void) { CommRequest r; memset(&r, 0, sizeof(r)); return r; }
+
+static void comm_wait(Comm *c, CommRequest *r) {
+    if (!r->active) return;
+    if (c->backend == COMM_BACKEND_NCCL) cudaCheck(cudaStreamWaitEvent(c->compute, r->done, 0));
+    r->active = 0;
+}
+
+static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
+    if (comm_alone(c, buf, buf, n * dtype_size(t))) return comm_done();
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
+        return comm_nccl_end(c, "all_reduce (NCCL)");
+    }
+    comm_mpi_reduce_device(c, buf, buf, n, n, t, op, 0);
+    return comm_done();
+}
+
+// send holds world*n elements; in place when recv == send + rank*n (NCCL's convention)
+static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+    comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * dtype_size(t));
+    if (comm_alone(c, recv, send, n * dtype_size(t))) return comm_done();
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclReduceScatter(send, recv, n, nccl_dtype(t), nccl_op(op), c->nccl, c->stream));
+        return comm_nccl_end(c, "reduce_scatter (NCCL)");
+    }
+    // MPI: reduce-scatter on the host; the result lands at the front of the staging buffer
+    comm_mpi_reduce_device(c, send, recv, n * c->world, n, t, op, 1);
+    return comm_done();
+}
+
+static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+    size_t es = dtype_size(t);
+    comm_count(c, COLL_ALL_GATHER, (long long)n * c->world * es);
+    if (comm_alone(c, recv, send, n * es)) return comm_done();
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclAllGather(send, recv, n, nccl_dtype(t), c->nccl, c->stream));
+        return comm_nccl_end(c, "all_gather (NCCL)");
+    }
+    char *h = (char *)comm_stage(c, n * c->world * es);
+    cudaCheck(cudaStreamSynchronize(c->compute));
+    cudaCheck(cudaMemcpy(h + (size_t)c->rank * n * es, send, n * es, cudaMemcpyDeviceToHost));
+    wd_coll_begin("all_gather (host-staged)");
+    MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
+    wd_coll_end();
+    cudaCheck(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
+    return comm_done();
+}
+
+static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
+    size_t es = dtype_size(t);
+    comm_count(c, COLL_BROADCAST, (long long)n * es);
+    if (comm_alone(c, buf, buf, n * es)) return;
+    if (c->backend == COMM_BACKEND_NCCL) {
+        comm_nccl_begin(c);
+        COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));
+        CommRequest r = comm_nccl_end(c, "broadcast (NCCL)");
+        comm_wait(c, &r);
+        return;
+    }
+    char *h = (char *)comm_stage(c, n * es);
+    cudaCheck(cudaStreamSynchronize(c->compute));
+    cudaCheck(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
+    wd_coll_begin("broadcast (host-staged)");
+    MPI_Bcast(h, (int)(n * es), MPI_BYTE, root, c->mpi);
+    wd_coll_end();
+    cudaCheck(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
+}
+#endif
+
+static void comm_all_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
+    CommRequest r = comm_iall_reduce(c, buf, n, t, op); comm_wait(c, &r);
+}
+static void comm_reduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
+    CommRequest r = comm_ireduce_scatter(c, send, recv, n, t, op); comm_wait(c, &r);
+}
+static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
+    CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
+}
+
+// Every rank must agree on a value (a config hash, a flag). If they do not,
+// every rank prints the same one-line error and exits: no rank is left in a
+// collective waiting for the others.
+static void comm_check_same(Comm *c, long long value, const char *what) {
+    long long mn = value, mx = value;
+    wd_coll_begin("all_reduce (a configuration check)");
+    MPI_Allreduce(MPI_IN_PLACE, &mn, 1, MPI_LONG_LONG, MPI_MIN, c->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_LONG_LONG, MPI_MAX, c->mpi);
+    wd_coll_end();
+    if (mn != mx) fatal("ranks disagree on %s (values from %lld to %lld over %d ranks)", what, mn, mx, c->world);
+}
+
+// Each rank ran a check that may fail on some ranks only (a file only one of
+// them could not read): every rank learns the outcome, and on failure every
+// rank gets the message of the lowest failing rank in err (so that every rank
+// can print the same one line). Returns 1 if the check passed on every rank.
+static int comm_agree(Comm *c, int ok, char *err, size_t errn) {
+    int first_bad = ok ? c->world : c->rank;
+    wd_coll_begin("all_reduce (agreeing on a check)");
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, c->mpi);
+    wd_coll_end();
+    if (first_bad == c->world) return 1;
+    wd_coll_begin("broadcast (a failed check's message)");
+    MPI_Bcast(err, (int)errn, MPI_CHAR, first_bad, c->mpi);
+    wd_coll_end();
+    err[errn - 1] = 0;
+    return 0;
+}

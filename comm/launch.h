@@ -1,0 +1,98 @@
+// comm/launch.h: where each rank runs, shared by both trainers: its OpenMP threads,
+// its rank within the node (checked against what the launcher says), and which
+// ranks share a node (printed at start-up).
+//
+// Node-local rank: MPI's shared-memory split (MPI_Comm_split_type with
+// MPI_COMM_TYPE_SHARED, comm/comm.h) decides: it is what actually shares memory (and
+// so which GPUs a rank can see), and it works the same under mpirun, srun and
+// any other launcher. When the rank was started directly by srun or by
+// OpenMPI's mpirun, the launcher also says it: SLURM_LOCALID (when SLURM_PROCID
+// is this rank; under mpirun inside an allocation the ranks inherit the daemon's
+// SLURM_* variables, which do not describe them) and OMPI_COMM_WORLD_LOCAL_RANK
+// (when OMPI_COMM_WORLD_RANK is this rank). A disagreement is a one-line warning
+// from rank 0 and MPI's value is used: it usually means a wrapper or container
+// that hides the node layout from one of the two, where two ranks may end up on
+// one GPU, but it is not wrong in itself (a launcher can place ranks as it likes),
+// so it does not stop the run.
+#pragma once
+#include "comm/comm.h"
+#include <omp.h>
+
+// The OpenMP threads of one rank, and why: --threads N if given, else
+// OMP_NUM_THREADS (what OpenMP programs and llm.c honour; a list such as "8,2"
+// gives its first level), else the cores this rank may run on divided by the
+// ranks on its node. An OMP_NUM_THREADS that is not a positive count is ignored,
+// as libgomp ignores it.
+static int launch_threads(int flag, int local_world, char *why, size_t n) {
+    if (flag > 0) { snprintf(why, n, "--threads"); return flag; }
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (v > 0 && v <= 4096 && (*end == 0 || *end == ',')) { snprintf(why, n, "OMP_NUM_THREADS"); return (int)v; }
+    }
+    int cores = omp_get_num_procs();   // the CPUs of this process's affinity mask
+    int t = cores / (local_world > 0 ? local_world : 1);
+    if (t < 1) t = 1;
+    snprintf(why, n, "%s%d core%s / %d rank%s on the node", env && *env ? "OMP_NUM_THREADS ignored: " : "",
+             cores, cores == 1 ? "" : "s", local_world, local_world == 1 ? "" : "s");
+    return t;
+}
+
+// Collective. Checks the node-local rank against the launcher's and writes into
+// `out` which ranks share a node, e.g. "2 nodes: vm0 ranks 0-1 | vm1 ranks 2-3".
+static void launch_describe(const Comm *c, char *out, size_t n) {
+    // the node: the world rank of its local rank 0
+    MPI_Comm local;
+    MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    int leader = c->rank;
+    MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
+    MPI_Comm_free(&local);
+    // the launcher's own idea of it, where the launcher started this very rank
+    static const char *VARS[2][2] = {{"SLURM_PROCID", "SLURM_LOCALID"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}};
+    int differs = 0;   // 0, or 1 + the index of the first variable that disagrees
+    for (int i = 0; i < 2 && !differs; i++) {
+        const char *who = getenv(VARS[i][0]), *env_local = getenv(VARS[i][1]);
+        if (who && env_local && atoi(who) == c->rank && atoi(env_local) != c->local_rank) differs = 1 + i;
+    }
+    char host[MPI_MAX_PROCESSOR_NAME] = {0}, mine[64];
+    int len;
+    MPI_Get_processor_name(host, &len);
+    snprintf(mine, sizeof(mine), "%.63s", host);
+    int *leaders = NULL, *diff = NULL;
+    char *hosts = NULL;
+    if (c->rank == 0) {
+        leaders = (int *)xmalloc(sizeof(int) * c->world, "node table");
+        diff = (int *)xmalloc(sizeof(int) * c->world, "node table");
+        hosts = (char *)xmalloc(sizeof(mine) * (size_t)c->world, "node table");
+    }
+    MPI_Gather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, 0, c->mpi);
+    MPI_Gather(&differs, 1, MPI_INT, diff, 1, MPI_INT, 0, c->mpi);
+    MPI_Gather(mine, sizeof(mine), MPI_CHAR, hosts, sizeof(mine), MPI_CHAR, 0, c->mpi);
+    if (c->rank != 0) { out[0] = 0; return; }
+    int nodes = 0, bad = 0, first_bad = -1;
+    for (int r = 0; r < c->world; r++) {
+        nodes += leaders[r] == r;
+        if (diff[r]) { bad++; if (first_bad < 0) first_bad = r; }
+    }
+    size_t k = 0;
+#define LAUNCH_APPEND(...) (k += (size_t)snprintf(out + (k < n ? k : n), k < n ? n - k : 0, __VA_ARGS__))
+    LAUNCH_APPEND("%d node%s:", nodes, nodes == 1 ? "" : "s");
+    for (int node = 0; node < c->world; node++) {
+        if (leaders[node] != node) continue;
+        LAUNCH_APPEND("%s %s ranks", node ? " |" : "", hosts + sizeof(mine) * (size_t)node);
+        for (int r = node, sep = ' '; r < c->world; r++, sep = ',') {   // the node's ranks as ranges: 0-3,8-11
+            while (r < c->world && leaders[r] != node) r++;
+            if (r == c->world) break;
+            int e = r;
+            while (e + 1 < c->world && leaders[e + 1] == node) e++;
+            if (e > r) LAUNCH_APPEND("%c%d-%d", sep, r, e); else LAUNCH_APPEND("%c%d", sep, r);
+            r = e;
+        }
+    }
+#undef LAUNCH_APPEND
+    if (bad)
+        fprintf(stderr, "warning: %d of %d ranks: the launcher's node-local rank (%s, first on rank %d) differs from MPI's "
+                "shared-memory split; using MPI's (see comm/launch.h)\n", bad, c->world, VARS[diff[first_bad] - 1][1], first_bad);
+    free(leaders); free(diff); free(hosts);
+}

@@ -1,0 +1,748 @@
+// config/ds_config.h: DeepSpeed's JSON configuration (--config FILE) as DeepSpeed and
+// the HF Trainer define it, read and validated as a whole. Included by config/flags.h
+// (it needs TrainConfig and the ranges the flags use).
+//
+// One table, DS_KEYS, classifies every key DeepSpeed documents for the blocks
+// zeroc reads (https://www.deepspeed.ai/docs/config-json/ and the pydantic models
+// of deepspeed/runtime/zero/config.py, offload_config.py, monitor/config.py):
+//   honoured          sets a zeroc setting (the flag named in the table)
+//   no effect         accepted; a one-line note says why it changes nothing here
+//   unsupported       an error that says what to do instead
+// `./train_gpt_cpu --config-keys` prints the table; README.md's config section is
+// that output (tests/test_config.sh compares them).
+//
+// One pass over the file collects every error, warning and note, each naming its
+// key path (zero_optimization.offload_param.device), and prints them together;
+// any error then ends the run on every rank. Unknown keys inside a block are
+// errors with a "did you mean" (DeepSpeed's config models forbid extra fields;
+// the optimizer's and scheduler's params are constructor arguments); unknown
+// top-level keys are warnings. Numbers go through the same range checks as the
+// flags they map to. A block with "enabled": false asks for nothing: its keys are
+// checked for name and type only.
+//
+// "auto" (the HF Trainer's placeholder) and null mean: as if the key were absent,
+// i.e. the flag's value if the flag is given, else zeroc's default. Precedence:
+// zeroc default < config value < explicit flag.
+#pragma once
+#include "config/train_config.h"
+#include "config/messages.h"
+#include "config/json.h"
+#include <ctype.h>
+#include <strings.h>
+
+enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED };
+static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported"};
+
+// value types: a block (object, its keys checked), an open block (object, not
+// looked into), a boolean, an integer, a number, a string, or a pair of numbers
+enum { JT_BLOCK, JT_OPEN, JT_BOOL, JT_INT, JT_NUM, JT_STR, JT_PAIR };
+
+// what an honoured key sets: handled in ds_apply()
+enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP_COMM, K_PERSISTENCE,
+       K_MAX_LIVE, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_OPT_TYPE, K_LR, K_BETAS,
+       K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
+       K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
+       K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
+       K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT, K_BREAKDOWN,
+       K_NVME_OPT_PATH, K_NVME_BUFFERS, K_NVME_PIPE_READ, K_NVME_PIPE_WRITE, K_NVME_FAST_INIT, K_NVME_PARAM_PATH,
+       K_NVME_PARAM_BUFFERS, K_NVME_PARAM_BUFSIZE, K_AIO_BLOCK, K_AIO_QUEUE_DEPTH, K_AIO_THREADS, K_AIO_SINGLE_SUBMIT,
+       K_AIO_OVERLAP_EVENTS };
+
+typedef struct {
+    const char *path;    // dotted key path
+    const char *alias;   // the other name DeepSpeed accepts for it (its pydantic field name), or NULL
+    int kind, type;
+    const Range *range;  // numbers: the range of the flag it maps to (or its own)
+    int id;              // K_*: what it sets
+    const char *off;     // no effect / unsupported: the value that asks for nothing (no message);
+                         // NULL: "false" for booleans; "*": never (its block's key speaks for it)
+    const char *what;    // honoured: what it maps to; no effect: why; unsupported: what to do instead
+} DsKey;
+
+static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 0, 1},
+                   R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-3.4e38, 3.4e38, 0, 0, 0},
+                   R_MIN_SCALE = {0, 3.4e38, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
+                   R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1};
+
+#define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py)"
+#define ZEROPP "ZeRO++/MiCS are not implemented: parameters are partitioned over all ranks, communication is full precision"
+
+static const DsKey DS_KEYS[] = {
+    // batch (DeepSpeed's _set_batch_related_parameters: any two derive the third)
+    {"train_batch_size", NULL, DS_HONOURED, JT_INT, &R_TOTAL, K_TRAIN_BATCH, NULL, "`--total-batch`: sequences per optimizer step, all ranks"},
+    {"train_micro_batch_size_per_gpu", NULL, DS_HONOURED, JT_INT, &R_BATCH, K_MICRO_BATCH, NULL, "`--batch`: sequences per rank per micro-step"},
+    {"gradient_accumulation_steps", NULL, DS_HONOURED, JT_INT, &R_ACCUM, K_ACCUM, NULL, "`--accum`: micro-steps per optimizer step"},
+    {"gradient_clipping", NULL, DS_HONOURED, JT_NUM, &R_CLIP, K_CLIP, NULL, "`--clip`: global-norm clipping, 0 = off (zeroc's default 1.0; DeepSpeed's 0)"},
+    {"steps_per_print", NULL, DS_NO_EFFECT, JT_INT, &R_WINDOW, K_NONE, NULL, "zeroc prints every step (`--quiet 1`: none) and logs every step to `--log`"},
+    {"wall_clock_breakdown", NULL, DS_HONOURED, JT_BOOL, NULL, K_BREAKDOWN, NULL, "`--breakdown`: each step line and JSONL record also has the forward, backward, communication-wait and optimizer times"},
+    {"zero_allow_untested_optimizer", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc's ZeRO runs only its own Adam/AdamW"},
+    {"communication_data_type", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "\"fp32\"", "the CPU trainer communicates fp32, the GPU trainer its 16-bit parameters and gradients (bf16, or fp16 in the fp16 build)"},
+    {"prescale_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are averaged by the reduction itself"},
+    {"gradient_predivide_factor", NULL, DS_NO_EFFECT, JT_NUM, &R_ANY_NUM, K_NONE, "1", "gradients are averaged by the reduction itself"},
+    {"amp", NULL, DS_UNSUPPORTED, JT_OPEN, NULL, K_NONE, NULL, "Apex AMP is not available: remove the block (for 16-bit training use the fp16 block, or the GPU trainer's bf16)"},
+
+    // ZeRO (zero.h)
+    {"zero_optimization", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO (`zero.h`); unknown keys inside are errors"},
+    {"zero_optimization.stage", NULL, DS_HONOURED, JT_INT, &R_STAGE, K_STAGE, NULL, "`--zero-stage`: must equal the compiled stage (`make ... ZERO=k`)"},
+    {"zero_optimization.overlap_comm", NULL, DS_HONOURED, JT_BOOL, NULL, K_OVERLAP_COMM, NULL, "`--prefetch`: stage 3 gathers the next unit while this one computes. In stages 0-2 the gradient reductions always overlap the backward (each unit's starts when its backward finishes; they cost no extra memory here), so the key changes nothing there"},
+    {"zero_optimization.stage3_param_persistence_threshold", "param_persistence_threshold", DS_HONOURED, JT_INT, &R_COUNT, K_PERSISTENCE, NULL, "`--persistence-threshold`: stage-3 units of at most this many elements stay whole"},
+    {"zero_optimization.stage3_max_live_parameters", "max_live_parameters", DS_HONOURED, JT_INT, &R_COUNT, K_MAX_LIVE, NULL, "`--max-live`: cap on gathered parameter elements"},
+    {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload (GPU trainer) and ZeRO-Infinity (both trainers) of the optimizer state"},
+    {"zero_optimization.offload_optimizer.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_OPT_DEVICE, NULL, "`--offload`: \"cpu\": optimizer state and step on the CPU (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-nvme DIR`): ZeRO-Infinity, the state in each rank's file under `nvme_path`, streamed through CPU-Adam in tiles (both trainers; the CPU trainer's fp32 parameters are its master and stay in memory: m and v move); \"none\": off"},
+    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "1 only: all of the optimizer state is offloaded (partial offload is an error)"},
+    {"zero_optimization.offload_optimizer.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
+    {"zero_optimization.offload_optimizer.nvme_path", NULL, DS_HONOURED, JT_STR, NULL, K_NVME_OPT_PATH, NULL, "device \"nvme\" (required there): the directory of each rank's file (`--offload-nvme DIR`)"},
+    {"zero_optimization.offload_optimizer.buffer_count", NULL, DS_HONOURED, JT_INT, &R_BUFFERS, K_NVME_BUFFERS, NULL, "NVMe: tiles of the optimizer step in memory at once (default 4, as DeepSpeed's): one being updated, the others read ahead and written behind; at least 1 + pipeline_read + pipeline_write"},
+    {"zero_optimization.offload_optimizer.pipeline_read", NULL, DS_HONOURED, JT_BOOL, NULL, K_NVME_PIPE_READ, NULL, "NVMe: read the next tiles while CPU-Adam updates this one (zeroc's default true; DeepSpeed's false)"},
+    {"zero_optimization.offload_optimizer.pipeline_write", NULL, DS_HONOURED, JT_BOOL, NULL, K_NVME_PIPE_WRITE, NULL, "NVMe: write the last tile back while CPU-Adam updates this one (zeroc's default true; DeepSpeed's false)"},
+    {"zero_optimization.offload_optimizer.fast_init", NULL, DS_HONOURED, JT_BOOL, NULL, K_NVME_FAST_INIT, NULL, "NVMe: false (the default): the files are written with zeros at start-up, which reserves their blocks (a device too small fails then, not mid-run); true: they are created sparse"},
+    {"zero_optimization.offload_param", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-3 parameter offload (host memory: GPU trainer; NVMe: both trainers)"},
+    {"zero_optimization.offload_param.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_PARAM_DEVICE, NULL, "`--offload-param`: \"cpu\": stage-3 parameter shards in pinned host memory (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-param-nvme DIR`): stage 3's parameter shard in each rank's file under `nvme_path`, each unit's slice read one unit ahead of its gather (both trainers; on the CPU trainer the shard is the fp32 master; on the GPU it needs the optimizer offloaded too); \"none\": off"},
+    {"zero_optimization.offload_param.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
+    {"zero_optimization.offload_param.nvme_path", NULL, DS_HONOURED, JT_STR, NULL, K_NVME_PARAM_PATH, NULL, "device \"nvme\" (required there): the directory of each rank's file (`--offload-param-nvme DIR`)"},
+    {"zero_optimization.offload_param.buffer_count", NULL, DS_HONOURED, JT_INT, &R_BUFFERS, K_NVME_PARAM_BUFFERS, NULL, "NVMe: at least 2 (an error below): a unit's slice is read one unit ahead of its gather, in 2 buffers (more give a note; DeepSpeed's default 5)"},
+    {"zero_optimization.offload_param.buffer_size", NULL, DS_HONOURED, JT_INT, &R_ELEMS, K_NVME_PARAM_BUFSIZE, NULL, "NVMe: elements per buffer: it must hold a rank's largest unit slice (DeepSpeed's rule: a parameter fits a buffer; an error names the size), and the buffers get that size"},
+    {"zero_optimization.offload_param.max_in_cpu", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "no parameter shard is cached in CPU memory: each gather reads its unit's slice from NVMe, one unit ahead"},
+    {"zero_optimization.contiguous_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are always contiguous here (one flat buffer)"},
+    {"zero_optimization.reduce_scatter", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "stages 1-3 always reduce-scatter the gradients, stage 0 all-reduces them"},
+    {"zero_optimization.reduce_bucket_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "gradients are reduced one unit (a layer) at a time, as its backward finishes"},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "there are no reduce buckets: one unit (a layer) at a time"},
+    {"zero_optimization.allgather_partitions", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "updated parameters are always all-gathered"},
+    {"zero_optimization.allgather_bucket_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "parameters are all-gathered one unit (a layer) at a time"},
+    {"zero_optimization.load_from_fp32_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "checkpoints hold fp32 weights and are always loaded from them"},
+    {"zero_optimization.elastic_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--resume` always reshards to the current world size and stage"},
+    {"zero_optimization.grad_hooks", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "the backward calls the reduction directly"},
+    {"zero_optimization.round_robin_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "offload copies each gradient slice to the host as soon as it is reduced"},
+    {"zero_optimization.sub_group_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "CPU-Adam steps the optimizer partition in fixed tiles (with NVMe offload `--nvme-tile` elements; DeepSpeed's default sub-group of 1e9 elements would hold a whole partition in memory)"},
+    {"zero_optimization.stage3_prefetch_bucket_size", "prefetch_bucket_size", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "stage 3 prefetches exactly one unit ahead (`overlap_comm`)"},
+    {"zero_optimization.stage3_model_persistence_threshold", "model_persistence_threshold", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "units below `stage3_param_persistence_threshold` stay whole without a total cap"},
+    {"zero_optimization.stage3_max_reuse_distance", "max_reuse_distance", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "a unit is released after its forward and gathered again for its backward"},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save", DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "checkpoints always hold the whole model in fp32 (`model.bin`)"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "checkpoints always hold the whole model in fp32 (`model.bin`)"},
+    {"zero_optimization.stage3_module_granularity_threshold", "module_granularity_threshold", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, "0", "units are fixed: the embedding, each layer, the head"},
+    {"zero_optimization.stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params", DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "stage 3 gathers parameters with all-gather"},
+    {"zero_optimization.ignore_unused_parameters", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "every parameter receives a gradient"},
+    {"zero_optimization.legacy_stage1", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is one stage-1 implementation"},
+    {"zero_optimization.zero_hpz_partition_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, "1", ZEROPP},
+    {"zero_optimization.zero_quantized_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.zero_quantized_nontrainable_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.zero_quantized_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.zeropp_loco_param", NULL, DS_NO_EFFECT, JT_OPEN, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", ZEROPP},
+    {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.memory_efficient_linear", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "a PyTorch-module option of DeepSpeed's stage 3; zeroc's layers are its own"},
+    {"zero_optimization.override_module_apply", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "a PyTorch-module option of DeepSpeed's stage 3; zeroc's layers are its own"},
+    {"zero_optimization.pipeline_loading_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is no pipeline parallelism"},
+    {"zero_optimization.log_trace_cache_warnings", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "the stage-3 fetch order is planned, not traced"},
+    {"zero_optimization.cpu_offload", NULL, DS_UNSUPPORTED, JT_BOOL, NULL, K_NONE, NULL, "deprecated in DeepSpeed: write \"offload_optimizer\": {\"device\": \"cpu\"}"},
+    {"zero_optimization.cpu_offload_param", NULL, DS_UNSUPPORTED, JT_BOOL, NULL, K_NONE, NULL, "deprecated in DeepSpeed: write \"offload_param\": {\"device\": \"cpu\"}"},
+    {"zero_optimization.cpu_offload_use_pin_memory", NULL, DS_UNSUPPORTED, JT_BOOL, NULL, K_NONE, NULL, "deprecated in DeepSpeed: write \"pin_memory\" inside offload_optimizer / offload_param"},
+
+    // DeepSpeed's asynchronous I/O (deepspeed/runtime/swap_tensor/aio_config.py) for NVMe offload: zero/nvme_store.h
+    {"aio", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the I/O engine of NVMe offload (`zero/nvme_store.h`: io_uring); a note without NVMe offload"},
+    {"aio.block_size", NULL, DS_HONOURED, JT_INT, &R_AIO_BLOCK, K_AIO_BLOCK, NULL, "bytes per I/O request (default 1048576); a multiple of 4096 (O_DIRECT)"},
+    {"aio.queue_depth", NULL, DS_HONOURED, JT_INT, &R_QUEUE, K_AIO_QUEUE_DEPTH, NULL, "requests in flight per I/O thread (the size of its io_uring; default 8)"},
+    {"aio.thread_count", "intra_op_parallelism", DS_HONOURED, JT_INT, &R_THREADS, K_AIO_THREADS, NULL, "I/O threads, each with its own io_uring; a request's blocks are dealt out among them (default 1)"},
+    {"aio.single_submit", NULL, DS_HONOURED, JT_BOOL, NULL, K_AIO_SINGLE_SUBMIT, NULL, "true: one io_uring_submit per request; false (the default): one per batch of requests"},
+    {"aio.overlap_events", NULL, DS_HONOURED, JT_BOOL, NULL, K_AIO_OVERLAP_EVENTS, NULL, "true (the default): a thread refills its queue as requests complete; false: waves of queue_depth requests, each waited for whole"},
+    {"aio.use_gds", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "GPUDirect Storage is not used: NVMe data passes through host memory"},
+
+    // optimizer: DeepSpeed's "Adam" / "AdamW" (engine._configure_basic_optimizer)
+    {"optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the optimizer"},
+    {"optimizer.type", NULL, DS_HONOURED, JT_STR, NULL, K_OPT_TYPE, NULL, "\"AdamW\" or \"Adam\" (any case); any other optimizer is an error"},
+    {"optimizer.legacy_fusion", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc has one fused Adam step"},
+    {"optimizer.params", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the optimizer's arguments; unknown keys are errors (DeepSpeed passes them to the constructor)"},
+    {"optimizer.params.lr", NULL, DS_HONOURED, JT_NUM, &R_LR, K_LR, NULL, "`--lr` (the schedule's peak; `scheduler.params.warmup_max_lr` replaces it, as in DeepSpeed)"},
+    {"optimizer.params.betas", NULL, DS_HONOURED, JT_PAIR, &R_BETA, K_BETAS, NULL, "`--beta1`, `--beta2`"},
+    {"optimizer.params.eps", NULL, DS_HONOURED, JT_NUM, &R_EPS, K_EPS, NULL, "`--eps`"},
+    {"optimizer.params.weight_decay", NULL, DS_HONOURED, JT_NUM, &R_WD, K_WEIGHT_DECAY, NULL, "`--weight-decay`, applied to the 2-D weights (not to biases, norms)"},
+    {"optimizer.params.adam_w_mode", NULL, DS_HONOURED, JT_BOOL, NULL, K_ADAM_W_MODE, NULL, "`--adam-w-mode`: true: decoupled weight decay (AdamW); false with type Adam: L2, the decay added to the gradient (type AdamW is always decoupled: false gives a note)"},
+    {"optimizer.params.bias_correction", NULL, DS_HONOURED, JT_BOOL, NULL, K_BIAS_CORRECTION, NULL, "true only: the step always bias-corrects (false is an error)"},
+    {"optimizer.params.amsgrad", NULL, DS_HONOURED, JT_BOOL, NULL, K_AMSGRAD, NULL, "false only (true is an error, as in DeepSpeed's FusedAdam)"},
+    {"optimizer.params.torch_adam", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc's own Adam step (CPU-Adam, the GPU kernel) computes the same update"},
+    {"optimizer.params.fp32_optimizer_states", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "optimizer states are always fp32"},
+    {"optimizer.params.set_grad_none", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "gradient buffers are reused, overwritten on the first micro-step"},
+    {"optimizer.params.max_grad_norm", NULL, DS_UNSUPPORTED, JT_NUM, &R_ANY_NUM, K_NONE, NULL, "DeepSpeed refuses it too: use the top-level gradient_clipping"},
+
+    // scheduler: DeepSpeed's warm-up schedules (deepspeed/runtime/lr_schedules.py)
+    {"scheduler", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the learning-rate schedule (absent: `--lr-schedule`, default cosine)"},
+    {"scheduler.type", NULL, DS_HONOURED, JT_STR, NULL, K_SCHED_TYPE, NULL, "`--lr-schedule`: WarmupLR, WarmupDecayLR or WarmupCosineLR (OneCycle, LRRangeTest and torch schedulers are an error)"},
+    {"scheduler.params", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the schedule's arguments; a key the schedule does not take is an error"},
+    {"scheduler.params.warmup_min_lr", NULL, DS_HONOURED, JT_NUM, &R_NONNEG, K_WARMUP_MIN_LR, NULL, "`--warmup-min-lr` (WarmupLR, WarmupDecayLR): the warm-up start and the decay's end"},
+    {"scheduler.params.warmup_max_lr", NULL, DS_HONOURED, JT_NUM, &R_LR, K_WARMUP_MAX_LR, NULL, "`--lr` (WarmupLR, WarmupDecayLR; zeroc's default: `optimizer.params.lr`, else 6e-4; DeepSpeed's 0.001)"},
+    {"scheduler.params.warmup_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_WARMUP_STEPS, NULL, "`--warmup` (zeroc's default 0; DeepSpeed's 1000; both use at least 2)"},
+    {"scheduler.params.warmup_type", NULL, DS_HONOURED, JT_STR, NULL, K_WARMUP_TYPE, NULL, "`--warmup-type`: \"log\" (the default) or \"linear\""},
+    {"scheduler.params.total_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_TOTAL_STEPS, NULL, "the horizon of WarmupDecayLR and WarmupCosineLR; also `--steps` when that flag is not given"},
+    {"scheduler.params.warmup_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_WARMUP_MIN_RATIO, NULL, "`--warmup-min-ratio` (WarmupCosineLR): warm-up start as a fraction of the lr"},
+    {"scheduler.params.cos_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_COS_MIN_RATIO, NULL, "`--cos-min-ratio` (WarmupCosineLR): the cosine's end as a fraction of the lr"},
+    {"scheduler.params.last_batch_iteration", NULL, DS_HONOURED, JT_INT, &R_ANY_INT, K_LAST_BATCH_ITERATION, NULL, "-1 only (the start); the schedule's position is the step (`--resume` restores it)"},
+
+    // fp16: DeepSpeed's loss scaling (train/loss_scaler.h, train/step_guard.h)
+    {"fp16", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "fp16 training with DeepSpeed's loss scaling and overflow skips (`train/step_guard.h`)"},
+    {"fp16.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_FP16, NULL, "`--fp16`: train_gpt_cpu stores parameters and gradients as fp16 values (a model of the GPU's fp16 storage; fp32 master); train_gpt must be the fp16 build (`make train_gpt FP16=1`), else one line says which build to use"},
+    {"fp16.loss_scale", NULL, DS_HONOURED, JT_NUM, &R_NONNEG, K_LOSS_SCALE, NULL, "0: dynamic loss scaling; > 0: this static scale"},
+    {"fp16.initial_scale_power", NULL, DS_HONOURED, JT_INT, &R_SCALE_POWER, K_SCALE_POWER, NULL, "dynamic: start at 2^power (default 16)"},
+    {"fp16.loss_scale_window", NULL, DS_HONOURED, JT_INT, &R_WINDOW, K_SCALE_WINDOW, NULL, "dynamic: double the scale after this many overflow-free steps (default 1000)"},
+    {"fp16.hysteresis", NULL, DS_HONOURED, JT_INT, &R_WINDOW, K_HYSTERESIS, NULL, "dynamic: the scale halves at the hysteresis-th overflow since the hysteresis was last refilled (default 2)"},
+    {"fp16.consecutive_hysteresis", NULL, DS_HONOURED, JT_BOOL, NULL, K_CONSECUTIVE_HYSTERESIS, NULL, "dynamic: refill the hysteresis after every overflow-free step (default false)"},
+    {"fp16.min_loss_scale", NULL, DS_HONOURED, JT_NUM, &R_MIN_SCALE, K_MIN_LOSS_SCALE, NULL, "dynamic: the scale never goes below this (default 1); an overflow at this scale stops the run, as in DeepSpeed"},
+    {"fp16.auto_cast", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "the inputs are token ids: nothing to cast"},
+    {"fp16.fp16_master_weights_and_grads", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "master weights and the optimizer's gradients are always fp32"},
+
+    // bf16 (alias "bfloat16", DeepSpeed's old name)
+    {"bf16", "bfloat16", DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "bf16 training"},
+    {"bf16.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_BF16, NULL, "train_gpt's default build trains in bf16 (false gives a note; true on the fp16 build is an error); the CPU trainer in fp32 (true gives a note)"},
+    {"bf16.immediate_grad_update", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "gradients are accumulated in fp32 and applied at the step"},
+
+    // activation checkpointing (DeepSpeed's checkpointing config): the block turns zeroc's
+    // recomputation on; every transformer layer is a checkpoint
+    {"activation_checkpointing", NULL, DS_HONOURED, JT_BLOCK, NULL, K_ACT_CKPT, NULL, "`--recompute 1`: each layer keeps only its input in the forward and is recomputed in the backward"},
+    {"activation_checkpointing.partition_activations", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "partitions checkpoints across model-parallel ranks: zeroc has no model parallelism"},
+    {"activation_checkpointing.cpu_checkpointing", NULL, DS_HONOURED, JT_BOOL, NULL, K_CPU_CKPT, NULL, "`--cpu-checkpointing`: the layer inputs in pinned host memory, back one layer ahead in the backward (train_gpt; the CPU trainer's are in host memory already)"},
+    {"activation_checkpointing.contiguous_memory_optimization", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "the checkpoints already live in one buffer"},
+    {"activation_checkpointing.number_checkpoints", NULL, DS_HONOURED, JT_INT, &R_COUNT, K_NUM_CKPT, NULL, "the number of layers only: every layer is a checkpoint (another value is an error)"},
+    {"activation_checkpointing.synchronize_checkpoint_boundary", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "a profiling aid: zeroc's recompute is ordered on one stream already"},
+    {"activation_checkpointing.profile", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--log` records every step's time; there is no per-checkpoint profile"},
+
+    // monitors (deepspeed/monitor/config.py): their "enabled" speaks for the block
+    {"tensorboard", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
+    {"tensorboard.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
+    {"tensorboard.output_path", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"tensorboard.job_name", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"wandb", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
+    {"wandb.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
+    {"wandb.group", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"wandb.team", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"wandb.project", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"csv_monitor", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
+    {"csv_monitor.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
+    {"csv_monitor.output_path", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"csv_monitor.job_name", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"comet", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
+    {"comet.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
+    {"comet.samples_log_interval", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, "*", MONITOR},
+    {"comet.project", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"comet.workspace", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"comet.api_key", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"comet.experiment_name", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"comet.experiment_key", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"comet.online", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "*", MONITOR},
+    {"comet.mode", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+};
+#define N_DS_KEYS ((int)(sizeof(DS_KEYS) / sizeof(DS_KEYS[0])))
+
+// ----------------------------------------------------------------------------
+// the pass over the file
+
+typedef struct {
+    TrainConfig *c;
+    ConfigReport *r;
+    int have_opt_lr, have_max_lr;
+    double opt_lr, max_lr;
+} DsPass;
+
+static const char *last_component(const char *path) {
+    const char *d = strrchr(path, '.');
+    return d ? d + 1 : path;
+}
+
+// the length of the parent part of a path ("a.b.c" -> 3)
+static size_t parent_len(const char *path) { return (size_t)(last_component(path) - path); }
+
+static int ds_row_matches(const DsKey *k, const char *path) {
+    if (strcmp(k->path, path) == 0) return 1;
+    size_t pl = parent_len(path);
+    return k->alias && pl == parent_len(k->path) && strncmp(k->path, path, pl) == 0 &&
+           strcmp(last_component(path), k->alias) == 0;
+}
+
+static const DsKey *ds_find(const char *path) {
+    for (int i = 0; i < N_DS_KEYS; i++) if (ds_row_matches(&DS_KEYS[i], path)) return &DS_KEYS[i];
+    return NULL;
+}
+
+// edit distance (insert, delete, substitute; letters compared case-insensitively)
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+// The known key of the same block closest to `path`'s last component, if close
+// enough to be a likely misspelling (at most 3 edits, and at most a third of the name).
+static const char *ds_did_you_mean(const char *path) {
+    const char *name = last_component(path), *best = NULL;
+    size_t pl = parent_len(path);
+    int bestd = 4;
+    for (int i = 0; i < N_DS_KEYS; i++) {
+        const DsKey *k = &DS_KEYS[i];
+        if (parent_len(k->path) != pl || strncmp(k->path, path, pl) != 0) continue;
+        const char *names[2] = {last_component(k->path), k->alias};
+        for (int j = 0; j < 2; j++) {
+            if (!names[j]) continue;
+            int d = edit_distance(name, names[j]);
+            if (d < bestd && 3 * d <= (int)strlen(names[j]) + 2) { bestd = d; best = names[j]; }
+        }
+    }
+    return best;
+}
+
+// a JSON value as short text for messages
+static void json_text(const cJSON *v, char *buf, size_t n) {
+    char *s = cJSON_PrintUnformatted(v);
+    snprintf(buf, n, "%s", s ? s : "?");
+    if (s && strlen(s) >= n && n > 4) strcpy(buf + n - 4, "...");
+    free(s);
+}
+
+// "expected ..., got ..." for a value of the wrong type or out of range; 1 if it is fine
+static int ds_check_value(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
+    char want[128] = "", got[96], rt[96];
+    switch (k->type) {
+    case JT_BLOCK: case JT_OPEN: if (!cJSON_IsObject(v)) snprintf(want, sizeof(want), "an object {...}"); break;
+    case JT_BOOL: if (!cJSON_IsBool(v)) snprintf(want, sizeof(want), "true or false"); break;
+    case JT_STR: if (!cJSON_IsString(v)) snprintf(want, sizeof(want), "a string"); break;
+    case JT_INT: case JT_NUM:
+        if (!cJSON_IsNumber(v) || !range_ok(k->range, v->valuedouble)) snprintf(want, sizeof(want), "%s", range_text(k->range, rt, sizeof(rt)));
+        break;
+    case JT_PAIR: {
+        int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
+        for (int i = 0; ok && i < 2; i++) {
+            const cJSON *e = cJSON_GetArrayItem(v, i);
+            ok = cJSON_IsNumber(e) && range_ok(k->range, e->valuedouble);
+        }
+        if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, rt, sizeof(rt)));
+        break;
+    }
+    }
+    if (!want[0]) return 1;
+    json_text(v, got, sizeof(got));
+    report_at(x->r, MSG_ERROR, path, "expected %s, got %s", want, got);
+    return 0;
+}
+
+// the value of a no-effect / unsupported key that asks for nothing: no message
+static int ds_value_is_off(const DsKey *k, const cJSON *v) {
+    const char *off = k->off ? k->off : (k->type == JT_BOOL ? "false" : NULL);
+    if (!off) return 0;
+    if (strcmp(off, "*") == 0) return 1;
+    char s[64];
+    json_text(v, s, sizeof(s));
+    return strcmp(s, off) == 0;
+}
+
+static int sched_from_config_name(const char *s) {
+    for (int i = SCHED_WARMUP_LR; i < N_SCHED; i++) if (strcmp(s, SCHED_NAMES[i]) == 0) return i;
+    return -1;
+}
+
+// a string key with a fixed set of values: the index, or -1 after an error naming them
+static int ds_choice(DsPass *x, const char *path, const cJSON *v, const char *const *names, int n, const char *why) {
+    for (int i = 0; i < n; i++) if (strcmp(v->valuestring, names[i]) == 0) return i;
+    char list[160] = "";
+    for (int i = 0; i < n; i++) snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s\"%s\"", i ? ", " : "", names[i]);
+    report_at(x->r, MSG_ERROR, path, "\"%s\" is not supported (supported: %s)%s", v->valuestring, list, why ? why : "");
+    return -1;
+}
+
+static const char *const OFFLOAD_DEVICES[] = {"none", "cpu", "nvme"};
+
+// the first key of a block that only NVMe offload uses (its note if nothing goes to NVMe)
+static void ds_nvme_key(TrainConfig *c, int id, const char *path) { if (!c->from[id]) c->from[id] = path; }
+
+// set the setting an honoured (or fp16) key maps to; `path` is the row's own path
+// (a static string: TrainConfig.from keeps it)
+static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
+    TrainConfig *c = x->c;
+    double d = v->valuedouble;
+    switch (k->id) {
+    case K_TRAIN_BATCH: c->total_batch = (int)d; c->from[FROM_TOTAL] = path; break;
+    case K_MICRO_BATCH: c->B = (int)d; c->from[FROM_B] = path; break;
+    case K_ACCUM: c->accum = (int)d; c->from[FROM_ACCUM] = path; break;
+    case K_CLIP: c->grad_clip = (float)d; break;
+    case K_STAGE: c->zero_stage = (int)d; c->from[FROM_STAGE] = path; break;
+    case K_OVERLAP_COMM:
+        c->prefetch = cJSON_IsTrue(v);
+        if (ZERO_STAGE < 3)   // (the estimator's stage-3 rows still use it)
+            report_at(x->r, MSG_NOTE, path, "%s: stages 0-2 always overlap each unit's gradient reduction with the backward; "
+                      "the key applies to stage 3's prefetch", cJSON_IsTrue(v) ? "true" : "false");
+        break;
+    case K_PERSISTENCE: c->persistence_threshold = (long long)d; break;
+    case K_MAX_LIVE: c->max_live_elems = (long long)d; break;
+    case K_OFFLOAD_OPT_DEVICE: case K_OFFLOAD_PARAM_DEVICE: {   // "nvme": its nvme_path is checked with the flags (nvme_config_check)
+        int i = ds_choice(x, path, v, OFFLOAD_DEVICES, 3, NULL);
+        if (i < 0) break;
+        int opt = k->id == K_OFFLOAD_OPT_DEVICE;
+        if (opt) { c->offload = i == 1; c->from[FROM_OFFLOAD] = path; }
+        else { c->offload_param = i == 1; c->from[FROM_OFFLOAD_PARAM] = path; }
+        c->from[opt ? FROM_NVME_OPTIM : FROM_NVME_PARAM] = i == 2 ? path : NULL;
+        break;
+    }
+    case K_NVME_OPT_PATH: case K_NVME_PARAM_PATH: {
+        int opt = k->id == K_NVME_OPT_PATH;
+        char *dir = opt ? c->nvme_optim_dir : c->nvme_param_dir;
+        if (strlen(v->valuestring) >= sizeof(c->nvme_optim_dir) || !v->valuestring[0])
+            report_at(x->r, MSG_ERROR, path, "expected a directory (at most %zu characters), got \"%.40s\"", sizeof(c->nvme_optim_dir) - 1, v->valuestring);
+        else strcpy(dir, v->valuestring);
+        ds_nvme_key(c, opt ? FROM_NVME_OPTIM_KEY : FROM_NVME_PARAM_KEY, path);
+        break;
+    }
+    case K_NVME_BUFFERS: c->nvme_buffers = (int)d; c->from[FROM_NVME_BUFFERS] = path; ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_PIPE_READ: c->nvme_pipeline_read = cJSON_IsTrue(v); ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_PIPE_WRITE: c->nvme_pipeline_write = cJSON_IsTrue(v); ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_FAST_INIT: c->nvme_fast_init = cJSON_IsTrue(v); ds_nvme_key(c, FROM_NVME_OPTIM_KEY, path); break;
+    case K_NVME_PARAM_BUFFERS: c->nvme_param_buffers = (int)d; c->from[FROM_NVME_PARAM_BUFFERS] = path; ds_nvme_key(c, FROM_NVME_PARAM_KEY, path); break;
+    case K_NVME_PARAM_BUFSIZE: c->nvme_param_buffer_size = (long long)d; ds_nvme_key(c, FROM_NVME_PARAM_KEY, path); break;
+    case K_AIO_BLOCK: c->aio_block_size = (long long)d; ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_QUEUE_DEPTH: c->aio_queue_depth = (int)d; ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_THREADS: c->aio_thread_count = (int)d; ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_SINGLE_SUBMIT: c->aio_single_submit = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
+    case K_AIO_OVERLAP_EVENTS: c->aio_overlap_events = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
+    case K_OFFLOAD_RATIO:
+        if (d < 1) report_at(x->r, MSG_ERROR, path, "partial optimizer offload (%g) is not supported: all of the optimizer state is offloaded (remove the key or set 1)", d);
+        break;
+    case K_OPT_TYPE:
+        if (strcasecmp(v->valuestring, "adam") == 0) c->opt_type = OPT_ADAM;
+        else if (strcasecmp(v->valuestring, "adamw") == 0) c->opt_type = OPT_ADAMW;
+        else report_at(x->r, MSG_ERROR, path, "\"%s\" is not supported: zeroc trains with \"Adam\" or \"AdamW\" (DeepSpeed's types; "
+                       "\"Adam\" is AdamW unless params.adam_w_mode is false)", v->valuestring);
+        break;
+    case K_LR: x->opt_lr = d; x->have_opt_lr = 1; break;
+    case K_BETAS:
+        c->beta1 = (float)cJSON_GetArrayItem(v, 0)->valuedouble;
+        c->beta2 = (float)cJSON_GetArrayItem(v, 1)->valuedouble;
+        break;
+    case K_EPS: c->eps = (float)d; break;
+    case K_WEIGHT_DECAY: c->weight_decay = (float)d; break;
+    case K_ADAM_W_MODE: c->adam_w_mode = cJSON_IsTrue(v); c->from[FROM_ADAM_W_MODE] = path; break;
+    case K_BIAS_CORRECTION:
+        if (!cJSON_IsTrue(v)) report_at(x->r, MSG_ERROR, path, "false is not supported: the Adam step always bias-corrects (remove the key or set true)");
+        break;
+    case K_AMSGRAD:
+        if (cJSON_IsTrue(v)) report_at(x->r, MSG_ERROR, path, "AMSGrad is not implemented (DeepSpeed's FusedAdam refuses it too): remove the key or set false");
+        break;
+    case K_SCHED_TYPE: {
+        int s = sched_from_config_name(v->valuestring);
+        if (s < 0) report_at(x->r, MSG_ERROR, path, "\"%s\" is not supported: use \"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\" "
+                             "(or leave the scheduler out and pick --lr-schedule cosine|constant)", v->valuestring);
+        else { c->sched = s; c->from[FROM_SCHED] = path; }
+        break;
+    }
+    case K_WARMUP_MIN_LR: c->warmup_min_lr = (float)d; c->from[FROM_WARMUP_MIN_LR] = path; break;
+    case K_WARMUP_MAX_LR: x->max_lr = d; x->have_max_lr = 1; c->from[FROM_WARMUP_MAX_LR] = path; break;
+    case K_WARMUP_STEPS: c->warmup = (int)d; c->from[FROM_WARMUP] = path; break;
+    case K_WARMUP_TYPE: {
+        static const char *const types[] = {"linear", "log"};
+        int i = ds_choice(x, path, v, types, 2, NULL);
+        if (i >= 0) { c->warmup_log = i; c->from[FROM_WARMUP_TYPE] = path; }
+        break;
+    }
+    case K_TOTAL_STEPS: c->sched_total = (int)d; c->steps = (int)d; c->from[FROM_SCHED_TOTAL] = path; break;
+    case K_WARMUP_MIN_RATIO: c->warmup_min_ratio = (float)d; c->from[FROM_WARMUP_MIN_RATIO] = path; break;
+    case K_COS_MIN_RATIO: c->cos_min_ratio = (float)d; c->from[FROM_COS_MIN_RATIO] = path; break;
+    case K_LAST_BATCH_ITERATION:
+        if (d != -1) report_at(x->r, MSG_ERROR, path, "only -1 (the start) is supported: the schedule's position is the step (--resume restores it)");
+        break;
+    case K_FP16: c->fp16 = cJSON_IsTrue(v); c->from[FROM_FP16] = path; break;
+    case K_LOSS_SCALE: c->loss_scale = (float)d; break;
+    case K_SCALE_POWER: c->initial_scale_power = (int)d; break;
+    case K_SCALE_WINDOW: c->loss_scale_window = (int)d; break;
+    case K_HYSTERESIS: c->hysteresis = (int)d; break;
+    case K_CONSECUTIVE_HYSTERESIS: c->consecutive_hysteresis = cJSON_IsTrue(v); break;
+    case K_MIN_LOSS_SCALE: c->min_loss_scale = (float)d; break;
+    case K_BF16: c->bf16 = cJSON_IsTrue(v); c->from[FROM_BF16] = path; break;
+    case K_ACT_CKPT: c->recompute = 1; c->from[FROM_RECOMPUTE] = path; break;
+    case K_BREAKDOWN: c->breakdown = cJSON_IsTrue(v); break;
+    case K_CPU_CKPT: c->cpu_checkpointing = cJSON_IsTrue(v); c->from[FROM_CPU_CKPT] = path; break;
+    case K_NUM_CKPT:
+        if ((int)d != c->model.n_layer)
+            report_at(x->r, MSG_ERROR, path, "%d: zeroc checkpoints every layer (%d); remove the key or set it to the number of layers",
+                      (int)d, c->model.n_layer);
+        break;
+    }
+}
+
+// the table's markdown text for a terminal line: without the `code` quotes
+static const char *plain(const char *md, char *buf, size_t n) {
+    size_t k = 0;
+    for (const char *p = md; *p && k + 1 < n; p++) if (*p != '`') buf[k++] = *p;
+    buf[k] = 0;
+    return buf;
+}
+
+static void config_note_auto(TrainConfig *c, const char *path) {
+    size_t n = strlen(c->config_auto), room = sizeof(c->config_auto) - n;
+    if (room > strlen(path) + 8) snprintf(c->config_auto + n, room, "%s%s", n ? ", " : "", path);
+    else if (room > 5 && strcmp(c->config_auto + n - 3, "...") != 0) snprintf(c->config_auto + n, room, ", ...");
+}
+
+// One block: every key checked against the table, in file order.
+static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disabled) {
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        char path[256], text[512];
+        snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", v->string);
+        for (const cJSON *w = obj->child; w != v; w = w->next)
+            if (strcmp(w->string, v->string) == 0) report_at(x->r, MSG_ERROR, path, "duplicate key (DeepSpeed refuses duplicates too)");
+        const DsKey *k = strchr(v->string, '.') ? NULL : ds_find(path);   // a dotted name is no key
+        if (!k) {
+            const char *dym = ds_did_you_mean(path);
+            char hint[96] = "";
+            if (dym) snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", dym);
+            if (!prefix[0]) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored%s", hint);
+            else report_at(x->r, MSG_ERROR, path, "unknown key%s", hint);
+            continue;
+        }
+        if (cJSON_IsNull(v)) continue;   // DeepSpeed's Optional fields: null is the default
+        if (cJSON_IsString(v) && strcmp(v->valuestring, "auto") == 0) { config_note_auto(x->c, path); continue; }
+        if (!ds_check_value(x, k, path, v)) continue;
+        if (k->type == JT_BLOCK || k->type == JT_OPEN) {
+            const cJSON *en = cJSON_GetObjectItemCaseSensitive(v, "enabled");
+            int off = disabled || cJSON_IsFalse(en);
+            if (!off && !ds_value_is_off(k, v)) {
+                if (k->kind == DS_NO_EFFECT) report_at(x->r, MSG_NOTE, path, "no effect here: %s", plain(k->what, text, sizeof(text)));
+                if (k->kind == DS_UNSUPPORTED) report_at(x->r, MSG_ERROR, path, "not supported: %s", plain(k->what, text, sizeof(text)));
+            }
+            if (!off && k->id != K_NONE) ds_apply(x, k, k->path, v);   // a block that turns something on
+            if (k->type == JT_BLOCK) ds_walk(x, v, k->path, off);
+            continue;
+        }
+        if (k->id != K_NONE) { ds_apply(x, k, k->path, v); continue; }
+        if (disabled || ds_value_is_off(k, v)) continue;
+        if (k->kind == DS_NO_EFFECT) report_at(x->r, MSG_NOTE, path, "no effect here: %s", plain(k->what, text, sizeof(text)));
+        else if (k->kind == DS_UNSUPPORTED) report_at(x->r, MSG_ERROR, path, "not supported: %s", plain(k->what, text, sizeof(text)));
+    }
+}
+
+// A parsed DeepSpeed config (a JSON object) into c, collecting every problem in r
+// (tests/fuzz/ fuzzes it).
+static void ds_config_apply_json(TrainConfig *c, const cJSON *root, ConfigReport *r) {
+    DsPass x = {c, r, 0, 0, 0, 0};
+    ds_walk(&x, root, "", 0);
+    // DeepSpeed's WarmupLR / WarmupDecayLR set the optimizer's lr to warmup_max_lr
+    if (x.have_max_lr) {
+        if (x.have_opt_lr && x.opt_lr != x.max_lr)
+            report_at(r, MSG_NOTE, "optimizer.params.lr", "%g is replaced by scheduler.params.warmup_max_lr %g, as in DeepSpeed", x.opt_lr, x.max_lr);
+        c->lr = (float)x.max_lr;
+    } else if (x.have_opt_lr) {
+        c->lr = (float)x.opt_lr;
+    }
+}
+
+// Read a DeepSpeed config file into c, collecting every problem in r.
+static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
+    cJSON *root = json_parse_file_or_die(path);
+    ds_config_apply_json(c, root, r);
+    cJSON_Delete(root);
+}
+
+// ----------------------------------------------------------------------------
+// DeepSpeed's batch semantics (runtime/config.py _set_batch_related_parameters,
+// _batch_assertion), with the world size known: any two of train_batch_size,
+// train_micro_batch_size_per_gpu and gradient_accumulation_steps (each from its
+// config key or its flag --total-batch / --batch / --accum) derive the third by
+// integer division; all three must then satisfy total == micro * accum * world.
+// Where DeepSpeed would refuse because neither the total nor the micro batch is
+// given, zeroc's default micro batch (4) is taken, as an "auto" value would be.
+
+// a given batch setting's origin: its flag, or the config file
+static const char *batch_source(const TrainConfig *c, int id) {
+    const char *f = c->from[id];
+    return !f ? "the caller" : strncmp(f, "--", 2) == 0 ? f : c->config_path;
+}
+
+static void config_resolve_batch(TrainConfig *c, int world) {
+    int tb = c->total_batch, mb = c->B, ga = c->accum;   // 0: not given
+    if (!tb && !mb) mb = 4;                               // zeroc's default micro batch
+    if (tb && mb && ga) {
+    } else if (tb && mb) ga = tb / mb / world;
+    else if (tb && ga) mb = tb / world / ga;
+    else if (mb && ga) tb = mb * ga * world;
+    else if (tb) { ga = 1; mb = tb / world; }
+    else { tb = mb * world; ga = 1; }
+    char src[2048];
+    snprintf(src, sizeof(src), "train_batch_size from %s, micro batch from %s, accumulation from %s",
+             c->total_batch ? batch_source(c, FROM_TOTAL) : "the other two",
+             c->B ? batch_source(c, FROM_B) : (c->total_batch ? "the other two" : "zeroc's default"),
+             c->accum ? batch_source(c, FROM_ACCUM) : "the other two");
+    if (mb <= 0) fatal("Micro batch size per gpu: %d has to be greater than 0 (%s, world size %d)", mb, src, world);
+    if (ga <= 0) fatal("Gradient accumulation steps: %d has to be greater than 0 (%s, world size %d)", ga, src, world);
+    if ((long long)tb != (long long)mb * ga * world)
+        fatal("Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * "
+              "world_size %d != %d * %d * %d (%s)", tb, mb, ga, world, src);
+    c->total_batch = tb; c->B = mb; c->accum = ga; c->world = world;
+}
+
+// ----------------------------------------------------------------------------
+// the resolved configuration: a {"type":"config"} JSONL record shaped like a
+// DeepSpeed config (what each key ended up as, after "auto", flags and defaults),
+// and the same printed at start-up
+
+// a float as the shortest decimal that reads back as the same float (3e-4f: 0.0003)
+static double f32_decimal(float f) {
+    char buf[32];
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, sizeof(buf), "%.*g", p, (double)f);
+        if ((float)strtod(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+static void add_f32(cJSON *o, const char *key, float v) { cJSON_AddNumberToObject(o, key, f32_decimal(v)); }
+
+// after config_resolve_batch
+static cJSON *config_json_record(const TrainConfig *c) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "type", "config");
+    if (c->config_path[0]) cJSON_AddStringToObject(r, "config_file", c->config_path);
+    cJSON_AddNumberToObject(r, "train_batch_size", c->total_batch);
+    cJSON_AddNumberToObject(r, "train_micro_batch_size_per_gpu", c->B);
+    cJSON_AddNumberToObject(r, "gradient_accumulation_steps", c->accum);
+    cJSON_AddNumberToObject(r, "world_size", c->world);
+    cJSON_AddNumberToObject(r, "steps", c->steps);
+    cJSON_AddNumberToObject(r, "seq", c->T);
+    add_f32(r, "gradient_clipping", c->grad_clip);
+
+    cJSON *opt = cJSON_AddObjectToObject(r, "optimizer");
+    cJSON_AddStringToObject(opt, "type", c->adam_w_mode && c->opt_type != OPT_ADAM ? "AdamW" : "Adam");
+    cJSON *op = cJSON_AddObjectToObject(opt, "params");
+    add_f32(op, "lr", c->lr);
+    cJSON *betas = cJSON_AddArrayToObject(op, "betas");
+    cJSON_AddItemToArray(betas, cJSON_CreateNumber(f32_decimal(c->beta1)));
+    cJSON_AddItemToArray(betas, cJSON_CreateNumber(f32_decimal(c->beta2)));
+    add_f32(op, "eps", c->eps);
+    add_f32(op, "weight_decay", c->weight_decay);
+    cJSON_AddBoolToObject(op, "adam_w_mode", c->adam_w_mode);
+
+    cJSON *sc = cJSON_AddObjectToObject(r, "scheduler");
+    cJSON_AddStringToObject(sc, "type", SCHED_NAMES[c->sched]);
+    cJSON *sp = cJSON_AddObjectToObject(sc, "params");
+    int s = c->sched;
+    if (s == SCHED_WARMUP_LR || s == SCHED_WARMUP_DECAY_LR) {
+        add_f32(sp, "warmup_min_lr", c->warmup_min_lr);
+        add_f32(sp, "warmup_max_lr", c->lr);
+    }
+    if (s == SCHED_WARMUP_COSINE_LR) add_f32(sp, "warmup_min_ratio", c->warmup_min_ratio);
+    if (s != SCHED_CONSTANT) cJSON_AddNumberToObject(sp, "warmup_num_steps", c->warmup);
+    if (s >= SCHED_WARMUP_LR) cJSON_AddStringToObject(sp, "warmup_type", c->warmup_log ? "log" : "linear");
+    if (s == SCHED_WARMUP_COSINE_LR) add_f32(sp, "cos_min_ratio", c->cos_min_ratio);
+    if (s == SCHED_COSINE) add_f32(sp, "min_lr_frac", c->min_lr_frac);
+    if (s == SCHED_COSINE || s == SCHED_WARMUP_DECAY_LR || s == SCHED_WARMUP_COSINE_LR)
+        cJSON_AddNumberToObject(sp, "total_num_steps", c->sched_total > 0 ? c->sched_total : c->steps);
+
+    cJSON *zo = cJSON_AddObjectToObject(r, "zero_optimization");
+    cJSON_AddNumberToObject(zo, "stage", ZERO_STAGE);
+    cJSON_AddBoolToObject(zo, "overlap_comm", c->prefetch);
+    cJSON_AddNumberToObject(zo, "stage3_param_persistence_threshold", (double)c->persistence_threshold);
+    cJSON_AddNumberToObject(zo, "stage3_max_live_parameters", (double)c->max_live_elems);
+    cJSON *oo = cJSON_AddObjectToObject(zo, "offload_optimizer"), *op_ = cJSON_AddObjectToObject(zo, "offload_param");
+    int nvme = c->nvme_optim_dir[0] || c->nvme_param_dir[0];
+    cJSON_AddStringToObject(oo, "device", c->nvme_optim_dir[0] ? "nvme" : c->offload ? "cpu" : "none");
+    if (c->nvme_optim_dir[0]) cJSON_AddStringToObject(oo, "nvme_path", c->nvme_optim_dir);
+    if (nvme) {   // the NVMe step's settings (with either device "nvme")
+        cJSON_AddNumberToObject(oo, "buffer_count", c->nvme_buffers);
+        cJSON_AddBoolToObject(oo, "pipeline_read", c->nvme_pipeline_read);
+        cJSON_AddBoolToObject(oo, "pipeline_write", c->nvme_pipeline_write);
+        cJSON_AddBoolToObject(oo, "fast_init", c->nvme_fast_init);
+        cJSON_AddNumberToObject(zo, "nvme_tile", (double)c->nvme_tile);
+    }
+    cJSON_AddStringToObject(op_, "device", c->nvme_param_dir[0] ? "nvme" : c->offload_param ? "cpu" : "none");
+    if (c->nvme_param_dir[0]) {
+        cJSON_AddStringToObject(op_, "nvme_path", c->nvme_param_dir);
+        cJSON_AddNumberToObject(op_, "buffer_count", c->nvme_param_buffers);
+    }
+
+    cJSON_AddStringToObject(r, "precision", c->fp16 ? "fp16" : TRAINER_IS_GPU ? "bf16" : "fp32");
+    cJSON *fp = cJSON_AddObjectToObject(r, "fp16");
+    cJSON_AddBoolToObject(fp, "enabled", c->fp16);
+    add_f32(fp, "loss_scale", c->loss_scale);
+    cJSON_AddNumberToObject(fp, "initial_scale_power", c->initial_scale_power);
+    cJSON_AddNumberToObject(fp, "loss_scale_window", c->loss_scale_window);
+    cJSON_AddNumberToObject(fp, "hysteresis", c->hysteresis);
+    cJSON_AddBoolToObject(fp, "consecutive_hysteresis", c->consecutive_hysteresis);
+    add_f32(fp, "min_loss_scale", c->min_loss_scale);
+    cJSON_AddBoolToObject(cJSON_AddObjectToObject(r, "bf16"), "enabled", TRAINER_IS_GPU && !c->fp16);
+    if (nvme) {
+        cJSON *aio = cJSON_AddObjectToObject(r, "aio");
+        cJSON_AddNumberToObject(aio, "block_size", (double)c->aio_block_size);
+        cJSON_AddNumberToObject(aio, "queue_depth", c->aio_queue_depth);
+        cJSON_AddNumberToObject(aio, "thread_count", c->aio_thread_count);
+        cJSON_AddBoolToObject(aio, "single_submit", c->aio_single_submit);
+        cJSON_AddBoolToObject(aio, "overlap_events", c->aio_overlap_events);
+    }
+    if (c->recompute) {   // the activation_checkpointing block is present exactly when recompute is on
+        cJSON *ac = cJSON_AddObjectToObject(r, "activation_checkpointing");
+        cJSON_AddNumberToObject(ac, "number_checkpoints", c->model.n_layer);
+        cJSON_AddBoolToObject(ac, "cpu_checkpointing", c->cpu_checkpointing);
+    }
+
+    cJSON *au = cJSON_AddArrayToObject(r, "auto");
+    for (const char *p = c->config_auto; *p;) {
+        const char *e = strstr(p, ", ");
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char key[256];
+        snprintf(key, sizeof(key), "%.*s", (int)(len < 255 ? len : 255), p);
+        cJSON_AddItemToArray(au, cJSON_CreateString(key));
+        p += len + (e ? 2 : 0);
+    }
+    return r;
+}
+
+// the leaves of a record as "a.b value, ..." appended to buf
+static void json_flatten(const cJSON *o, const char *prefix, char *buf, size_t n) {
+    for (const cJSON *v = o->child; v; v = v->next) {
+        char key[256];
+        snprintf(key, sizeof(key), "%s%s%s", prefix, prefix[0] ? "." : "", v->string);
+        if (cJSON_IsObject(v)) { json_flatten(v, key, buf, n); continue; }
+        char val[256];
+        json_text(v, val, sizeof(val));
+        size_t k = strlen(buf);
+        snprintf(buf + k, n - k, "%s%s %s", k ? ", " : "", key, val);
+    }
+}
+
+// The resolved configuration, one line per block, for rank 0 at start-up.
+static void config_print_resolved(const TrainConfig *c, FILE *f) {
+    cJSON *r = config_json_record(c);
+    fprintf(f, "configuration (%s%s):\n", c->config_path[0] ? c->config_path : "defaults", c->config_path[0] ? ", then flags" : " and flags");
+    char line[4096] = "";
+    for (const cJSON *v = r->child; v; v = v->next) {   // the top-level numbers on the first line
+        if (cJSON_IsNumber(v)) {
+            size_t k = strlen(line);
+            snprintf(line + k, sizeof(line) - k, "%s%s %g", k ? ", " : "", v->string, v->valuedouble);
+        }
+    }
+    fprintf(f, "  %s\n", line);
+    for (const cJSON *v = r->child; v; v = v->next) {
+        line[0] = 0;
+        if (cJSON_IsObject(v)) json_flatten(v, "", line, sizeof(line));
+        else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) json_text(v, line, sizeof(line));
+        else if (cJSON_IsString(v) && strcmp(v->string, "type") && strcmp(v->string, "config_file")) snprintf(line, sizeof(line), "%s", v->valuestring);
+        if (line[0]) fprintf(f, "  %s: %s\n", v->string, line);
+    }
+    cJSON_Delete(r);
+}
+
+// The key table as markdown (--config-keys; README.md's config section is this output).
+static void ds_print_keys(FILE *f) {
+    fprintf(f, "| key | zeroc | what it does here |\n|---|---|---|\n");
+    for (int i = 0; i < N_DS_KEYS; i++) {
+        const DsKey *k = &DS_KEYS[i];
+        fprintf(f, "| `%s`", k->path);
+        if (k->alias) fprintf(f, " (or `%s`)", k->alias);
+        fprintf(f, " | %s | ", DS_KIND_NAMES[k->kind]);
+        for (const char *p = k->what; *p; p++) {
+            if (*p == '|') fputc('\\', f);   // a table cell
+            fputc(*p, f);
+        }
+        fprintf(f, " |\n");
+    }
+}

@@ -1,0 +1,429 @@
+// config/flags.h: the command line, shared by train_gpt_cpu, train_gpt (CUDA) and
+// mirrored flag for flag by scripts/train_gpt.py: --help, the flags, the checks of
+// the whole configuration, and parse_args, which applies a preset, then the
+// DeepSpeed JSON file (--config, config/ds_config.h), then the flags.
+#pragma once
+#include "config/lr_schedule.h"
+#include "config/ds_config.h"
+#include "config/hf_config.h"
+
+// ----------------------------------------------------------------------------
+// command line
+
+static void print_help(const char *prog) {
+    printf("usage: %s [flags]\n\n", prog);
+    printf("model\n"
+           "  --arch gpt2|llama        architecture (default gpt2)\n"
+           "  --preset NAME            model size preset (default tiny):\n");
+    for (int i = 0; i < N_PRESETS; i++) printf("                             %-10s %s\n", PRESETS[i].name, PRESETS[i].what);
+    printf("  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
+           "                           override one size of the preset\n"
+           "data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)\n"
+           "  --train PATH --val PATH  a token shard, a directory of shards or a glob (default data/brown/{train,val}.bin)\n"
+           "  --shuffle 0|1            shuffle shard order and sequences each epoch, seeded by --seed (default 0)\n"
+           "  --batch B                micro batch per rank (default 4)\n"
+           "  --seq T                  sequence length (default 64)\n"
+           "  --accum K                gradient accumulation steps (default 1)\n"
+           "  --total-batch N          global sequences per optimizer step (= batch x accum x ranks)\n"
+           "optimizer and schedule\n"
+           "  --steps N --lr X --beta1 X --beta2 X --eps X --weight-decay X --clip X (0: off)\n"
+           "  --adam-w-mode 0|1        1: AdamW (decoupled weight decay, default); 0: Adam with L2 weight decay\n"
+           "  --lr-schedule cosine|constant|WarmupLR|WarmupDecayLR|WarmupCosineLR  --warmup N\n"
+           "  --min-lr-frac X          cosine: the floor as a fraction of --lr (default 0.1)\n"
+           "  --warmup-type log|linear DeepSpeed's schedules: the warm-up's shape (default log)\n"
+           "  --warmup-min-lr X        WarmupLR, WarmupDecayLR: warm-up start and decay end (default 0)\n"
+           "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
+           "run\n"
+           "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
+           "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
+           "  --keep-last K            keep the newest K checkpoints in --save DIR (default 0: all)\n"
+           "  --breakdown 0|1          per step: forward, backward, communication wait and optimizer times\n"
+           "                           (wall_clock_breakdown; the GPU synchronizes between phases to measure them)\n"
+           "  --peak-tflops X          the peak the step line's MFU is relative to (default: the GPU's dense\n"
+           "                           16-bit tensor peak; the CPU trainer prints GFLOP/s unless given)\n"
+           "  --timeout S              watchdog: abort the job when a step or collective makes no progress\n"
+           "                           for S seconds (default 600; 0: off)\n"
+           "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
+           "  --tokenizer FILE --quiet 0|1\n"
+           "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
+           "  --config-keys            print every DeepSpeed key and what it does here, exit\n"
+           "precision and non-finite steps\n"
+           "  --fp16 0|1               fp16 with DeepSpeed's dynamic loss scaling (the fp16 config block sets\n"
+           "                           the scaler): train_gpt_cpu stores parameters and gradients as fp16\n"
+           "                           values; train_gpt must be the fp16 build (make train_gpt FP16=1)\n"
+           "  --max-skips N            stop after N consecutive skipped steps (non-finite loss or gradients;\n"
+           "                           fp16 overflows the loss scaler handles are not counted); 0: never (default 5)\n"
+           "  --inject-nonfinite STEP:RANK[:inf|nan][,...]\n"
+           "                           TESTS ONLY: Inf (or NaN) into rank RANK's reduced gradient at step STEP\n"
+           "sampling (also the samples of --sample-every)\n"
+           "  --sample 1               sample instead of training, from --init FILE or --resume DIR; rank 0 prints\n"
+           "  --prompt TEXT            the text the samples continue (default: none, after <|endoftext|>)\n"
+           "  --sample-len N           tokens generated per sample (default 64)\n"
+           "  --num-samples N          samples generated together (default 1)\n"
+           "  --temperature X          logits / X before the softmax; 0: greedy argmax (default 1)\n"
+           "  --top-k N                sample among the N most likely tokens (default 0: all)\n"
+           "  --top-p X                sample among the most likely tokens whose probabilities sum to X (default 1: all)\n"
+           "  --seed S                 the sampling random numbers (with --sample 1)\n"
+           "  --kv-cache 0|1           1: one position per token with a KV cache (default); 0: a full forward per token\n"
+           "ZeRO (compiled stage: %d)\n"
+           "  --zero-stage K           must equal the compiled stage (make ZERO=K)\n"
+           "  --persistence-threshold N  stage 3: units this small stay whole\n"
+           "  --max-live N             stage 3: cap on gathered parameter elements\n"
+           "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
+           "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
+           "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
+           "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
+           "                           rank's file under DIR, streamed through the step in tiles (both trainers)\n"
+           "  --offload-param-nvme DIR stage 3: the parameter shard in each rank's file under DIR, read one unit ahead\n"
+           "  --nvme-tile N            elements per tile of the streamed optimizer step (default 1048576)\n"
+           "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
+           "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
+           "  --memory-budget GIB      with --estimate-memory: the largest micro batch per rank within GIB, per stage,\n"
+           "                           with and without --recompute\n"
+           "activations\n"
+           "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
+           "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
+           "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
+           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n"
+           "  --attention cublas|flash|auto\n"
+           "                           GPU attention: cuBLAS with the scores materialized (default), the fused\n"
+           "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
+           "                           or auto: flash where it applies, else cuBLAS\n"
+           "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
+}
+
+// A number for `flag` within its range, or a one-line error naming the flag.
+// Integers below 2^31 are read as decimal integers; counts and numbers with strtod (5e8).
+static double flag_number(const char *flag, const char *s, const Range *r) {
+    char *end;
+    errno = 0;
+    double v = r->integer && r->hi < 9e18 ? (double)strtoll(s, &end, 10) : strtod(s, &end);
+    if (!errno && *end == 0 && end != s && range_ok(r, v) && (r->integer || range_ok(r, (float)v))) return v;
+    char want[96];
+    fatal("%s: expected %s, got '%s'", flag, range_text(r, want, sizeof(want)), s);
+    return 0;
+}
+static int flag_int(const char *flag, const char *s, long long lo, long long hi) {
+    Range r = {(double)lo, (double)hi, 0, 0, 1};
+    return (int)flag_number(flag, s, &r);
+}
+static void copy_str_or_die(char *dst, size_t n, const char *flag, const char *s) {
+    if (strlen(s) >= n) fatal("%s: value too long", flag);
+    strcpy(dst, s);
+}
+static int sched_from_name(const char *flag, const char *s) {
+    for (int i = 0; i < N_SCHED; i++) if (strcmp(s, SCHED_NAMES[i]) == 0) return i;
+    fatal("%s: unknown schedule '%s' (cosine, constant, WarmupLR, WarmupDecayLR, WarmupCosineLR)", flag, s);
+    return 0;
+}
+
+// Which schedules use a schedule setting (FROM_* id); 0: not a schedule setting.
+static unsigned sched_users(int id) {
+    const unsigned ds = 1u << SCHED_WARMUP_LR | 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
+    switch (id) {
+    case FROM_WARMUP: return ds | 1u << SCHED_COSINE;
+    case FROM_WARMUP_TYPE: return ds;
+    case FROM_MIN_LR_FRAC: return 1u << SCHED_COSINE;
+    case FROM_WARMUP_MIN_LR: case FROM_WARMUP_MAX_LR: return 1u << SCHED_WARMUP_LR | 1u << SCHED_WARMUP_DECAY_LR;
+    case FROM_WARMUP_MIN_RATIO: case FROM_COS_MIN_RATIO: return 1u << SCHED_WARMUP_COSINE_LR;
+    case FROM_SCHED_TOTAL: return 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
+    default: return 0;
+    }
+}
+
+// ZeRO-Infinity's settings, the config's keys and the flags together: a device "nvme"
+// needs its directory; what only NVMe offload uses says so when nothing goes to NVMe;
+// the step's tiles need their buffers; what each trainer can put on NVMe.
+static void nvme_config_check(TrainConfig *c, ConfigReport *r) {
+    for (int param = 0; param < 2; param++) {
+        char *dir = param ? c->nvme_param_dir : c->nvme_optim_dir;
+        const char *dev = c->from[param ? FROM_NVME_PARAM : FROM_NVME_OPTIM];   // what asked for "nvme": a device key or a flag
+        const char *key = c->from[param ? FROM_NVME_PARAM_KEY : FROM_NVME_OPTIM_KEY];   // the block's first NVMe-only key
+        const char *path_key = param ? "zero_optimization.offload_param.nvme_path" : "zero_optimization.offload_optimizer.nvme_path";
+        struct stat sb;
+        if (!dev) {
+            if (key) report_at(r, MSG_NOTE, key, "no effect: used only with device \"nvme\"");
+            dir[0] = 0;
+        } else if (!dir[0]) {
+            report_at(r, MSG_ERROR, dev, "\"nvme\" needs nvme_path: the directory of each rank's file");
+        } else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            int e = stat(dir, &sb) != 0 ? errno : ENOTDIR;
+            report_at(r, MSG_ERROR, strncmp(dev, "--", 2) == 0 ? dev : path_key, "%s: %s (the directory of each rank's file)", dir, strerror(e));
+        }
+    }
+    int optim = c->nvme_optim_dir[0] != 0, param = c->nvme_param_dir[0] != 0;
+    if (param && ZERO_STAGE != 3)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_PARAM], "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
+#if TRAINER_IS_GPU
+    if (optim) c->offload = 1;   // CPU-Adam on the host, its state streamed from NVMe
+    if (param && !c->offload)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_PARAM], "\"nvme\" needs the optimizer on the host too (offload_optimizer device "
+                  "\"cpu\" or \"nvme\": --offload 1 or --offload-nvme DIR): CPU-Adam writes the updated parameters to NVMe");
+#endif
+    if (!optim && !param) {
+        if (c->from[FROM_AIO]) report_at(r, MSG_NOTE, "aio", "no effect: no state is offloaded to NVMe");
+        if (c->from[FROM_NVME_TILE]) report_at(r, MSG_NOTE, c->from[FROM_NVME_TILE], "no effect without --offload-nvme or --offload-param-nvme");
+        return;
+    }
+    int need = 1 + c->nvme_pipeline_read + c->nvme_pipeline_write;
+    if (c->nvme_buffers < need)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_BUFFERS] ? c->from[FROM_NVME_BUFFERS] : "zero_optimization.offload_optimizer.buffer_count",
+                  "%d buffers are too few for the NVMe step: it needs %d (one tile being updated%s%s)", c->nvme_buffers, need,
+                  c->nvme_pipeline_read ? ", one read ahead" : "", c->nvme_pipeline_write ? ", one written behind" : "");
+    if (param && c->nvme_param_buffers < 2)
+        report_at(r, MSG_ERROR, c->from[FROM_NVME_PARAM_BUFFERS], "%d: at least 2 (a unit's slice is read while the one before it is gathered)",
+                  c->nvme_param_buffers);
+    else if (param && c->nvme_param_buffers > 2 && c->from[FROM_NVME_PARAM_BUFFERS])
+        report_at(r, MSG_NOTE, c->from[FROM_NVME_PARAM_BUFFERS], "%d: zeroc reads exactly one unit ahead of the gather, in 2 buffers",
+                  c->nvme_param_buffers);
+    if (c->aio_block_size % 4096)   // zero/nvme_store.h's NVME_ALIGN
+        report_at(r, MSG_ERROR, "aio.block_size", "%lld: a multiple of 4096 bytes (O_DIRECT's alignment)", c->aio_block_size);
+}
+
+// The checks that need the config file and the flags together; every problem goes
+// to the report, named by the flag or key each setting came from.
+static void config_check(TrainConfig *c, ConfigReport *r) {
+    // a schedule setting the chosen schedule does not take: DeepSpeed's constructors refuse it
+    for (int id = 0; id < N_FROM; id++) {
+        unsigned users = sched_users(id);
+        if (!users || !c->from[id] || (users >> c->sched & 1)) continue;
+        char names[96] = "";
+        for (int s = 0; s < N_SCHED; s++)
+            if (users >> s & 1) snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", names[0] ? ", " : "", SCHED_NAMES[s]);
+        report_at(r, MSG_ERROR, c->from[id], "not used by the %s schedule (used by %s)%s%s", SCHED_NAMES[c->sched], names,
+                  c->from[FROM_SCHED] ? ": the schedule comes from " : "", c->from[FROM_SCHED] ? c->from[FROM_SCHED] : "");
+    }
+    int W = c->warmup > 2 ? c->warmup : 2, T = c->sched_total > 0 ? c->sched_total : c->steps;
+    const char *tname = c->from[FROM_SCHED_TOTAL] ? c->from[FROM_SCHED_TOTAL] : "--steps";
+    if ((c->sched == SCHED_WARMUP_DECAY_LR || c->sched == SCHED_WARMUP_COSINE_LR) && T < W)
+        report_at(r, MSG_WARNING, tname, "total_num_steps %d is less than warmup_num_steps %d (DeepSpeed warns too)", T, W);
+    if (c->sched == SCHED_WARMUP_COSINE_LR && T == W)
+        report_at(r, MSG_ERROR, tname, "WarmupCosineLR with total_num_steps == warmup_num_steps (%d) divides by zero after the warm-up (as in DeepSpeed)", T);
+    // DeepSpeed's "AdamW" is decoupled whatever adam_w_mode says
+    if (c->opt_type == OPT_ADAMW && !c->adam_w_mode) {
+        report_at(r, MSG_NOTE, c->from[FROM_ADAM_W_MODE], "false has no effect with optimizer.type \"AdamW\" (always decoupled weight decay, "
+                  "as in DeepSpeed); for Adam with L2 weight decay write \"type\": \"Adam\"");
+        c->adam_w_mode = 1;
+    }
+    // precision: the GPU trainer's 16-bit type is a build choice (make train_gpt FP16=1)
+    const char *fp16_from = c->from[FROM_FP16] ? c->from[FROM_FP16] : "fp16.enabled";
+    if (TRAINER_IS_GPU && FLOATX_FP16 && c->bf16 == 1)
+        report_at(r, MSG_ERROR, c->from[FROM_BF16], "true: this train_gpt is the fp16 build (make train_gpt FP16=1); "
+                  "bf16 training needs the default build (make train_gpt)");
+    else if (c->fp16 && c->bf16 == 1)
+        report_at(r, MSG_ERROR, fp16_from, "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's rule)");
+    else if (TRAINER_IS_GPU && c->fp16 != FLOATX_FP16)
+        report_at(r, MSG_ERROR, fp16_from, c->fp16 ? "true: this train_gpt trains in bf16; fp16 training needs the fp16 build "
+                  "(make train_gpt FP16=1)" : "false: this train_gpt is the fp16 build (make train_gpt FP16=1); bf16 training "
+                  "needs the default build (make train_gpt)");
+    if (c->bf16 == 1 && !TRAINER_IS_GPU && !c->fp16)
+        report_at(r, MSG_NOTE, c->from[FROM_BF16], "true: the CPU trainer trains in fp32 (bf16 is train_gpt's precision; "
+                  "fp16.enabled is the CPU trainer's 16-bit mode)");
+    if (c->bf16 == 0 && TRAINER_IS_GPU && !c->fp16)
+        report_at(r, MSG_NOTE, c->from[FROM_BF16], "false: this train_gpt trains in bf16 (fp32 master weights and optimizer); "
+                  "fp16 training is the fp16 build (make train_gpt FP16=1)");
+    // ZeRO
+    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
+        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
+                  c->zero_stage, ZERO_STAGE, c->zero_stage);
+#if !TRAINER_IS_GPU
+    // the CPU trainer's model states live in host memory already: offload has nothing to move
+    // (the estimator keeps the settings: its train_gpt rows use them)
+    if (!c->estimate_world) {
+    if (c->offload)
+        report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD] ? c->from[FROM_OFFLOAD] : "--offload",
+                  "\"cpu\": the CPU trainer's optimizer state is in host memory already (offload applies to train_gpt)");
+    if (c->offload_param)
+        report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
+                  "\"cpu\": the CPU trainer's parameters are in host memory already (offload applies to train_gpt)");
+    c->offload = c->offload_param = 0;
+    }
+#endif
+    nvme_config_check(c, r);
+    // activations
+    if (c->cpu_checkpointing && !c->recompute)
+        report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
+                  "(or an activation_checkpointing block)");
+#if !TRAINER_IS_GPU
+    else if (c->cpu_checkpointing && !c->estimate_world)
+        report_at(r, MSG_NOTE, c->from[FROM_CPU_CKPT], "the CPU trainer's activations are in host memory already (cpu_checkpointing applies to train_gpt)");
+    if (!c->estimate_world) c->cpu_checkpointing = 0;
+#endif
+    if (c->memory_budget > 0 && !c->estimate_world)
+        report_at(r, MSG_ERROR, "--memory-budget", "is a question for the estimator: give it with --estimate-memory N");
+    if (c->offload_param && ZERO_STAGE != 3)
+        report_at(r, MSG_ERROR, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
+                  "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
+}
+
+// Sampling against the mode: --sample 1 needs weights to sample from, and the
+// flags of the other mode have no effect (one note naming them). The sampling
+// flags also shape the samples of --sample-every.
+static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, char **argv) {
+    static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
+        "--lr-schedule", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
+        "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
+        "--val-batches", "--sample-every", "--log", NULL};
+    static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
+    if (c->sample && !c->init_path[0] && !c->resume_dir[0])
+        report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
+    if (!c->sample && c->sample_every > 0) return;
+    char given[400] = "";
+    for (int i = 1; i + 1 < argc; i += 2)     // every flag takes a value
+        for (const char **f = c->sample ? TRAINING : SAMPLING; *f; f++)
+            if (!strcmp(argv[i], *f) && strlen(given) + strlen(*f) + 3 < sizeof(given))
+                snprintf(given + strlen(given), sizeof(given) - strlen(given), "%s%s", given[0] ? ", " : "", *f);
+    if (given[0] && c->sample) report_at(r, MSG_NOTE, "--sample", "1 samples and does not train: %s ha%s no effect", given, strchr(given, ',') ? "ve" : "s");
+    if (given[0] && !c->sample) report_at(r, MSG_NOTE, NULL, "%s ha%s no effect without --sample 1 or --sample-every N", given, strchr(given, ',') ? "ve" : "s");
+    if (c->sample && c->config_path[0]) report_at(r, MSG_NOTE, "--config", "when sampling only its ZeRO settings apply");
+}
+
+// Parse argv into c. Returns, or exits with the errors (one line each). --help and
+// --config-keys print and exit 0.
+
+
+static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
+    train_config_defaults(c);
+    // pass 1: arch, preset and config file come first so that flags override them
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (print_rank) print_help(argv[0]); exit(0); }
+        if (strcmp(a, "--config-keys") == 0) { if (print_rank) ds_print_keys(stdout); exit(0); }
+        if (i + 1 >= argc) continue;
+        if (strcmp(a, "--arch") == 0) copy_str_or_die(c->arch, sizeof(c->arch), a, argv[i + 1]);
+        if (strcmp(a, "--preset") == 0) copy_str_or_die(c->preset, sizeof(c->preset), a, argv[i + 1]);
+        if (strcmp(a, "--config") == 0) copy_str_or_die(c->config_path, sizeof(c->config_path), a, argv[i + 1]);
+    }
+    int arch;
+    if (strcmp(c->arch, "gpt2") == 0) arch = ARCH_GPT2;
+    else if (strcmp(c->arch, "llama") == 0) arch = ARCH_LLAMA;
+    else fatal("--arch: unknown architecture '%s' (gpt2, llama)", c->arch);
+    if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
+    ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
+    if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
+    int ffn_set = 0, gpu_only_flags = 0;
+    ModelConfig *m = &c->model;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) fatal("unexpected argument '%s' (see --help)", a);
+        if (i + 1 >= argc) fatal("%s: missing value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--arch") || !strcmp(a, "--preset") || !strcmp(a, "--config")) continue;
+        else if (!strcmp(a, "--layers")) m->n_layer = flag_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--heads")) m->n_head = flag_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--kv-heads")) m->n_kv_head = flag_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--dim")) m->d_model = flag_int(a, v, 1, 65536);
+        else if (!strcmp(a, "--ffn")) { m->d_ff = flag_int(a, v, 1, 1 << 20); ffn_set = 1; }
+        else if (!strcmp(a, "--vocab")) { m->vocab_size = flag_int(a, v, 2, 65536); m->padded_vocab = (int)round_up(m->vocab_size, 128); }
+        else if (!strcmp(a, "--max-seq")) m->max_seq = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--train")) copy_str_or_die(c->train_path, sizeof(c->train_path), a, v);
+        else if (!strcmp(a, "--val")) copy_str_or_die(c->val_path, sizeof(c->val_path), a, v);
+        else if (!strcmp(a, "--shuffle")) c->shuffle = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--batch")) { c->B = (int)flag_number(a, v, &R_BATCH); c->from[FROM_B] = "--batch"; }
+        else if (!strcmp(a, "--seq")) c->T = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--accum")) { c->accum = (int)flag_number(a, v, &R_ACCUM); c->from[FROM_ACCUM] = "--accum"; }
+        else if (!strcmp(a, "--total-batch")) { c->total_batch = (int)flag_number(a, v, &R_TOTAL); c->from[FROM_TOTAL] = "--total-batch"; }
+        else if (!strcmp(a, "--steps")) c->steps = (int)flag_number(a, v, &R_STEPS);
+        else if (!strcmp(a, "--lr")) c->lr = (float)flag_number(a, v, &R_LR);
+        else if (!strcmp(a, "--beta1")) c->beta1 = (float)flag_number(a, v, &R_BETA);
+        else if (!strcmp(a, "--beta2")) c->beta2 = (float)flag_number(a, v, &R_BETA);
+        else if (!strcmp(a, "--eps")) c->eps = (float)flag_number(a, v, &R_EPS);
+        else if (!strcmp(a, "--weight-decay")) c->weight_decay = (float)flag_number(a, v, &R_WD);
+        else if (!strcmp(a, "--clip")) c->grad_clip = (float)flag_number(a, v, &R_CLIP);
+        else if (!strcmp(a, "--adam-w-mode")) { c->adam_w_mode = flag_int(a, v, 0, 1); c->from[FROM_ADAM_W_MODE] = "--adam-w-mode"; }
+        else if (!strcmp(a, "--lr-schedule")) { c->sched = sched_from_name(a, v); c->from[FROM_SCHED] = "--lr-schedule"; }
+        else if (!strcmp(a, "--warmup")) { c->warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_WARMUP] = "--warmup"; }
+        else if (!strcmp(a, "--warmup-type")) {
+            if (strcmp(v, "log") && strcmp(v, "linear")) fatal("%s: expected log or linear, got '%s'", a, v);
+            c->warmup_log = strcmp(v, "log") == 0;
+            c->from[FROM_WARMUP_TYPE] = "--warmup-type";
+        }
+        else if (!strcmp(a, "--min-lr-frac")) { c->min_lr_frac = (float)flag_number(a, v, &R_FRAC); c->from[FROM_MIN_LR_FRAC] = "--min-lr-frac"; }
+        else if (!strcmp(a, "--warmup-min-lr")) { c->warmup_min_lr = (float)flag_number(a, v, &R_NONNEG); c->from[FROM_WARMUP_MIN_LR] = "--warmup-min-lr"; }
+        else if (!strcmp(a, "--warmup-min-ratio")) { c->warmup_min_ratio = (float)flag_number(a, v, &R_FRAC); c->from[FROM_WARMUP_MIN_RATIO] = "--warmup-min-ratio"; }
+        else if (!strcmp(a, "--cos-min-ratio")) { c->cos_min_ratio = (float)flag_number(a, v, &R_FRAC); c->from[FROM_COS_MIN_RATIO] = "--cos-min-ratio"; }
+        else if (!strcmp(a, "--seed")) c->seed = (uint64_t)flag_number(a, v, &R_COUNT);
+        else if (!strcmp(a, "--init")) copy_str_or_die(c->init_path, sizeof(c->init_path), a, v);
+        else if (!strcmp(a, "--save")) copy_str_or_die(c->save_dir, sizeof(c->save_dir), a, v);
+        else if (!strcmp(a, "--save-every")) c->save_every = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--keep-last")) c->keep_last = flag_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--timeout")) c->timeout = flag_number(a, v, &R_TIMEOUT);
+        else if (!strcmp(a, "--breakdown")) c->breakdown = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--peak-tflops")) c->peak_tflops = flag_number(a, v, &R_TIMEOUT);
+        else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
+        else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
+        else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);
+        else if (!strcmp(a, "--val-every")) c->val_every = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--sample-every")) c->sample_every = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--sample-len")) c->sample_len = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--sample")) c->sample = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--prompt")) c->prompt = v;
+        else if (!strcmp(a, "--num-samples")) c->num_samples = flag_int(a, v, 1, 4096);
+        else if (!strcmp(a, "--temperature")) c->temperature = (float)flag_number(a, v, &R_NONNEG);
+        else if (!strcmp(a, "--top-k")) c->top_k = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--top-p")) c->top_p = (float)flag_number(a, v, &R_TOP_P);
+        else if (!strcmp(a, "--kv-cache")) c->kv_cache = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--tokenizer")) copy_str_or_die(c->tokenizer_path, sizeof(c->tokenizer_path), a, v);
+        else if (!strcmp(a, "--quiet")) c->quiet = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--fp16")) { c->fp16 = flag_int(a, v, 0, 1); c->from[FROM_FP16] = "--fp16"; }
+        else if (!strcmp(a, "--max-skips")) c->max_skips = flag_int(a, v, 0, 1 << 30);
+        else if (!strcmp(a, "--inject-nonfinite")) copy_str_or_die(c->inject_nonfinite, sizeof(c->inject_nonfinite), a, v);
+        else if (!strcmp(a, "--zero-stage")) { c->zero_stage = (int)flag_number(a, v, &R_STAGE); c->from[FROM_STAGE] = "--zero-stage"; }
+        else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = (long long)flag_number(a, v, &R_COUNT);
+        else if (!strcmp(a, "--max-live")) c->max_live_elems = (long long)flag_number(a, v, &R_COUNT);
+        else if (!strcmp(a, "--prefetch")) c->prefetch = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--offload")) {   // the device: "cpu" or "none", not "nvme"
+            c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload";
+            c->nvme_optim_dir[0] = 0; c->from[FROM_NVME_OPTIM] = NULL;
+        }
+        else if (!strcmp(a, "--offload-param")) {
+            c->offload_param = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD_PARAM] = "--offload-param";
+            c->nvme_param_dir[0] = 0; c->from[FROM_NVME_PARAM] = NULL;
+        }
+        else if (!strcmp(a, "--offload-nvme")) { copy_str_or_die(c->nvme_optim_dir, sizeof(c->nvme_optim_dir), a, v); c->from[FROM_NVME_OPTIM] = "--offload-nvme"; }
+        else if (!strcmp(a, "--offload-param-nvme")) {
+            copy_str_or_die(c->nvme_param_dir, sizeof(c->nvme_param_dir), a, v); c->from[FROM_NVME_PARAM] = "--offload-param-nvme";
+            c->offload_param = 0;
+        }
+        else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
+        else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);
+        else if (!strcmp(a, "--recompute")) { c->recompute = flag_int(a, v, 0, 1); c->from[FROM_RECOMPUTE] = "--recompute"; }
+        else if (!strcmp(a, "--cpu-checkpointing")) { c->cpu_checkpointing = flag_int(a, v, 0, 1); c->from[FROM_CPU_CKPT] = "--cpu-checkpointing"; }
+        else if (!strcmp(a, "--comm")) {
+            if (strcmp(v, "auto") && strcmp(v, "nccl") && strcmp(v, "mpi")) fatal("%s: expected auto, nccl or mpi, got '%s'", a, v);
+            strcpy(c->comm, v);
+        }
+        else if (!strcmp(a, "--attention")) {
+            if (strcmp(v, "cublas") && strcmp(v, "flash") && strcmp(v, "auto"))
+                fatal("%s: expected cublas, flash or auto, got '%s'", a, v);
+            strcpy(c->attention, v);
+            gpu_only_flags |= 1;
+        }
+        else if (!strcmp(a, "--gpu-baseline")) { c->gpu_baseline = flag_int(a, v, 0, 1); gpu_only_flags |= 2; }
+        else fatal("unknown flag '%s' (see --help)", a);
+    }
+    if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
+    hf_config_for_init(c, argc, argv);
+    arch = m->arch;
+    if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head) {
+        // gpt2 has no grouped-query attention; a preset's llama kv heads do not apply
+        for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
+        m->n_kv_head = m->n_head;
+    }
+    // validation: each error names the flag
+    if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
+    if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
+    if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
+    if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
+#if !TRAINER_IS_GPU
+    if (gpu_only_flags & 1) report_at(&rep, MSG_NOTE, "--attention", "picks the GPU trainer's attention kernels (train_gpt); the CPU trainer has one");
+    if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");
+#endif
+    (void)gpu_only_flags;
+    config_check(c, &rep);
+    sample_flags_check(c, &rep, argc, argv);
+    report_finish(&rep, print_rank);
+    c->zero_stage = ZERO_STAGE;
+}

@@ -1,0 +1,596 @@
+// train/checkpoint.h: the model file and training checkpoints, shared by both trainers.
+//
+// Model file (model.bin; also what --init reads and scripts/train_gpt.py
+// exchanges): a 256-int32 header (docs/model.md) and every parameter in fp32,
+// flat order. Each rank writes the slices of the master it holds (rank 0 all of it where every
+// rank holds it whole), and reads back only the ranges its stage holds. --init also reads
+// Hugging Face safetensors files (model/hf.h); tools/export_model.c writes them.
+//
+// Checkpoint: a directory DIR/ckpt_SSSSSSSS holding
+//   model.bin                 the full fp32 parameters (the master weights)
+//   optim_rank_RRRRR.bin      AdamW m and v of partition R, as that run's plan laid them out
+//   manifest.json             config, stage, world size, partitions, step, data position and
+//                             shuffle state, sampling RNG, skipped steps and the fp16 loss
+//                             scaler's state (train/step_guard.h), file sizes and CRC-32s
+// It is written as DIR/.ckpt_SSSSSSSS.tmp and renamed into place only when every
+// file is complete and synced, then DIR/latest names it (also by rename): a
+// crash never leaves a half-written checkpoint where --resume would find it.
+// Every write is checked (util/common.h's OutFile): a save that fails on any rank
+// removes its temporary files, leaves the previous checkpoints and DIR/latest as
+// they were, and stops every rank with the failing rank's one line.
+// --resume DIR takes the newest checkpoint that verifies (the one DIR/latest
+// names, else the next older ckpt_ directory), saying which it skipped and why.
+// --keep-last K removes older checkpoints once a newer one is complete.
+// The formats (manifest, optimizer shard header) are in train/checkpoint_format.h.
+//
+// Resume works at any world size and any stage: each rank recomputes from the
+// manifest where the writer's partitions put each element (the plan is pure
+// arithmetic, zero.h) and reads the pieces of its own partition.
+#pragma once
+#include "zero.h"
+#include "model/hf.h"
+#include "train/checkpoint_format.h"
+#include "dataloader.h"
+#include "train/step_guard.h"
+#include <sys/stat.h>
+#include <unistd.h>
+#include <ftw.h>
+#include <fcntl.h>
+#include <dirent.h>
+
+// paths and messages are cut at their buffers' sizes by design (snprintf)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
+
+#define MODEL_MAGIC 20251121
+#define MODEL_VERSION 1
+
+// ----------------------------------------------------------------------------
+// the model file
+
+static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params) {
+    memset(h, 0, 256 * sizeof(int32_t));
+    h[0] = MODEL_MAGIC; h[1] = MODEL_VERSION; h[2] = c->arch; h[3] = c->n_layer; h[4] = c->n_head;
+    h[5] = c->n_kv_head; h[6] = c->d_model; h[7] = c->d_ff; h[8] = c->vocab_size; h[9] = c->padded_vocab;
+    h[10] = c->max_seq;
+    memcpy(&h[11], &c->norm_eps, 4); memcpy(&h[12], &c->rope_theta, 4);
+    h[13] = 0;  // fp32
+    h[14] = (int32_t)(uint32_t)(num_params & 0xFFFFFFFFu); h[15] = (int32_t)(uint32_t)(num_params >> 32);
+}
+
+static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *out) {
+    size_t numel = s->L->units[u].numel, real = lo >= numel ? 0 : (lo + n < numel ? n : numel - lo);
+    off_t at = 1024 + 4 * (off_t)(s->L->units[u].flat_offset + lo);
+    for (size_t done = 0; done < real * 4;) {
+        ssize_t got = pread(s->fd, (char *)out + done, real * 4 - done, at + (off_t)done);
+        if (got <= 0) {
+            snprintf(s->err, sizeof(s->err), "%s: read failed at byte %lld (%s)", s->path, (long long)(at + (off_t)done),
+                     got < 0 ? strerror(errno) : "unexpected end of file");
+            return 0;
+        }
+        done += (size_t)got;
+    }
+    memset(out + real, 0, (n - real) * sizeof(float));
+    return 1;
+}
+
+static int params_read_safetensors(ParamSource *s, int u, size_t lo, size_t n, float *out) {
+    return hf_source_read((HFSource *)s->hf, u, lo, n, out, s->err, sizeof(s->err));
+}
+
+// Opens a model file as a parameter source: zeroc's own (its header checked
+// against the run's model) or a Hugging Face .safetensors file (model/hf.h: checked
+// from its header, converted a tensor at a time); either way each rank then
+// reads only its ranges. Returns 1, or 0 with err.
+static int params_from_file(ParamSource *s, const ModelLayout *L, const char *path, char *err, size_t errn) {
+    const ModelConfig *c = &L->cfg;
+    size_t num_params = L->num_params;
+    *s = params_from_init(L, 0);
+    snprintf(s->path, sizeof(s->path), "%s", path);
+    if (st_sniff(path)) {
+        HFSource *h = (HFSource *)xmalloc(sizeof(HFSource), "safetensors source");
+        if (!hf_source_open(h, path, c, err, errn)) { free(h); return 0; }
+        s->hf = h;
+        s->read = params_read_safetensors;
+        return 1;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    int32_t h[256], want[256];
+    fseeko(f, 0, SEEK_END);
+    long long size = ftello(f);
+    fseeko(f, 0, SEEK_SET);
+    if (size < 1024 || fread(h, 4, 256, f) != 256) { snprintf(err, errn, "%s: truncated file: no 1024-byte header", path); fclose(f); return 0; }
+    model_header(want, c, num_params);
+    static const char *FIELD[] = {"magic", "version", "arch", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff",
+                                  "vocab_size", "padded_vocab", "max_seq", "norm_eps", "rope_theta", "dtype",
+                                  "num_params", "num_params"};
+    if (h[0] != MODEL_MAGIC) { snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc model file", path, h[0], MODEL_MAGIC); fclose(f); return 0; }
+    for (int i = 1; i < 16; i++)
+        if (h[i] != want[i]) {
+            snprintf(err, errn, "%s: %s is %d in the file but %d for this run's model (check --arch/--preset/sizes)", path, FIELD[i], h[i], want[i]);
+            fclose(f); return 0;
+        }
+    long long expect = 1024 + 4LL * (long long)num_params;
+    if (size != expect) { snprintf(err, errn, "%s: %s file: %lld bytes, expected %lld", path, size < expect ? "truncated" : "oversized", size, expect); fclose(f); return 0; }
+    s->fd = dup(fileno(f));
+    fclose(f);
+    if (s->fd < 0) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    s->read = params_read_file;
+    return 1;
+}
+
+static void params_close(ParamSource *s) {
+    if (s->fd >= 0) close(s->fd);
+    if (s->hf) { hf_source_close((HFSource *)s->hf); free(s->hf); }
+    s->fd = -1; s->hf = NULL;
+}
+
+// The whole model file into flat (tests; the exporter streams instead). Returns 1, or 0 with err.
+static int model_file_read(const char *path, const ModelLayout *L, float *flat, char *err, size_t errn) {
+    ParamSource s;
+    if (!params_from_file(&s, L, path, err, errn)) return 0;
+    int ok = params_read_all(&s, flat);
+    if (!ok) snprintf(err, errn, "%s", s.err);
+    params_close(&s);
+    return ok;
+}
+
+// Collective: writes the model file without gathering the model anywhere. Rank 0
+// creates it (the header, the full size); then, where the fp32 master is
+// partitioned, every rank writes its own slice of every unit at its place in the
+// flat order, and where every rank holds the whole master, rank 0 writes it all,
+// unit by unit. Returns 1, or 0 with a one-line err (the caller agrees with the
+// other ranks: every rank makes the same calls either way).
+static int model_file_write(Zero *z, const char *path, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    Comm *c = z->comm;
+    int ok = 1;
+    if (c->rank == 0) {
+        OutFile f;
+        int32_t h[256];
+        model_header(h, &z->layout->cfg, p->num_params);
+        if (out_open(&f, path, 0) && out_write(&f, h, sizeof(h))) out_set_size(&f, 1024 + 4 * (off_t)p->num_params);
+        if (!out_finish(&f)) { snprintf(err, errn, "%s", f.err); ok = 0; }
+    }
+    if (!comm_agree(c, ok, err, errn)) return 0;
+    int whole = zero_master_whole(z);
+    if (whole && c->rank != 0) return 1;
+    OutFile f;
+    out_open_existing(&f, path);
+    float *buf = (float *)xmalloc((whole ? p->max_padded : p->max_shard) * sizeof(float), "model file buffer");
+    for (int i = 0; i < p->n_units; i++) {
+        const ZeroUnit *U = &p->u[i];
+        size_t lo = whole ? 0 : (size_t)p->part * U->shard, n = whole ? U->numel : U->shard;
+        if (lo >= U->numel) continue;                   // a slice of padding only
+        if (lo + n > U->numel) n = U->numel - lo;
+        zero_master_read(z, i, lo, n, buf);   // (from the NVMe files where the master is there)
+        out_seek(&f, 1024 + 4 * (off_t)(z->layout->units[i].flat_offset + lo));
+        out_write(&f, buf, n * 4);
+    }
+    free(buf);
+    if (!out_finish(&f)) { snprintf(err, errn, "%s", f.err); return 0; }
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints
+
+typedef struct {
+    int step;               // optimizer steps completed (applied or skipped)
+    DataState data;         // train loader position and shuffle state (dataloader.h)
+    uint64_t rng;           // sampling RNG state
+    StepGuard guard;        // skipped steps, the fp16 loss scaler (train/step_guard.h)
+    long long data_tokens;  // the train data the position points into: its token count
+    uint32_t data_crc;      // and its fingerprint (dataloader_fingerprint)
+} TrainState;
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    return remove(path);
+}
+static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+// size and CRC-32 of a file. Returns 1, or 0 with a one-line err.
+static int file_crc(const char *path, long long *size, uint32_t *crc, char *err, size_t errn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    static char buf[1 << 16];
+    size_t n;
+    *crc = 0;
+    *size = 0;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) { *crc = crc32_update(*crc, buf, n); *size += n; }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { snprintf(err, errn, "%s: read failed", path); return 0; }
+    return 1;
+}
+
+// "ckpt_00000012" -> 12; -1 for any other name
+static int ckpt_step_of(const char *name) {
+    if (strncmp(name, "ckpt_", 5) != 0 || strlen(name) != 13 || strspn(name + 5, "0123456789") != 8) return -1;
+    return atoi(name + 5);
+}
+
+static int cmp_int_desc(const void *a, const void *b) { return *(const int *)b - *(const int *)a; }
+
+// The steps of the checkpoint directories in dir, newest first; returns how many (at most max).
+static int checkpoint_list(const char *dir, int *steps, int max) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0, cap = 64;
+    int *all = (int *)xmalloc(cap * sizeof(int), "checkpoint list");
+    for (struct dirent *e; (e = readdir(d));) {
+        int s = ckpt_step_of(e->d_name);
+        if (s < 0) continue;
+        if (n == cap) { int *b = (int *)xmalloc(2 * cap * sizeof(int), "checkpoint list"); memcpy(b, all, n * sizeof(int)); free(all); all = b; cap *= 2; }
+        all[n++] = s;
+    }
+    closedir(d);
+    qsort(all, n, sizeof(int), cmp_int_desc);
+    if (n > max) n = max;
+    memcpy(steps, all, n * sizeof(int));
+    free(all);
+    return n;
+}
+
+// --keep-last K (rank 0, after a complete save): all but the newest K checkpoints go
+static void checkpoint_prune(const char *dir, int keep, int say) {
+    int steps[4096];
+    int n = checkpoint_list(dir, steps, 4096);
+    for (int i = keep; i < n; i++) {
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/ckpt_%08d", dir, steps[i]);
+        rm_tree(path);
+        if (say) printf("removed %s (--keep-last %d)\n", path, keep);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// saving
+
+// Rank 0, once every file of the checkpoint is written and synced in tmp: the
+// manifest, then DIR/latest written and synced beside the old one, then the
+// directory and latest renamed into place. Any failure undoes what was moved, so
+// the previous checkpoint and latest stay as they were. Returns 1, or 0 with err.
+static int checkpoint_publish(Zero *z, const char *dir, const char *name, const char *tmp, const TrainState *st,
+                              const TrainConfig *tc, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    char path[1100], final_dir[1100], old[1100], latest[1100];
+    Manifest m = {0};
+    m.format = MANIFEST_FORMAT; m.step = st->step; m.rng = st->rng;
+    m.zero_stage = ZERO_STAGE; m.world = z->comm->world; m.partitions = p->P; m.align = ZERO_ALIGN;
+    m.num_params = (long long)p->num_params; m.train_tokens = st->data_tokens; m.train_crc = st->data_crc;
+    m.n_files = p->P + 1;
+    m.files = (ManifestFile *)xcalloc(sizeof(ManifestFile) * m.n_files, "manifest files");
+    for (int i = 0; i < m.n_files; i++) {
+        if (i == 0) snprintf(m.files[i].name, sizeof(m.files[i].name), "model.bin");
+        else snprintf(m.files[i].name, sizeof(m.files[i].name), "optim_rank_%05d.bin", i - 1);
+        snprintf(path, sizeof(path), "%s/%s", tmp, m.files[i].name);
+        if (!file_crc(path, &m.files[i].bytes, &m.files[i].crc, err, errn)) { manifest_free(&m); return 0; }
+    }
+    cJSON *sections = cJSON_CreateObject();
+    data_state_write(sections, &st->data);
+    step_guard_to_json(&st->guard, sections);
+    char *text = manifest_text(&m, &z->layout->cfg, tc, sections);
+    cJSON_Delete(sections);
+    manifest_free(&m);
+    OutFile mf, lf;
+    snprintf(path, sizeof(path), "%s/manifest.json", tmp);
+    if (out_open(&mf, path, 1)) out_write(&mf, text, strlen(text));
+    free(text);
+    if (!out_commit(&mf)) { snprintf(err, errn, "%s", mf.err); return 0; }
+    // latest: written and synced as latest.tmp before anything becomes visible
+    snprintf(latest, sizeof(latest), "%s/latest", dir);
+    char line[80];
+    snprintf(line, sizeof(line), "%s\n", name);
+    if (out_open(&lf, latest, 1)) out_write(&lf, line, strlen(line));
+    if (!out_finish(&lf)) { snprintf(err, errn, "%s", lf.err); return 0; }
+    // into place: the complete directory appears at once (a same-step checkpoint moved aside first)
+    snprintf(final_dir, sizeof(final_dir), "%s/%s", dir, name);
+    snprintf(old, sizeof(old), "%s/.%s.old", dir, name);
+    rm_tree(old);
+    struct stat sb;
+    int replaced = stat(final_dir, &sb) == 0;
+    if (replaced && rename(final_dir, old) != 0) {
+        snprintf(err, errn, "%s: cannot move the existing checkpoint aside (%s)", final_dir, strerror(errno));
+        out_abort(&lf);
+        return 0;
+    }
+    if (rename(tmp, final_dir) != 0) {
+        snprintf(err, errn, "%s: cannot rename into place (%s)", final_dir, strerror(errno));
+        if (replaced) rename(old, final_dir);
+        out_abort(&lf);
+        return 0;
+    }
+    if (!out_rename(&lf)) {   // also syncs DIR, which makes both renames durable
+        snprintf(err, errn, "%s", lf.err);
+        rename(final_dir, tmp);
+        if (replaced) rename(old, final_dir);
+        return 0;
+    }
+    rm_tree(old);
+    return 1;
+}
+
+// this rank's optimizer partition: header, m, v
+static int optim_file_write(Zero *z, const char *path, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    OutFile f;
+    if (out_open(&f, path, 0)) {
+        int32_t h[256];
+        optim_header(h, p->P, p->part, p->n_units, ZERO_ALIGN, p->shard_elems);
+        out_write(&f, h, sizeof(h));
+        // m, then v, a piece at a time (no copy of the whole partition)
+        size_t piece = p->max_shard;
+        float *buf = (float *)xmalloc(piece * 4, "optimizer state");
+        for (int which = 0; which < 2; which++)
+            for (size_t off = 0; off < p->shard_elems; off += piece) {
+                size_t n = p->shard_elems - off < piece ? p->shard_elems - off : piece;
+                zero_optim_read(z, which, off, n, buf);
+                out_write(&f, buf, n * 4);
+            }
+        free(buf);
+    }
+    if (!out_finish(&f)) { snprintf(err, errn, "%s", f.err); return 0; }
+    return 1;
+}
+
+// Every rank: did every rank succeed? If not, rank 0 removes the temporary files
+// (before anyone exits: mpirun ends the job at the first exit) and every rank stops
+// with the failing rank's line.
+static void save_agree(Comm *c, int ok, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
+    if (comm_agree(c, ok, err, errn)) return;
+    if (c->rank == 0) {
+        char latest_tmp[1100];
+        snprintf(latest_tmp, sizeof(latest_tmp), "%s/latest.tmp", dir);
+        rm_tree(tmp);
+        unlink(latest_tmp);
+    }
+    comm_barrier(c);
+    fatal("checkpoint %s not saved: %s (the temporary files are removed; the previous checkpoints and %s/latest are unchanged)",
+          name, err, dir);
+}
+
+// Collective: returns once the checkpoint of st is complete and DIR/latest names it;
+// on any failure every rank stops (save_agree).
+static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, const TrainConfig *tc) {
+    Comm *c = z->comm;
+    const ZeroPlan *p = &z->plan;
+    char name[64], tmp[1024], path[1100], err[1600] = "";
+    snprintf(name, sizeof(name), "ckpt_%08d", st->step);
+    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+    int ok = 1;
+    if (c->rank == 0) {
+        rm_tree(tmp);
+        if (mkdir(tmp, 0755) != 0) ok = 0, snprintf(err, sizeof(err), "%s: cannot create (%s)", tmp, strerror(errno));
+    }
+    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    snprintf(path, sizeof(path), "%s/model.bin", tmp);
+    ok = model_file_write(z, path, err, sizeof(err));
+    // optimizer partitions: in stage 0 every rank holds the same full state, rank 0 writes it
+    if (ok && (p->P > 1 || c->rank == 0)) {
+        snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", tmp, p->part);
+        ok = optim_file_write(z, path, err, sizeof(err));
+    }
+    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, err, sizeof(err));
+    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, !tc->quiet);
+}
+
+// ----------------------------------------------------------------------------
+// resuming
+
+#define CK_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); return 0; } while (0)
+
+// the whole of a small file, NUL-terminated (*len bytes), or NULL with err set
+static char *read_text_file(const char *path, size_t *len, char *err, size_t errn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return NULL; }
+    fseeko(f, 0, SEEK_END);
+    long long n = ftello(f);
+    fseeko(f, 0, SEEK_SET);
+    if (n < 0 || n > (1 << 24)) { fclose(f); snprintf(err, errn, "%s: not a manifest (size %lld)", path, n); return NULL; }
+    char *text = (char *)xmalloc(n + 1, "manifest");
+    size_t got = fread(text, 1, n, f);
+    fclose(f);
+    if (got != (size_t)n) { free(text); snprintf(err, errn, "%s: read failed", path); return NULL; }
+    text[n] = 0;
+    *len = (size_t)n;
+    return text;
+}
+
+// A manifest's file: it must exist with the recorded size and CRC-32.
+static int checkpoint_check_file(const char *ck, const ManifestFile *fe, char *err, size_t errn) {
+    char fp[1300];
+    snprintf(fp, sizeof(fp), "%s/%s", ck, fe->name);
+    struct stat sb;
+    if (stat(fp, &sb) != 0) CK_FAIL("%s: missing (%s)", fp, strerror(errno));
+    if ((long long)sb.st_size != fe->bytes) CK_FAIL("%s: %lld bytes, the manifest says %lld (truncated or altered)", fp, (long long)sb.st_size, fe->bytes);
+    long long sz;
+    uint32_t crc;
+    if (!file_crc(fp, &sz, &crc, err, errn)) return 0;
+    if (crc != fe->crc) CK_FAIL("%s: CRC-32 %08x does not match the manifest's %08x (corrupted)", fp, crc, fe->crc);
+    return 1;
+}
+
+// Reads checkpoint directory ck's manifest into m and checks it and every file it lists.
+// Returns 1, or 0 with a one-line err (m freed).
+static int checkpoint_verify(const char *ck, Manifest *m, char *err, size_t errn) {
+    char path[1200];
+    size_t n;
+    memset(m, 0, sizeof(*m));
+    snprintf(path, sizeof(path), "%.1100s/manifest.json", ck);
+    char *text = read_text_file(path, &n, err, errn);
+    if (!text) return 0;
+    int ok = manifest_parse(text, n, path, m, err, errn);
+    free(text);
+    for (int i = 0; ok && i < m->n_files; i++) ok = checkpoint_check_file(ck, &m->files[i], err, errn);
+    if (!ok) manifest_free(m);
+    return ok;
+}
+
+// The checkpoints --resume DIR may take, in the order to try them: DIR itself if it
+// holds a manifest (then only it), else the one DIR/latest names, then every ckpt_
+// directory of DIR, newest first. Returns how many (at most max), 0 with err if none.
+#define RESUME_MAX_CANDIDATES 64
+static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, char *err, size_t errn) {
+    char path[1100];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/manifest.json", dir);
+    if (stat(path, &sb) == 0) { snprintf(out[0], 1100, "%s", dir); return 1; }
+    int n = 0;
+    snprintf(path, sizeof(path), "%s/latest", dir);
+    FILE *f = fopen(path, "rb");
+    char name[256] = {0};
+    if (f) {
+        if (!fgets(name, sizeof(name), f)) name[0] = 0;
+        fclose(f);
+        name[strcspn(name, "\r\n")] = 0;
+        if (name[0] && !strchr(name, '/')) snprintf(out[n++], 1100, "%s/%s", dir, name);
+    }
+    int steps[RESUME_MAX_CANDIDATES];
+    int k = checkpoint_list(dir, steps, max);
+    for (int i = 0; i < k && n < max; i++) {
+        char cand[1100];
+        snprintf(cand, sizeof(cand), "%s/ckpt_%08d", dir, steps[i]);
+        if (n == 0 || strcmp(cand, out[0]) != 0) snprintf(out[n++], 1100, "%s", cand);
+    }
+    if (n == 0) snprintf(err, errn, "%s: no checkpoint here (no manifest.json, no latest, no ckpt_ directory)", dir);
+    return n;
+}
+
+// What a resumed run must share with the checkpoint m (in ck): the model, the sequence
+// length, the global batch (micro batch, accumulation and ranks may be regrouped: the
+// data order is the same) and the data; and it must have steps left. Returns 1 (rank 0
+// prints notes when say), or 0 with a one-line err.
+static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPlan *p, const TrainConfig *tc, const TrainState *data,
+                                 int world, int say, char *err, size_t errn) {
+    if ((size_t)m->num_params != p->num_params)
+        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu (check --arch/--preset/sizes)", ck, m->num_params, p->num_params);
+    if (m->align != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", ck, m->align, ZERO_ALIGN);
+    if (!data) return 1;   // sampling (--sample 1): only the weights are read
+    if (tc->steps <= m->step)
+        CK_FAIL("--steps %d is at or below the checkpoint's step %d (%s): nothing left to train; ask for more steps", tc->steps, m->step, ck);
+    if (m->seq > 0 && m->seq != tc->T)
+        CK_FAIL("--seq %d differs from the checkpoint's sequence length %d (%s): resuming would not continue its run "
+                "(to train on from its weights with other settings, start a new run with --init %s/model.bin)", tc->T, m->seq, ck, ck);
+    if (m->total_batch > 0 && m->total_batch != tc->total_batch)
+        CK_FAIL("the global batch of %d sequences (micro batch %d x accumulation %d x %d ranks) differs from the checkpoint's %d (%s): "
+                "resuming would not continue its run (to train on with another batch, start a new run with --init %s/model.bin)",
+                tc->total_batch, tc->B, tc->accum, world, m->total_batch, ck, ck);
+    if (say && m->batch > 0 && (m->batch != tc->B || m->accum != tc->accum || m->world != world))
+        diag("note", "%s: micro batch %d x accumulation %d x %d ranks regrouped as %d x %d x %d: the same global batch of %d sequences "
+             "in the same data order", ck, m->batch, m->accum, m->world, tc->B, tc->accum, world, tc->total_batch);
+    if (m->train_tokens >= 0) {
+        if (m->train_tokens != data->data_tokens || m->train_crc != data->data_crc)
+            CK_FAIL("--train %s holds other data (%lld tokens, CRC-32 %08x) than the checkpoint trained on (%s: %lld tokens, CRC-32 %08x; %s): "
+                    "its data position would point into other data (to train on new data from its weights, start a new run with --init %s/model.bin)",
+                    tc->train_path, data->data_tokens, data->data_crc, m->train_path, m->train_tokens, m->train_crc, ck, ck);
+        if (say && strcmp(m->train_path, tc->train_path) != 0)
+            diag("note", "%s: --train %s is not the checkpoint's %s, but holds the same tokens: resuming", ck, tc->train_path, m->train_path);
+    } else if (say) {
+        diag("note", "%s: a format-%d manifest (written before zeroc checksummed manifests): the manifest itself and its data file "
+             "(%s) cannot be verified; its files' sizes and CRC-32s were checked", ck, m->format, m->train_path[0] ? m->train_path : "not recorded");
+    }
+    return 1;
+}
+
+// The parameters and optimizer state of checkpoint ck (manifest m, verified) into z,
+// resharded from its writer's partitions: each rank reads only the pieces its own
+// partition holds, a piece at a time.
+static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, char *err, size_t errn) {
+    const ZeroPlan *p = &z->plan;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/model.bin", ck);
+    ParamSource src;
+    if (!params_from_file(&src, z->layout, path, err, errn)) return 0;
+    int ok = zero_load_params(z, &src);
+    if (!ok) snprintf(err, errn, "%s", src.err);
+    params_close(&src);
+    // optimizer state: the writer had Pw partitions, with their own padding
+    int Pw = m->partitions;
+    float *piece = (float *)xmalloc(p->max_shard * 4, "optimizer state");
+    size_t *w_shard_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "reshard plan");
+    for (int i = 0; i < p->n_units; i++) w_shard_off[i + 1] = w_shard_off[i] + zero_padded(p->u[i].numel, Pw) / Pw;
+    size_t w_shard_elems = w_shard_off[p->n_units];
+    for (int i = 0; i < p->n_units && ok; i++) {
+        const ZeroUnit *U = &p->u[i];
+        size_t w_shard = zero_padded(U->numel, Pw) / Pw;
+        size_t lo = (size_t)p->part * U->shard, hi = lo + U->shard;
+        if (hi > U->numel) hi = U->numel;
+        for (size_t a = lo; a < hi && ok;) {
+            int wp = (int)(a / w_shard);
+            size_t b = ((size_t)wp + 1) * w_shard;
+            if (b > hi) b = hi;
+            snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", ck, wp);
+            FILE *of = fopen(path, "rb");
+            if (!of) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); ok = 0; break; }
+            int32_t h[256];
+            ok = fread(h, 4, 256, of) == 256;
+            if (!ok) snprintf(err, errn, "%s: short read of the header", path);
+            ok = ok && optim_header_check(h, Pw, wp, w_shard_elems, m->files[wp + 1].bytes, path, err, errn);
+            size_t src_off = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
+            for (int which = 0; which < 2 && ok; which++) {
+                ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src_off), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
+                if (ok) zero_optim_write(z, which, dst, b - a, piece);
+                else snprintf(err, errn, "%s: short read", path);
+            }
+            fclose(of);
+            a = b;
+        }
+    }
+    free(w_shard_off);
+    free(piece);
+    return ok;
+}
+#undef CK_FAIL
+
+// The checkpoint --resume DIR takes: the first candidate that verifies, on every rank
+// of c (NULL: this process alone; then nothing is collective). The skipped ones are
+// named with their reason (when say). Returns 1 with ck and m (to free), or 0 with err.
+static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
+    static char cands[RESUME_MAX_CANDIDATES][1100];
+    char first_err[1600] = "";
+    int n = checkpoint_candidates(dir, cands, RESUME_MAX_CANDIDATES, err, errn);
+    if (c ? !comm_agree(c, n > 0, err, errn) : n == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        int ok = checkpoint_verify(cands[i], m, err, errn);
+        if (c ? comm_agree(c, ok, err, errn) : ok) { snprintf(ck, ckn, "%s", cands[i]); return 1; }
+        if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", err);
+        if (n > 1 && say) diag("warning", "--resume: skipped %s: %s", cands[i], err);
+    }
+    if (n == 1) snprintf(err, errn, "%s", first_err);
+    else snprintf(err, errn, "%s: none of its %d checkpoints verifies (the newest: %s)", dir, n, first_err);
+    return 0;
+}
+
+// Collective: --resume. Takes the checkpoint checkpoint_choose picks, checks that this
+// run can continue it, loads it into z and st. Any failure stops every rank with the
+// same one line; rank 0 prints the warnings and notes (stderr), and with say the
+// checkpoint taken (stdout). st: this run's train data (data_tokens, data_crc) on
+// entry, and st->guard its scaler settings; data_tokens 0: sampling (the weights only).
+static void checkpoint_load(Zero *z, const TrainConfig *tc, TrainState *st, int say) {
+    Comm *c = z->comm;
+    char err[1600] = "", ck[1100];
+    Manifest m;
+    if (!checkpoint_choose(c, tc->resume_dir, ck, sizeof(ck), &m, c->rank == 0, err, sizeof(err))) fatal("%s", err);
+    int ok = checkpoint_compatible(&m, ck, &z->plan, tc, st->data_tokens ? st : NULL, c->world, c->rank == 0, err, sizeof(err));
+    char mpath[1200];
+    snprintf(mpath, sizeof(mpath), "%s/manifest.json", ck);
+    ok = ok && data_state_read(m.json, &st->data, mpath, err, sizeof(err));
+    ok = ok && step_guard_from_json(&st->guard, m.json, mpath, err, sizeof(err));
+    if (!comm_agree(c, ok, err, sizeof(err))) fatal("%s", err);
+    ok = checkpoint_read_state(z, ck, &m, err, sizeof(err));
+    if (!comm_agree(c, ok, err, sizeof(err))) fatal("%s", err);
+    st->step = m.step;
+    st->rng = m.rng;
+    if (say) printf("resumed from %s at step %d\n", ck, st->step);
+    manifest_free(&m);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -1,0 +1,93 @@
+// train/jsonl.h: the --log file, one JSON object per line (rank 0 writes it).
+// One function per record type; the reports of train/zero_report.h build their own
+// records (memory, comm, estimate) and hand them to jsonl_record.
+//   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps",
+//    "elapsed_s", "gflops", "mem_bytes" [, "skip_reason"][, "loss_scale"][, "peak_live_elems"][, "mfu"]
+//    [, "forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms": --breakdown 1]}
+//   {"type":"val", "step", "val_loss"}
+// A number that is not finite is written as the string "nan", "inf" or "-inf"
+// (JSON has no such numbers; cJSON would write null): Python's float() reads
+// them back, and a reader can tell a diverged loss from a missing one.
+//   {"type":"config", ...}: config/ds_config.h's config_json_record (the resolved configuration, first)
+//   {"type":"memory", ...}, {"type":"comm", ...}, {"type":"estimate", ...}: train/zero_report.h
+#pragma once
+#include "util/common.h"
+#include <cjson/cJSON.h>
+
+typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
+
+static JsonLog jsonl_open(const char *path, int writer, int append) {
+    JsonLog l = {NULL, path};
+    if (writer && path[0]) l.f = fopen_or_die(path, append ? "ab" : "wb");
+    return l;
+}
+static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
+
+// writes the record (if logging) and frees it
+static void jsonl_record(JsonLog *l, cJSON *rec) {
+    if (l->f) {
+        char *s = cJSON_PrintUnformatted(rec);
+        // a log that cannot be written (a full disk) is not worth the run: say so once, stop logging
+        if (fprintf(l->f, "%s\n", s) < 0 || fflush(l->f) != 0) {
+            diag("warning", "%s: write failed (%s): the log stops here, training goes on", l->path, strerror(errno));
+            fclose(l->f);
+            l->f = NULL;
+        }
+        free(s);
+    }
+    cJSON_Delete(rec);
+}
+
+// a number, or for Inf / NaN the string "inf", "-inf" or "nan"
+static void jsonl_add_number(cJSON *r, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(r, key, v);
+    else cJSON_AddStringToObject(r, key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+// what one optimizer step did
+typedef struct {
+    int step;                   // 1-based, after the update
+    float loss, lr, grad_norm;  // grad_norm: of the unscaled gradients
+    double ms, tokens_per_sec;
+    long long peak_live_elems;  // stage 3: most gathered parameter elements alive; -1: not stage 3
+    const char *skipped;        // why this step was skipped (train/step_guard.h), NULL: applied
+    long long skipped_steps;    // steps skipped so far, this one included
+    double loss_scale;          // fp16: the loss scale this step's backward used; 0: no fp16
+    double gflops, mfu;         // achieved model FLOP/s (PaLM/llm.c count); mfu: of the peak, -1 without one
+    double mem_bytes;           // memory in use: the GPU's (all of it), or this process's resident memory
+    double elapsed_s, eta_s;    // since the loop started; to the last step at this run's mean pace
+    double phase_ms[4];         // --breakdown: forward, backward, communication wait, optimizer; [0] < 0: off
+} StepStats;
+static const char *const PHASE_NAMES[4] = {"forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms"};
+
+static void jsonl_train(JsonLog *l, const StepStats *s) {
+    if (!l->f) return;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "type", "train");
+    cJSON_AddNumberToObject(r, "step", s->step);
+    jsonl_add_number(r, "loss", s->loss);
+    cJSON_AddNumberToObject(r, "lr", s->lr);
+    jsonl_add_number(r, "grad_norm", s->grad_norm);
+    cJSON_AddNumberToObject(r, "tokens_per_sec", s->tokens_per_sec);
+    cJSON_AddNumberToObject(r, "ms", s->ms);
+    cJSON_AddBoolToObject(r, "skipped", s->skipped != NULL);
+    if (s->skipped) cJSON_AddStringToObject(r, "skip_reason", s->skipped);
+    cJSON_AddNumberToObject(r, "skipped_steps", (double)s->skipped_steps);
+    if (s->loss_scale > 0) cJSON_AddNumberToObject(r, "loss_scale", s->loss_scale);
+    if (s->peak_live_elems >= 0) cJSON_AddNumberToObject(r, "peak_live_elems", (double)s->peak_live_elems);
+    cJSON_AddNumberToObject(r, "elapsed_s", s->elapsed_s);
+    cJSON_AddNumberToObject(r, "gflops", s->gflops);
+    if (s->mfu >= 0) cJSON_AddNumberToObject(r, "mfu", s->mfu);
+    cJSON_AddNumberToObject(r, "mem_bytes", s->mem_bytes);
+    for (int i = 0; i < 4 && s->phase_ms[0] >= 0; i++) cJSON_AddNumberToObject(r, PHASE_NAMES[i], s->phase_ms[i]);
+    jsonl_record(l, r);
+}
+
+static void jsonl_val(JsonLog *l, int step, float val_loss) {
+    if (!l->f) return;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "type", "val");
+    cJSON_AddNumberToObject(r, "step", step);
+    jsonl_add_number(r, "val_loss", val_loss);
+    jsonl_record(l, r);
+}

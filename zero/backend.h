@@ -1,0 +1,58 @@
+// zero/backend.h: what zero.h and its two backends share: the types of the
+// primitives' interface, and the list of the primitives. zero/host.h implements
+// them for the CPU trainer (plain memory, MPI), zero/device.cuh for the GPU
+// trainer (device memory, streams, NCCL or host-staged MPI).
+//
+//   zb_init / zb_destroy                  the primitives' own state (the offload staging zero.h allocated; the NVMe files)
+//   zb_alloc / zb_free                    a zeroed buffer (ZMEM_WORK or ZMEM_HOST: the same here)
+//   zb_fill, zb_copy                      memset, memcpy (queued on the GPU)
+//   zb_upload, zb_download                to / from host memory, complete on return
+//   zb_upload_floatX                      fp32 host values into a floatX buffer
+//   zb_grads_stored                       a backward step wrote these gradients (floatX storage)
+//   zb_accumulate_reduced                 acc (+)= a reduced slice, once its collective is done
+//   zb_grad_slice_final                   a gradient slice is final (offload copies it to the host)
+//   zb_slot_acquire / zb_slot_release     a gradient slot is reused only after its reduction
+//   zb_wait_collectives                   everything the collectives produced is visible
+//   zb_sync                               every queued operation is done (the step line's --breakdown)
+//   zb_sumsq_add / zb_sumsq_take          the squared global norm, segment by segment
+//   zb_state_init                         where the partition's state planes are (memory or NVMe: zero/state.h)
+//   zb_state_read / zb_state_write        a range of a state plane (master, m, v, stage 3's parameter shard)
+//   zb_state_write_floatX                 fp32 values into stage 3's NVMe parameter shard, as floatX
+//   zb_adamw_partition                    AdamW on this rank's partition, segment by segment in shard order
+//   zb_lean_init / zb_lean_sumsq / zb_lean_adamw   the GPU's lean step (the norm and AdamW over the whole
+//                                         partition, one launch each); here it declines: the segment walk runs
+//   zb_param_read_ahead / zb_param_slice_to   stage 3: a unit's slice of the parameter shard into the
+//                                         gather arena (from NVMe: read one unit ahead)
+//   zb_nvme_stats                         ZeRO-Infinity's I/O since the last call
+//   zb_device_memory                      the accelerator's used / total bytes (none here)
+#pragma once
+#include "comm/comm.h"
+#include "config/train_config.h"
+#include "adamw.cuh"
+
+// The reduced gradient of a partition: the full gradient buffer's slice (stages
+// 0-1, floatX) or the fp32 gradient shard (stages 2-3).
+#if ZERO_STAGE <= 1
+typedef floatX zgrad_t;
+#else
+typedef float zgrad_t;
+#endif
+
+// kinds of memory, as the reports count them
+enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE,
+       MEM_NVME_BUFFERS, N_MEM };
+static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations",
+                                            "scratch", "kv_cache", "nvme_buffers"};
+
+// where a buffer lives: the trainer's working memory (the GPU's, or the host's
+// for the CPU trainer), host memory (pinned, for offload, on the GPU), or a
+// file on NVMe (ZeRO-Infinity: not in memory at all)
+enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
+
+// AdamW's view of one segment of the partition (zero_adamw_partition): its shard
+// offset and length, its weight decay, where its reduced gradient and its working
+// parameters are (param NULL: in the NVMe parameter shard, at so)
+typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
+// what of the step a backend runs over the whole partition at once (zb_lean_init): the norm, AdamW
+enum { ZB_LEAN_NORM = 1, ZB_LEAN_ADAMW = 2 };
+

@@ -1,0 +1,359 @@
+// zero/device.cuh: zero.h's data-movement primitives for the GPU trainer
+// (the calls are listed in zero/backend.h; zero/host.h implements them for the CPU).
+//
+// Streams. Every kernel of the trainer runs on one compute stream
+// (comm->compute). With NCCL the collectives run on a communication stream
+// that first waits for the compute stream (comm_nccl_begin), so a non-blocking
+// collective overlaps the kernels that follow it. Reduced gradients land on
+// the "reduce stream": the communication stream under NCCL (where the
+// reduce-scatter ran: the fp32 accumulation and the offload copy queue right
+// behind it without stalling the backward), the compute stream under the
+// host-staged MPI backend (whose collectives are complete when they return).
+// zb_wait_collectives makes the compute stream wait for the reduce stream.
+//
+// Gradient slots (stages 2-3): a slot's reduce-scatter reads it on the reduce
+// stream while the next unit's backward computes; an event per slot, recorded
+// after the reduction, is what the compute stream waits on before zeroing the
+// slot for reuse.
+//
+// ZeRO-Offload (--offload): the fp32 master, m and v live in pinned host memory.
+// Each unit's gradient slice is copied to a pinned staging buffer as soon as it
+// is final (zb_grad_slice_final), CPU-Adam (adamw_cpu_step_tiled) updates the
+// partition tile by tile and writes floatX parameters (bf16, or fp16 in the fp16
+// build), and each finished tile is copied back to the GPU while the next one computes.
+//
+// ZeRO-Infinity (--offload-nvme DIR, --offload-param-nvme DIR; zero/state.h): the same
+// host-side step, with the master, m and v streamed from this rank's NVMe file tile by
+// tile (read ahead, written behind) instead of sitting in pinned memory; with the stage-3
+// parameter shard on NVMe too, CPU-Adam writes the new floatX parameters into the shard's
+// tiles, and each unit's slice goes to the GPU from a pinned buffer its read filled one
+// unit ahead (an event per buffer: it is refilled only after its copy to the GPU).
+#pragma once
+#include "cuda/common.cuh"
+#include "cuda/global_norm.cuh"
+#include "zero/state.h"
+
+#define ZPARAM_DT DT_FLOATX
+// at one rank the reduce-scatter still runs, as comm_alone's device copy (comm/comm.h) on the compute stream,
+// which precedes everything that reads the reduced gradient or reuses the slot (stream order)
+#define ZB_ONE_RANK_IN_PLACE 0
+
+#define ZERO_OFFLOAD_TILE (1 << 20)
+
+typedef struct {
+    Comm *comm;
+    cudaStream_t stream;         // the compute stream
+    cudaStream_t reduce_stream;  // where reduced gradients land (see above)
+    cudaEvent_t *slot_free;      // per gradient slot: its last reduction is done with it
+    int n_slots;
+    float *norm_dev, *norm_scratch;
+    int n_sumsq;                 // segments summed into norm_dev this step
+    int offload;
+    void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
+    uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
+    ZeroNvme state;              // the partition's state planes: memory or NVMe (zero/state.h)
+    AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
+    cudaEvent_t unit_copied[2];  // stage 3, parameters on NVMe: each unit buffer's copy to the GPU
+    int baseline;                // --gpu-baseline 1: the optimizer step segment by segment (zb_lean_init declines)
+    int say;                     // rank 0, not --quiet: one line about the optimizer step
+    // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
+    AdamWRun<zgrad_t> *runs;
+    int n_runs, norm_grid, adam_grid;
+    uint32_t *decay_mask;        // (zero.h's buffer: ZB_DECAY_MASK)
+    unsigned int *norm_blocks_done;
+} ZeroBackend;
+
+static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
+    void *p = NULL;
+    if (where == ZMEM_HOST) {
+        cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 16);
+        if (e != cudaSuccess) fatal("out of pinned host memory allocating %zu bytes for %s (%s)", bytes, what, cudaGetErrorString(e));
+        memset(p, 0, bytes);
+        return p;
+    }
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
+    if (e != cudaSuccess) fatal("out of GPU memory allocating %zu bytes for %s (%s)", bytes, what, cudaGetErrorString(e));
+    cudaCheck(cudaMemset(p, 0, bytes));
+    return p;
+}
+static void zb_free(ZeroBackend *b, void *p, int where) {
+    if (!p) return;
+    cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
+}
+
+// staging_grad / staging_params: ZeRO-Offload's pinned staging (zero.h's buffer
+// table allocates it; NULL without offload); the backend owns it from here
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
+    memset(b, 0, sizeof(*b));
+    b->comm = comm;
+    b->stream = comm->compute;
+    b->reduce_stream = comm->backend == COMM_BACKEND_NCCL ? comm->stream : comm->compute;
+    b->n_slots = n_slots;
+    b->slot_free = (cudaEvent_t *)xmalloc(sizeof(cudaEvent_t) * n_slots, "slot events");
+    for (int i = 0; i < n_slots; i++) cudaCheck(cudaEventCreateWithFlags(&b->slot_free[i], cudaEventDisableTiming));
+    cudaCheck(cudaMalloc(&b->norm_dev, sizeof(float)));
+    cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
+    b->offload = staging_grad != NULL;
+    b->host_grad = staging_grad;
+    b->host_x = (uint16_t *)staging_params;
+    b->baseline = cfg->gpu_baseline;
+    b->say = comm->rank == 0 && !cfg->quiet;
+}
+static void zb_destroy(ZeroBackend *b) {
+    cudaCheck(cudaStreamSynchronize(b->stream));
+    if (b->state.plane[ZS_PARAM] >= 0) for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(b->unit_copied[i]));
+    zero_nvme_close(&b->state);
+    for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
+    free(b->slot_free);
+    cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
+    if (b->runs) { cudaCheck(cudaFree(b->runs)); cudaCheck(cudaFree(b->norm_blocks_done)); }
+    zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
+}
+
+static void zb_fill(ZeroBackend *b, void *p, int byte, size_t bytes) { cudaCheck(cudaMemsetAsync(p, byte, bytes, b->stream)); }
+static void zb_copy(ZeroBackend *b, void *dst, const void *src, size_t bytes) {
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, b->stream));
+}
+// after everything queued on the compute stream, and complete on return
+static void zb_upload(ZeroBackend *b, void *dst, const void *host, size_t bytes) {
+    zb_copy(b, dst, host, bytes);
+    cudaCheck(cudaStreamSynchronize(b->stream));
+}
+static void zb_download(ZeroBackend *b, void *host, const void *src, size_t bytes) {
+    zb_copy(b, host, src, bytes);
+    cudaCheck(cudaStreamSynchronize(b->stream));
+}
+static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, size_t n) {
+    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "floatX staging");
+    for (size_t i = 0; i < n; i++) bits[i] = float_to_floatX_bits(host[i]);
+    zb_upload(b, dst, bits, n * sizeof(uint16_t));
+    free(bits);
+}
+
+// the kernels store floatX themselves
+static void zb_grads_stored(ZeroBackend *b, floatX *g, size_t n) {}
+
+// acc (fp32) = (first ? 0 : acc) + src (floatX): the fp32 accumulation of a reduced gradient slice
+__global__ static void zb_accumulate_kernel(float *acc, const floatX *src, size_t n, int first) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc[i] = (first ? 0.0f : acc[i]) + bf2f(src[i]);
+}
+// queued on the reduce stream right behind the reduce-scatter that fills src
+static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, const floatX *src, size_t n, int first) {
+    int grid = grid_for(n, 256);
+    zb_accumulate_kernel<<<grid < 4096 ? grid : 4096, 256, 0, b->reduce_stream>>>(acc, src, n, first);
+    cudaCheckLaunch();
+    r->active = 0;   // ordered on the reduce stream; the step joins it (zb_wait_collectives)
+}
+
+// ZeRO-Offload: the final slice to pinned host memory now, behind its reduction
+static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, const zgrad_t *slice, size_t n) {
+    if (!b->offload) return;
+    cudaCheck(cudaMemcpyAsync((zgrad_t *)b->host_grad + shard_off, slice, n * sizeof(zgrad_t), cudaMemcpyDeviceToHost,
+                              b->reduce_stream));
+}
+
+static void zb_slot_acquire(ZeroBackend *b, int slot) { cudaCheck(cudaStreamWaitEvent(b->stream, b->slot_free[slot], 0)); }
+static void zb_slot_release(ZeroBackend *b, int slot) { cudaCheck(cudaEventRecord(b->slot_free[slot], b->reduce_stream)); }
+
+static void zb_wait_collectives(ZeroBackend *b) {
+    if (b->reduce_stream == b->stream) return;
+    cudaEvent_t e = comm_next_event(b->comm);
+    cudaCheck(cudaEventRecord(e, b->reduce_stream));
+    cudaCheck(cudaStreamWaitEvent(b->stream, e, 0));
+}
+
+static void zb_sync(ZeroBackend *b) {
+    cudaCheck(cudaStreamSynchronize(b->reduce_stream));
+    cudaCheck(cudaStreamSynchronize(b->stream));
+}
+
+static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
+    global_norm_squared(b->norm_dev, g, n, b->norm_scratch, b->n_sumsq > 0, b->stream);
+    b->n_sumsq++;
+}
+// the sum on the host; the compute stream (and with it every offload copy it waited for) is idle after
+static double zb_sumsq_take(ZeroBackend *b) {
+    float sq = 0;
+    if (b->n_sumsq) cudaCheck(cudaMemcpyAsync(&sq, b->norm_dev, sizeof(float), cudaMemcpyDeviceToHost, b->stream));
+    cudaCheck(cudaStreamSynchronize(b->stream));
+    b->n_sumsq = 0;
+    return sq;
+}
+
+// offload: CPU-Adam writes a tile of floatX parameters, this copies it to the GPU
+// while the next tile computes
+typedef struct { ZeroBackend *b; const uint16_t *host; floatX *dev; } ZeroTileCopy;
+static void zb_copy_tile(size_t off, size_t n, void *ctx) {
+    ZeroTileCopy *t = (ZeroTileCopy *)ctx;
+    cudaCheck(cudaMemcpyAsync(t->dev + off, t->host + off, n * sizeof(uint16_t), cudaMemcpyHostToDevice, t->b->stream));
+}
+
+// ----------------------------------------------------------------------------
+// the partition's state (zero/state.h): planes in memory are device memory, or pinned
+// host memory with offload; planes on NVMe go through the store
+
+static void zb_state_init(ZeroBackend *b, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
+                          void *nvme_buffers, int say) {
+    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);   // (nvme_buffers: pinned, zero.h's)
+    if (b->state.plane[ZS_PARAM] >= 0)
+        for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&b->unit_copied[i], cudaEventDisableTiming));
+}
+
+static void zb_state_read(ZeroBackend *b, int k, size_t off, size_t n, void *host) {
+    ZeroNvme *st = &b->state;
+    if (st->mem[k]) zb_download(b, host, (char *)st->mem[k] + off * st->elem[k], n * st->elem[k]);
+    else zero_nvme_rw(st, k, off, n, host, 0);
+}
+static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host) {
+    ZeroNvme *st = &b->state;
+    if (st->mem[k]) zb_upload(b, (char *)st->mem[k] + off * st->elem[k], host, n * st->elem[k]);
+    else zero_nvme_rw(st, k, off, n, (void *)host, 1);
+}
+// fp32 values into stage 3's NVMe parameter shard, rounded to floatX (as zb_upload_floatX)
+static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_t n) {
+    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "floatX staging");
+    for (size_t i = 0; i < n; i++) bits[i] = float_to_floatX_bits(vals[i]);
+    zb_state_write(b, ZS_PARAM, off, n, bits);
+    free(bits);
+}
+
+// AdamW on one piece of a segment: the fp32 master, m and v updated, the floatX
+// working parameters written. On the GPU (no offload), or on the host from the staged
+// gradient (zb_sumsq_take left the streams idle, so every staging copy is complete):
+// the floatX output into the NVMe parameter shard's tile, or into the pinned staging,
+// each finished tile copied to the GPU while the next one computes.
+static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
+                           floatX *param, int param_in_tile) {
+    ZeroBackend *b = (ZeroBackend *)ctx;
+    AdamWParams ap = b->ap;
+    ap.weight_decay = s->weight_decay;
+    if (!b->offload) {
+        adamw_gpu_step(master, s->grad + at, m, v, param, n, ap, b->stream);
+        cudaCheckLaunch();
+        return;
+    }
+    ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
+    const zgrad_t *g = (const zgrad_t *)b->host_grad + s->so + at;
+    if (param_in_tile) {
+        adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, (uint16_t *)param, n, ap, 0, NULL, NULL);
+        return;
+    }
+    ZeroTileCopy tc = {b, b->host_x + s->so + at, param};
+    adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, b->host_x + s->so + at, n, ap, ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
+}
+
+static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
+    b->ap = ap;
+    zero_state_adamw(&b->state, seg, n_seg, zb_adamw_piece, b);
+}
+
+// ----------------------------------------------------------------------------
+// The lean optimizer step: the global norm and AdamW over the whole partition in one launch
+// each (cuda/global_norm.cuh's global_norm_squared_runs, adamw.cuh's adamw_gpu_runs) instead of
+// one or two per segment (~150 segments for GPT-2 124M at one rank). The norm always (the reduced
+// gradients are on the GPU in every configuration, so offload's CPU-Adam and the on-GPU AdamW
+// clip by the same norm, to the bit); AdamW where the step's state is in device memory (offload
+// and NVMe keep CPU-Adam's walk above).
+//
+// zero.h hands over, once, the partition's runs (a unit slice each: its shard offset and
+// length, padding included, where its reduced gradient and working parameters are) and its
+// segments (weight_decay non-zero: the tensor decays). Runs that continue each other in the
+// gradient and in the parameters are merged (at one rank the whole partition is one run; the
+// master, m and v are contiguous by shard offset anyway). The padding of a unit (up to P*16
+// elements) is in the runs: its gradients, parameters, master, m and v are all zero (zeroed
+// allocations, params_read's zeros, reductions of zeros), and AdamW leaves them zero (with g = 0,
+// no decay: m = fma(0, c1, beta1*0) = +0, v = +0, d = fma(sqrt(0), ibc2, eps) = eps > 0,
+// p = fma(0/eps, nstep, 0) = fma(+0, nstep, +0) = +0: -0 + +0 rounds to +0); their squares add
+// zero to the norm. So the padding costs its bytes (none for GPT-2 124M below 5 ranks) and changes
+// no value; what the lean norm does change is the order of the fp32 sum (another tree than segment
+// by segment): the norm agrees to rounding, the clip coefficient with it; AdamW with the same
+// coefficient is bitwise the per-segment update.
+// decay_mask: zero.h's buffer for AdamW's weight-decay bits (a zeroed bit per element of the shard),
+// allocated where the state and the parameters are in device memory (zero_placement's lean_adamw);
+// NULL: AdamW stays the segment walk (offload's CPU-Adam, NVMe, --gpu-baseline 1).
+// Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --gpu-baseline 1).
+static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
+                        size_t shard_elems, uint32_t *decay_mask) {
+    if (b->baseline || n_runs < 1) return 0;
+    const int adamw = decay_mask != NULL;
+    if (adamw && (b->offload || b->state.open || !b->state.mem[ZS_MASTER]))
+        fatal("internal: the lean AdamW was planned (zero_placement) but the optimizer state is not in device memory");
+    for (int i = 0; i < n_runs && adamw; i++)
+        if (!runs[i].param) fatal("internal: the lean AdamW was planned (zero_placement) but the parameters are on NVMe");
+    AdamWRun<zgrad_t> *r = (AdamWRun<zgrad_t> *)xmalloc(sizeof(*r) * n_runs, "optimizer runs");
+    int n = 0;
+    for (int i = 0; i < n_runs; i++) {
+        const ZeroAdamSeg *s = &runs[i];
+        floatX *param = adamw ? s->param : NULL;   // (the norm reads only the gradients)
+        // what both kernels rely on: 16-element multiples and aligned vectors (zero.h's ZERO_ALIGN padding)
+        CUDA_REQUIRE(s->so % 16 == 0 && s->n % 16 == 0 && is_aligned16(s->grad) && (!param || is_aligned16(param)));
+        AdamWRun<zgrad_t> *last = n ? &r[n - 1] : NULL;
+        if (last && last->off + last->n == s->so && last->grad + last->n == s->grad && (!param || last->param + last->n == param))
+            last->n += s->n;
+        else r[n++] = (AdamWRun<zgrad_t>){s->so, s->n, s->grad, param};
+    }
+    cudaCheck(cudaMalloc(&b->runs, sizeof(*r) * n));
+    cudaCheck(cudaMalloc(&b->norm_blocks_done, sizeof(unsigned int)));
+    zb_upload(b, b->runs, r, sizeof(*r) * n);
+    cudaCheck(cudaMemset(b->norm_blocks_done, 0, sizeof(unsigned int)));
+    b->n_runs = n;
+    b->norm_grid = global_norm_runs_grid<zgrad_t>(shard_elems);
+    free(r);
+    if (adamw) {   // the weight-decay mask: one bit per element of the shard, set over the decayed segments
+        size_t words = ceil_div(shard_elems, 32);
+        uint32_t *mask = (uint32_t *)xcalloc(words * sizeof(uint32_t), "weight-decay mask");
+        for (int i = 0; i < n_seg; i++)
+            if (seg[i].weight_decay != 0.0f) adamw_decay_mask_set(mask, seg[i].so, seg[i].so + seg[i].n);
+        b->decay_mask = decay_mask;
+        zb_upload(b, b->decay_mask, mask, words * sizeof(uint32_t));
+        b->adam_grid = adamw_runs_grid(shard_elems);
+        free(mask);
+    }
+    if (b->say)
+        printf("lean optimizer step: the global norm%s in one launch over the partition's %d run%s (%zu elements)%s; "
+               "--gpu-baseline 1: per segment\n", adamw ? " and AdamW each" : "", n, n > 1 ? "s" : "", shard_elems,
+               adamw ? "" : ", AdamW on the host (CPU-Adam)");
+    return ZB_LEAN_NORM | (adamw ? ZB_LEAN_ADAMW : 0);
+}
+
+// the partition's sum of squares into norm_dev, one launch (zb_sumsq_take reads it)
+static void zb_lean_sumsq(ZeroBackend *b) {
+    global_norm_squared_runs(b->norm_dev, b->runs, b->n_runs, b->norm_grid, b->norm_scratch, b->norm_blocks_done, b->stream);
+    b->n_sumsq = 1;
+}
+
+// AdamW on the partition, one launch: ap's weight decay on the decayed segments' elements, none elsewhere
+static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap) {
+    const ZeroNvme *st = &b->state;   // (the planes in device memory: zb_lean_init)
+    adamw_gpu_runs((float *)st->mem[ZS_MASTER], (float *)st->mem[ZS_M], (float *)st->mem[ZS_V], b->decay_mask, b->runs,
+                   b->n_runs, b->adam_grid, ap, b->stream);
+    cudaCheckLaunch();
+}
+
+// Stage 3: a unit's slice of the parameter shard to dst (its place in the gather arena),
+// from src in device or pinned memory, or from NVMe (src NULL): the read started one unit
+// ahead into a pinned buffer, copied on the compute stream; a buffer is read into again
+// only once its copy is done.
+static void zb_param_read_ahead(ZeroBackend *b, size_t off, size_t n) {
+    if (b->state.plane[ZS_PARAM] < 0) return;
+    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_nvme_param_next(&b->state)]));
+    zero_nvme_param_read_ahead(&b->state, off, n);
+}
+static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, size_t off, size_t n) {
+    if (src) { zb_copy(b, dst, src, n * sizeof(floatX)); return; }
+    int k;
+    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_nvme_param_next(&b->state)]));   // (if it must be read now)
+    const void *host = zero_nvme_param_slice(&b->state, off, n, &k);
+    cudaCheck(cudaMemcpyAsync(dst, host, n * sizeof(floatX), cudaMemcpyHostToDevice, b->stream));
+    cudaCheck(cudaEventRecord(b->unit_copied[k], b->stream));
+}
+
+static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_nvme_take_stats(&b->state, out); }
+
+static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
+    size_t free_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, total));
+    *used = *total - free_b;
+    return 1;
+}
