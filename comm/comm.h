@@ -22,7 +22,8 @@
 //   all_gather(send, recv, n)     recv holds world*n; rank r's n elements land
 //                                 at recv + r*n. In place when send == recv + rank*n.
 //   broadcast(buf, n, root), barrier()
-// and non-blocking forms that return a CommRequest finished by comm_wait().
+// all_reduce and reduce_scatter are non-blocking (comm_iall_reduce, comm_ireduce_scatter:
+// a CommRequest finished by comm_wait()); all_gather comes in both forms.
 //
 // Byte accounting (per rank, per call, by collective), in the ZeRO paper's
 // units: an all-gather or reduce-scatter over a buffer of X bytes counts X;
@@ -542,12 +543,6 @@ static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) 
 }
 #endif
 
-static void comm_all_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
-    CommRequest r = comm_iall_reduce(c, buf, n, t, op); comm_wait(c, &r);
-}
-static void comm_reduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
-    CommRequest r = comm_ireduce_scatter(c, send, recv, n, t, op); comm_wait(c, &r);
-}
 static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
 }

@@ -217,7 +217,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         comm_phase("the optimizer step", step + 1);
         tp = wall_time();
         int applied = step - (int)guard->skipped;
-        ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
+        ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, applied + 1};
         zero_step_reduce(&m->zero);
         step_guard_inject(guard, &m->zero, step + 1);
         float scaled_norm = zero_global_norm(&m->zero);

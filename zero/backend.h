@@ -54,5 +54,5 @@ enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
 // parameters are (param NULL: in the NVMe parameter shard, at so)
 typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
 // what of the step a backend runs over the whole partition at once (zb_lean_init): the norm, AdamW
-enum { ZB_LEAN_NORM = 1, ZB_LEAN_ADAMW = 2 };
+enum { LEAN_NORM = 1, LEAN_ADAMW = 2 };
 

@@ -36,7 +36,7 @@
 #define ZPARAM_DT DT_FLOATX
 // at one rank the reduce-scatter still runs, as comm_alone's device copy (comm/comm.h) on the compute stream,
 // which precedes everything that reads the reduced gradient or reuses the slot (stream order)
-#define ZB_ONE_RANK_IN_PLACE 0
+#define ZERO_ONE_RANK_IN_PLACE 0
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
 
@@ -59,7 +59,7 @@ typedef struct {
     // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
     AdamWRun<zgrad_t> *runs;
     int n_runs, norm_grid, adam_grid;
-    uint32_t *decay_mask;        // (zero.h's buffer: ZB_DECAY_MASK)
+    uint32_t *decay_mask;        // (zero/placement.h: ZBUF_DECAY_MASK)
     unsigned int *norm_blocks_done;
 } ZeroBackend;
 
@@ -272,7 +272,7 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
 // decay_mask: zero.h's buffer for AdamW's weight-decay bits (a zeroed bit per element of the shard),
 // allocated where the state and the parameters are in device memory (zero_placement's lean_adamw);
 // NULL: AdamW stays the segment walk (offload's CPU-Adam, NVMe, --gpu-baseline 1).
-// Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --gpu-baseline 1).
+// Returns LEAN_NORM | LEAN_ADAMW, what of the step runs this way (0 with --gpu-baseline 1).
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
                         size_t shard_elems, uint32_t *decay_mask) {
     if (b->baseline || n_runs < 1) return 0;
@@ -314,7 +314,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
         printf("lean optimizer step: the global norm%s in one launch over the partition's %d run%s (%zu elements)%s; "
                "--gpu-baseline 1: per segment\n", adamw ? " and AdamW each" : "", n, n > 1 ? "s" : "", shard_elems,
                adamw ? "" : ", AdamW on the host (CPU-Adam)");
-    return ZB_LEAN_NORM | (adamw ? ZB_LEAN_ADAMW : 0);
+    return LEAN_NORM | (adamw ? LEAN_ADAMW : 0);
 }
 
 // the partition's sum of squares into norm_dev, one launch (zb_sumsq_take reads it)

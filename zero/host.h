@@ -30,10 +30,10 @@
 #define ZPARAM_DT DT_F32
 // at one rank a reduced gradient is the gradient itself: zb_accumulate_reduced reads the slot in place
 // (zero.h skips the reduce-scatter, which MPI would run as a copy through a temporary buffer)
-#define ZB_ONE_RANK_IN_PLACE 1
+#define ZERO_ONE_RANK_IN_PLACE 1
 // the CPU trainer's backward writes a unit's gradients instead of adding them when zero_grads_first_write
 // says so (zero.h: stages 0-1 then skip zeroing those units at every step)
-#define ZB_GRADS_FIRST_WRITE 1
+#define ZERO_GRADS_FIRST_WRITE 1
 
 typedef struct {
     Comm *comm;
@@ -92,32 +92,32 @@ static void zb_wait_collectives(ZeroBackend *b) {}
 static void zb_sync(ZeroBackend *b) {}   // every queued operation done (the breakdown's timings): nothing is queued here
 
 // Squares summed in double, in an order that depends on n only, never on the thread count:
-// blocks of ZB_SUMSQ_BLOCK elements, taken by the threads in turn; a block is summed in
-// ZB_SUMSQ_LANES interleaved lanes (independent chains, which the compiler turns into vector
+// blocks of SUMSQ_BLOCK elements, taken by the threads in turn; a block is summed in
+// SUMSQ_LANES interleaved lanes (independent chains, which the compiler turns into vector
 // FMAs: one chain of dependent adds ran at one element per add's latency), the lanes then
 // added in order; the blocks' sums are added to the running sum in order.
-#define ZB_SUMSQ_LANES 16
-#define ZB_SUMSQ_BLOCK ((size_t)1 << 16)
+#define SUMSQ_LANES 16
+#define SUMSQ_BLOCK ((size_t)1 << 16)
 static double zb_sumsq_block(const zgrad_t *g, size_t n) {
-    double lane[ZB_SUMSQ_LANES] = {0};
+    double lane[SUMSQ_LANES] = {0};
     size_t i = 0;
-    for (; i + ZB_SUMSQ_LANES <= n; i += ZB_SUMSQ_LANES) {
+    for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES) {
         #pragma omp simd
-        for (int l = 0; l < ZB_SUMSQ_LANES; l++) lane[l] += (double)g[i + l] * g[i + l];
+        for (int l = 0; l < SUMSQ_LANES; l++) lane[l] += (double)g[i + l] * g[i + l];
     }
     for (int l = 0; i < n; i++, l++) lane[l] += (double)g[i] * g[i];
     double s = 0;
-    for (int l = 0; l < ZB_SUMSQ_LANES; l++) s += lane[l];
+    for (int l = 0; l < SUMSQ_LANES; l++) s += lane[l];
     return s;
 }
 static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
-    size_t blocks = (n + ZB_SUMSQ_BLOCK - 1) / ZB_SUMSQ_BLOCK;
+    size_t blocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     if (blocks <= 1) { b->sumsq += zb_sumsq_block(g, n); return; }
     double *part = (double *)xmalloc(sizeof(double) * blocks, "gradient norm blocks");
     #pragma omp parallel for schedule(dynamic, 1)
     for (size_t k = 0; k < blocks; k++) {
-        size_t i0 = k * ZB_SUMSQ_BLOCK;
-        part[k] = zb_sumsq_block(g + i0, n - i0 < ZB_SUMSQ_BLOCK ? n - i0 : ZB_SUMSQ_BLOCK);
+        size_t i0 = k * SUMSQ_BLOCK;
+        part[k] = zb_sumsq_block(g + i0, n - i0 < SUMSQ_BLOCK ? n - i0 : SUMSQ_BLOCK);
     }
     for (size_t k = 0; k < blocks; k++) b->sumsq += part[k];
     free(part);
