@@ -1,31 +1,21 @@
-// zero.h: ZeRO, the Zero Redundancy Optimizer (Rajbhandari et al., 2020), shared by
-// both trainers. The stage is chosen at compile time: make ... ZERO=k sets ZERO_STAGE.
+// zero.h: ZeRO, the Zero Redundancy Optimizer (Rajbhandari et al., 2020), for both
+// trainers. make ... ZERO=k compiles stage k (ZERO_STAGE).
 //
-// Plain data parallel training keeps three model states of every parameter on every
-// rank: its value, its gradient, and its optimizer state (AdamW's m and v, and an fp32
-// master where the parameters are bf16). ZeRO partitions them over the N ranks, one
-// more state at each stage. Each rank updates only its own partition, and collectives
-// bring the rest where it is needed. With Ψ parameters and K micro-steps per step:
+// Data parallel training keeps three model states of every parameter on every rank:
+// the parameter, its gradient and its optimizer state (AdamW's m and v, and an fp32
+// master beside bf16 parameters). Each ZeRO stage partitions one more of them over the
+// ranks, and each rank updates only its own partition. Per step, with Ψ parameters and
+// K micro-steps:
 //
-//   stage 0  plain data parallel. Every rank holds everything; at the accumulation
-//            boundary the gradients are all-reduced (2Ψ).
-//   stage 1  P_os: the optimizer state is partitioned. Gradients accumulate whole; at
-//            the boundary they are reduce-scattered, so each rank holds the averaged
-//            gradient of its partition. It updates that partition, and the new
-//            parameters are all-gathered (Ψ + Ψ).
-//   stage 2  P_os+g: the gradients are partitioned too. Each unit's gradient is
-//            reduce-scattered as soon as its backward is done, on every micro-step, and
-//            each rank keeps only its own partition (KΨ + Ψ).
-//   stage 3  P_os+g+p: the parameters are partitioned too. A unit's parameters are
-//            all-gathered just before its forward and again before its backward, and
-//            released after use; the next unit's gather overlaps this unit's compute.
-//            Nothing is gathered after the step (3Ψ per micro-step).
+//   stage              partitioned        communication
+//   0  data parallel   nothing            all-reduce of the gradients: 2Ψ
+//   1  P_os            optimizer state    reduce-scatter of the gradients, all-gather of the parameters: 2Ψ
+//   2  P_os+g          + gradients        a reduce-scatter every micro-step, then the all-gather: (K + 1)Ψ
+//   3  P_os+g+p        + parameters       every micro-step, all-gathers for the forward and the
+//                                         backward, and a reduce-scatter: 3Ψ
 //
-// In stages 0-1 the boundary's reduction starts during the last micro-step's backward,
-// unit by unit, as soon as a unit's gradient is complete: PyTorch DDP's gradient
-// buckets and DeepSpeed's overlap_comm, with the units as the buckets.
-//
-// The trainers (train/passes.h, train/loop.h) drive a step through these calls:
+// Each stage is a section below, with the few functions that move its data. The
+// trainers (train/passes.h, train/loop.h) drive them through these calls:
 //   zero_step_begin                           once per optimizer step
 //   per micro-step:
 //     zero_begin_pass                         a forward, or forward and backward, pass starts
@@ -37,12 +27,11 @@
 //   zero_global_norm                          train/step_guard.h checks it for Inf and NaN
 //   zero_step_update                          AdamW on the partition, then the all-gather
 //
-// Beside this file: zero/plan.h, the arithmetic (units, slices, segments, the gather
-// order); zero/placement.h, where each state lives and the buffers that hold it;
-// zero/load.h, the parameters in and the checkpoints out. zero.h makes no CUDA call: it
-// calls the primitives zero/backend.h lists, which zero/host.h implements for the CPU
-// (MPI) and zero/device.cuh for the GPU (streams, NCCL, ZeRO-Offload). The memory and
-// communication reports are in train/zero_report.h.
+// Beside this file: zero/plan.h computes the partition (units, slices, segments, the
+// gather order); zero/placement.h says where each state lives and holds the buffers;
+// zero/load.h loads parameters and reads checkpoints. zero.h makes no CUDA call: it
+// calls the primitives of zero/backend.h, which zero/host.h implements for the CPU
+// (MPI) and zero/device.cuh for the GPU (streams, NCCL, ZeRO-Offload).
 #pragma once
 #include "comm/comm.h"
 #include "zero/load.h"
@@ -58,9 +47,11 @@
 // Stage 0: plain data parallel
 //
 // Every rank holds the whole model state. Unit u's gradient accumulates over the
-// micro-steps at its place in the full gradient buffer (stage 1 keeps this buffer too).
-// At the boundary each rank contributes its gradient to an all-reduce that averages
-// them, and every rank then runs the same AdamW on the same gradient.
+// micro-steps at its place in the full gradient buffer, as in stage 1. On the last
+// micro-step the unit's all-reduce starts as soon as its backward is done, so it
+// overlaps the backward of the units before it: PyTorch DDP's gradient buckets and
+// DeepSpeed's overlap_comm, with the units as the buckets. Every rank then runs the
+// same AdamW on the same averaged gradient.
 
 static floatX *zero_full_grads(Zero *z, int u) { return z->grads + z->plan.u[u].full_off; }
 
@@ -71,10 +62,10 @@ static CommRequest zero_all_reduce_grads(Zero *z, int u) {
 // ============================================================================
 // Stage 1: P_os, the optimizer state partitioned
 //
-// Each rank keeps m, v and the master of its own slices only, so it can update only
-// those. At the boundary the full gradient is reduce-scattered in place: each rank
-// receives the averaged gradient of its slice of the unit. After AdamW every rank
-// all-gathers the updated slices, so all hold the whole model again.
+// Each rank keeps m, v and the master of its own slices only, so it updates only
+// those. The full gradient is reduce-scattered in place instead of all-reduced, with
+// the same overlap: each rank receives the averaged gradient of its slice. After AdamW
+// the ranks all-gather the updated slices, so all hold the whole model again.
 
 static CommRequest zero_reduce_scatter_grads(Zero *z, int u) {
     return comm_ireduce_scatter(z->comm, zero_full_grads(z, u), zero_grad_slice(z, u), z->plan.u[u].shard, ZPARAM_DT, OP_AVG);
@@ -201,9 +192,8 @@ static int zero_ring_find(Zero *z, int u) {
     return -1;
 }
 
-// Unit u's parameters, whole: the padded unit, its tensors at their model/model.h offsets.
-// Stage 3 waits for the prefetched gather, or gathers now, then starts the next unit's
-// gather so that it overlaps this unit's compute.
+// Unit u's parameters, whole. Stage 3 waits for the prefetched gather, or gathers now,
+// then starts the next unit's gather so that it overlaps this unit's compute.
 static floatX *zero_fetch_params(Zero *z, int u) {
     if (ZERO_STAGE != 3 || z->plan.u[u].persistent) return z->unit_params[u];
     if (z->cursor >= z->n_order || z->order[z->cursor] != u)
@@ -220,9 +210,8 @@ static floatX *zero_fetch_params(Zero *z, int u) {
     return z->unit_params[u];
 }
 
-// Done with unit u's parameters until its next fetch: stage 3 frees its place in the ring.
-// On the GPU "done" means the kernels that read them are queued; a later gather into the
-// same place waits for them (comm_nccl_begin).
+// Done with unit u until its next fetch: stage 3 frees its place in the ring. On the GPU
+// the kernels that read it may still be queued; a later gather into the place waits for them.
 static void zero_release_params(Zero *z, int u) {
     if (ZERO_STAGE != 3 || z->plan.u[u].persistent || z->place.whole) return;
     if (z->ring_count == 0 || z->ring[z->ring_head].unit != u)
@@ -251,11 +240,9 @@ static void zero_gather_persistent(Zero *z) {
 // ============================================================================
 // The trainer's calls, in the order of a step
 
-// Stages 0-1 with a backend whose backward can write a unit's gradients instead of
-// adding to them (ZERO_GRADS_FIRST_WRITE): at a step's first micro-step every unit but
-// the embedding is written whole by its one backward step, so it is not zeroed first.
-// Its padding, which no kernel writes, keeps its zeros. The embedding's backward adds
-// rows (and gpt2's tied head adds into wte), so it is zeroed.
+// Stages 0-1, where the backend's backward can write gradients instead of adding them:
+// at a step's first micro-step every unit but the embedding is written whole, so it need
+// not be zeroed. The embedding's backward adds rows, so it is zeroed.
 static int zero_grads_first_write(const Zero *z, int u) {
     return ZERO_GRADS_FIRST_WRITE && ZERO_STAGE <= 1 && z->micro == 0 && u != model_unit_embed(z->layout);
 }
@@ -298,9 +285,8 @@ static void zero_end_pass(Zero *z) {
     while (ZERO_STAGE == 3 && z->ring_count) zero_release_params(z, z->ring[z->ring_head].unit);
 }
 
-// Unit u's backward is done. Stages 0-1, on the step's last micro-step: its gradient is
-// complete, and its reduction overlaps the backward of the units before it. Stages 2-3:
-// it is reduce-scattered now, on every micro-step.
+// Unit u's backward is done: its gradient is reduced now (stages 2-3), or on the step's
+// last micro-step starts its reduction at the boundary (stages 0-1).
 static void zero_grads_end(Zero *z, int u) {
     if (z->grads_observer) z->grads_observer(z->observer_ctx, u, z->unit_grads[u]);
     if (ZERO_STAGE >= 2) zero_reduce_scatter_slot(z, u);
@@ -363,9 +349,8 @@ static void zero_adam_segments(Zero *z, float weight_decay) {
 }
 
 // What of the step the backend runs over the whole partition in one launch (LEAN_*): the
-// GPU's norm, and its AdamW where the state is in device memory. It is asked once, with
-// the partition as whole unit slices, padding included (zero there, and left zero), and
-// the segments' weight-decay flags. What it declines walks the segments one by one.
+// GPU's norm, and its AdamW where the state is in device memory. It gets the partition
+// once, as whole unit slices whose padding is zero and stays zero. The rest walks the segments.
 static int zero_lean(Zero *z) {
     if (z->lean < 0) {
         const ZeroPlan *p = &z->plan;
