@@ -240,9 +240,10 @@ static void zero_gather_persistent(Zero *z) {
 // ============================================================================
 // The trainer's calls, in the order of a step
 
-// Stages 0-1, where the backend's backward can write gradients instead of adding them:
-// at a step's first micro-step every unit but the embedding is written whole, so it need
-// not be zeroed. The embedding's backward adds rows, so it is zeroed.
+// Stages 0-1 in the CPU trainer (ZERO_GRADS_FIRST_WRITE): at a step's first micro-step the
+// backward writes every unit but the embedding whole instead of adding to it, so those are
+// not zeroed; their padding, which no kernel writes, keeps the zeros it was allocated with.
+// The embedding's backward adds rows, so it is zeroed.
 static int zero_grads_first_write(const Zero *z, int u) {
     return ZERO_GRADS_FIRST_WRITE && ZERO_STAGE <= 1 && z->micro == 0 && u != model_unit_embed(z->layout);
 }
