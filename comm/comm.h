@@ -309,12 +309,6 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
 static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     return comm_iall_gather_mpi(c, send, recv, n, t);
 }
-static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
-    comm_count(c, COLL_BROADCAST, (long long)n * dtype_size(t));
-    wd_coll_begin("broadcast");
-    MPI_Bcast(buf, (int)(n * dtype_size(t)), MPI_BYTE, root, c->mpi);
-    wd_coll_end();
-}
 #else
 // CUDA build: buffers are device memory.
 #define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
@@ -521,33 +515,8 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     return comm_done();
 }
 
-static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
-    size_t es = dtype_size(t);
-    comm_count(c, COLL_BROADCAST, (long long)n * es);
-    if (comm_alone(c, buf, buf, n * es)) return;
-    if (c->backend == COMM_BACKEND_NCCL) {
-        comm_nccl_begin(c);
-        COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));
-        CommRequest r = comm_nccl_end(c, "broadcast (NCCL)");
-        comm_wait(c, &r);
-        return;
-    }
-    char *h = (char *)comm_stage(c, n * es);
-    cudaCheck(cudaStreamSynchronize(c->compute));
-    cudaCheck(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
-    wd_coll_begin("broadcast (host-staged)");
-    MPI_Bcast(h, (int)(n * es), MPI_BYTE, root, c->mpi);
-    wd_coll_end();
-    cudaCheck(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
-}
 #endif
 
-static void comm_all_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
-    CommRequest r = comm_iall_reduce(c, buf, n, t, op); comm_wait(c, &r);
-}
-static void comm_reduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
-    CommRequest r = comm_ireduce_scatter(c, send, recv, n, t, op); comm_wait(c, &r);
-}
 static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
 }

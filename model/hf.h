@@ -106,27 +106,12 @@ static size_t hf_index(const HFTensor *t, int r, int c) {
 // ----------------------------------------------------------------------------
 // dtypes: what a checkpoint may hold, to fp32
 
-static float f16_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);           // Inf, NaN
-    else if (e) u = sign | ((e + 112) << 23) | (m << 13);        // normal: rebias 15 -> 127
-    else if (!m) u = sign;                                       // zero
-    else {                                                       // subnormal: normalize
-        int s = 0;
-        while (!(m & 0x400)) { m <<= 1; s++; }
-        u = sign | ((uint32_t)(113 - s) << 23) | ((m & 0x3ff) << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static int hf_dtype_readable(int dtype) { return dtype == ST_F32 || dtype == ST_BF16 || dtype == ST_F16; }
 
 static void hf_to_f32(int dtype, const void *src, size_t n, float *dst) {
     if (dtype == ST_F32) { memcpy(dst, src, n * 4); return; }
     const uint16_t *h = (const uint16_t *)src;
-    for (size_t i = 0; i < n; i++) dst[i] = dtype == ST_BF16 ? bf16_to_float(h[i]) : f16_to_float(h[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = dtype == ST_BF16 ? bf16_to_float(h[i]) : fp16_to_float(h[i]);
 }
 
 // ----------------------------------------------------------------------------

@@ -257,7 +257,6 @@ static AtomicFile atomic_open(const char *path) {
     return a;
 }
 static void atomic_commit(AtomicFile *a) { if (!out_commit(a)) fatal("%s", a->err); }
-static void out_write_or_die(OutFile *o, const void *buf, size_t n) { if (!out_write(o, buf, n)) fatal("%s", o->err); }
 
 // ----------------------------------------------------------------------------
 // floatX: the storage type of parameters, gradients and activations (llm.c's
