@@ -1,22 +1,24 @@
-// train/loop.h: what both trainers share above the model: start-up (MPI, the
-// flags, the memory estimator), validation, sampling and the training loop.
-// A trainer's main() calls train_startup, builds its model and calls train (or,
-// with --sample 1, sample_run):
+// train/loop.h: what both trainers share above the model: start-up, validation,
+// sampling and the training loop. A trainer's main() calls train_startup, builds
+// its model, then calls train, or sample_run for --sample 1.
 //
-//   GPT (its model) has: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
-//                        int B, T; int *inputs, *targets (host, B*T);
-//                        double peak_flops (per device, for the step line's MFU; 0: unknown)
-//   gpt_forward, gpt_backward, gpt_decode (train/passes.h), what train/sample.h lists, and
-//   void gpt_set_dloss(GPT *m, float dloss)        the dloss the coming training backwards take (the
-//                                                  GPU's fused classifier uses it in the forward already)
-//   float gpt_step_loss(GPT *m)                    the mean loss of the training forwards since the last
-//                                                  call: each micro-batch's mean loss (float), summed in
-//                                                  double in micro-step order, over their number (the GPU
-//                                                  sums on the device: one read per step, not per micro-step)
+// The optimizer step is train_step, between TRAINING SECTION BEGIN and END: for
+// each micro-step a forward and a backward, then reduce, guard, update. The guard
+// (train/step_guard.h) does fp16 loss scaling and skips non-finite steps. The loop
+// around it reports, validates, samples, saves and answers signals.
 //
+// The trainer defines, before including this file:
+//   GPT, its model, with: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
+//       int B, T; int *inputs, *targets (host, B*T each);
+//       double peak_flops (one device's, for the step line's MFU; 0 when unknown)
+//   gpt_forward, gpt_backward, gpt_decode (train/passes.h) and what train/sample.h lists
+//   void gpt_set_dloss(GPT *m, float dloss)   the dloss the coming backwards take. The GPU's
+//                                             fused classifier already uses it in the forward.
+//   float gpt_step_loss(GPT *m)               the mean loss of the training forwards since the
+//                                             last call: each micro-batch's mean (a float), summed
+//                                             in double in micro-step order, divided by their number.
+//                                             The GPU sums on the device and reads once per step.
 // train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16 or fp16) differ only in those.
-// The optimizer step goes through train/step_guard.h: fp16 loss scaling, skipped steps.
-// Include this file after the trainer's GPT and its functions above are defined.
 #pragma once
 #include "train/jsonl.h"
 #include "train/zero_report.h"
@@ -33,8 +35,8 @@ static long long config_hash(const TrainConfig *c) {
 
 // MPI, the flags, the batch over the world, the collective backend, and a check
 // that every rank was given the same model. Returns 0 when there is nothing to
-// train: --estimate-memory prints the per-rank memory of every stage (plan
-// arithmetic only, nothing allocated) and the run ends.
+// train: --estimate-memory prints each stage's memory per rank from the plan's
+// arithmetic alone, allocates nothing, and ends the run.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
@@ -55,8 +57,8 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     comm_attach_device(comm);   // the GPU trainer's device: not needed above
     config_resolve_batch(tc, comm->world);
     if (tc->sample) {
-        // sampling builds no training batch: the KV cache has its own buffers (sampler_init);
-        // --kv-cache 0 runs its full forwards on num_samples x max_seq activations
+        // Sampling builds no training batch. The KV cache has its own buffers (sampler_init);
+        // --kv-cache 0 runs its full forwards on num_samples x max_seq activations.
         tc->B = tc->kv_cache ? 1 : tc->num_samples;
         tc->T = tc->kv_cache ? 1 : tc->model.max_seq;
         tc->accum = 1;
@@ -81,9 +83,10 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
     return loss;
 }
 
-// parameters: resume, --init, or a seeded initialization. Each rank reads or
-// generates only what its ZeRO stage holds (zero_load_params). train (NULL when
-// sampling): the train data, which a checkpoint records and a resume must share.
+// The starting parameters: from --resume, from --init, or a seeded initialization.
+// Each rank reads or generates only what its ZeRO stage holds (zero_load_params).
+// `train` is the train data, which a checkpoint records and a resume must share;
+// it is NULL when sampling.
 static TrainState load_start(GPT *m, const TrainConfig *tc, const DataLoader *train, FILE *say) {
     TrainState st = {.step = 0, .rng = tc->seed ^ 0x5DEECE66DULL, .guard = step_guard_init(tc, m->comm)};
     if (train) { st.data_tokens = train->n_tokens; st.data_crc = dataloader_fingerprint(train); }
