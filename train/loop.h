@@ -173,10 +173,19 @@ static double phase_clock(GPT *m, const TrainConfig *tc) {
     return wall_time();
 }
 
+// AdamW's settings for optimizer step `step` (0-based). A skipped step advances
+// neither the learning-rate schedule nor Adam's t, so both count applied steps.
+static ZeroOptim step_optim(const TrainConfig *tc, const StepGuard *guard, int step) {
+    int applied = step - (int)guard->skipped;
+    ZeroOptim o = {.lr = lr_at(tc, applied, tc->steps), .beta1 = tc->beta1, .beta2 = tc->beta2, .eps = tc->eps,
+                   .weight_decay = tc->weight_decay, .grad_clip = tc->grad_clip, .t = applied + 1};
+    return o;
+}
+
 // Optimizer step `step` (0-based): tc->accum micro-steps of forward and backward,
 // then the gradients reduced, the step guarded and AdamW applied. The guard
 // (train/step_guard.h) skips a step whose loss or gradients are not finite on any
-// rank; a skipped step advances neither the learning-rate schedule nor Adam's step.
+// rank. The phases are timed for the step line's --breakdown.
 static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, StepGuard *guard, int step) {
     StepResult r;
     memset(&r, 0, sizeof(r));
@@ -200,8 +209,7 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     }
     comm_phase("the optimizer step", step + 1);
     t = wall_time();
-    int applied = step - (int)guard->skipped;
-    ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
+    ZeroOptim opt = step_optim(tc, guard, step);
     zero_step_reduce(&m->zero);
     step_guard_inject(guard, &m->zero, step + 1);
     float scaled_norm = zero_global_norm(&m->zero);
@@ -319,6 +327,7 @@ static void report_step(TrainRun *R, int step, const StepResult *r) {
 // Whether an every-N action is due after step `done` (1-based): every N steps (N > 0) and after the last.
 static int due(int done, int every, int last) { return last || (every > 0 && done % every == 0); }
 
+// the validation loss after step `done`, printed and logged
 static void train_validate(TrainRun *R, int done) {
     float vl = gpt_validate(R->m, &R->val, R->tc->val_batches);
     if (R->say) printf("step %4d/%d | val loss %.6f\n", done, R->tc->steps, vl);

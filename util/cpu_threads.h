@@ -1,41 +1,32 @@
 // util/cpu_threads.h: how the CPU trainer spends its threads, so that on a machine shared
-// with other processes it loses about the share they take and no more. train_gpt.c includes it.
+// with other processes it loses about the share they take and no more.
 //
-// Why a busy core used to cost far more than its share: every parallel region ends at a
-// barrier that waits for its slowest thread. When another process holds one thread's core,
-// that thread runs a few milliseconds, then waits a few milliseconds. Meanwhile its teammates
-// spin at the barrier (libgomp's default is about 300000 spins, milliseconds), so the
-// scheduler sees them busy and does not move the waiting thread to their core. OpenBLAS's own
-// threading cuts each GEMM into one equal share per thread up front, and its threads
-// spin-wait for each other's packed panels, so the GEMM takes as long as the share on the
-// slowed core, whatever the other core could have done.
-//
-// Hence three measures:
-//   1. The OpenMP wait policy (cpu_wait_policy, first thing in main). Unless the user set
-//      OMP_WAIT_POLICY or GOMP_SPINCOUNT, it sets OMP_WAIT_POLICY=passive: a thread waiting
-//      at a barrier sleeps at once and gives its core away. Measured with
-//      bench/cpu_contention.sh's setup (2 cores, GPT-2 124M's shape and the demo size, both
-//      archs) with one core busy, passive gave 1.01-1.10x the 1-thread rate, where
-//      GOMP_SPINCOUNT=10000 (tens of microseconds of spinning) gave 0.93-1.03x. On an idle
-//      machine the two were within run-to-run noise: a step's kernels are long enough that
-//      waking a sleeping thread costs little. libgomp reads its environment once, when it is
-//      loaded before main runs, so the program sets the variable and executes itself again
-//      (execv of /proc/self/exe, same arguments, before MPI starts). If that fails it runs on
-//      with libgomp's defaults.
-//   2. The GEMMs' partition (cpu_gemm). With more than one thread the output is cut into
-//      blocks of whole rows or columns, CPU_GEMM_BLOCKS_PER_THREAD per thread, which the
-//      threads take in turn. Each block is one single-threaded OpenBLAS call, because
-//      OpenBLAS's OpenMP build does not nest inside a parallel region. A slowed thread takes
-//      fewer blocks and the others do the rest. The blocks run along the dimension whose split
-//      re-packs the smaller operand, since each block packs its own copy of the operand it
-//      shares with the others.
-//   3. The other loops (train_gpt.c's kernels) take their iterations in chunks of
-//      cpu_chunk(n), CPU_CHUNKS_PER_THREAD per thread, in turn, rather than one share each.
-// With one thread there is one OpenBLAS call per GEMM, exactly as before. With several, the
-// block boundaries decide how OpenBLAS's kernels tile the output; they depend on the shape and
-// the thread count, never on timing. So runs are bitwise repeatable at a given thread count,
-// as they were with OpenBLAS's own threading, which also differs in the last bits between
-// thread counts.
+// Every parallel region ends at a barrier that waits for its slowest thread. When another
+// process holds one thread's core, that thread runs and waits by turns of a few
+// milliseconds, while its teammates spin at the barrier (libgomp's default is about 300000
+// spins), so the scheduler sees them busy and does not move the waiting thread to their
+// core. OpenBLAS's own threading cuts each GEMM into equal shares up front and spin-waits
+// for the packed panels, so a GEMM takes as long as the share on the slowed core. Hence:
+//   1. cpu_wait_policy, first thing in main, sets OMP_WAIT_POLICY=passive unless the user
+//      set OMP_WAIT_POLICY or GOMP_SPINCOUNT: a waiting thread sleeps at once and gives its
+//      core away. libgomp reads its environment once, when it is loaded before main, so the
+//      program executes itself again (execv of /proc/self/exe, before MPI starts); if that
+//      fails it runs on with libgomp's defaults. Measured with bench/cpu_contention.sh's
+//      setup (2 cores, one busy, GPT-2 124M's shape and the demo size, both archs): passive
+//      gave 1.01-1.10x the 1-thread rate, GOMP_SPINCOUNT=10000 gave 0.93-1.03x. On an idle
+//      machine the two were within noise: waking a sleeping thread costs little next to a
+//      step's kernels.
+//   2. cpu_gemm cuts the output into blocks of whole rows or columns,
+//      CPU_GEMM_BLOCKS_PER_THREAD per thread, which the threads take in turn. Each block is
+//      one single-threaded OpenBLAS call, since OpenBLAS's OpenMP build does not nest in a
+//      parallel region. A slowed thread takes fewer blocks. The split runs along the
+//      dimension that re-packs the smaller operand, because each block packs its own copy
+//      of the operand the blocks share.
+//   3. The other loops (train_gpt.c's kernels) take chunks of cpu_chunk(n) in turn,
+//      CPU_CHUNKS_PER_THREAD per thread, rather than one equal share each.
+// The block boundaries depend on the shape and the thread count, never on timing, so runs
+// are bitwise repeatable at a given thread count, as they were with OpenBLAS's threading.
+// One thread makes one OpenBLAS call per GEMM, exactly as before.
 #pragma once
 #include <omp.h>
 #include <stdlib.h>
