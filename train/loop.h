@@ -7,7 +7,7 @@
 // (train/step_guard.h) does fp16 loss scaling and skips non-finite steps. The loop
 // around it reports, validates, samples, saves and answers signals.
 //
-// The trainer defines, before including this file:
+// Include this file after the trainer has defined:
 //   GPT, its model, with: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
 //       int B, T; int *inputs, *targets (host, B*T each);
 //       double peak_flops (one device's, for the step line's MFU; 0 when unknown)
