@@ -8,7 +8,7 @@
 //   honoured          sets a zeroc setting (the flag named in the table)
 //   no effect         accepted; a one-line note says why it changes nothing here
 //   unsupported       an error that says what to do instead
-// `./train_gpt_cpu --config-keys` prints the table; README.md's config section is
+// `./train_gpt_cpu --config-keys` prints the table; docs/config.md's key table is
 // that output, and tests/test_config.sh compares them.
 //
 // One pass over the file collects every error, warning and note, each naming its
@@ -732,7 +732,7 @@ static void config_print_resolved(const TrainConfig *c, FILE *f) {
     cJSON_Delete(r);
 }
 
-// The key table as markdown, for --config-keys; README.md's config section is this output.
+// The key table as markdown, for --config-keys; docs/config.md's key table is this output.
 static void ds_print_keys(FILE *f) {
     fprintf(f, "| key | zeroc | what it does here |\n|---|---|---|\n");
     for (int i = 0; i < N_DS_KEYS; i++) {
