@@ -31,9 +31,12 @@ Precision:
     model and library version).
 Every kernel runs on one stream, comm->compute (created by comm_init); zero.h
 orders its collectives against that stream. With one rank or NCCL, a training
-step waits for the GPU twice, back to back, after the gradient reduction: for
-the gradient norm and for the step's loss (gpt_step_loss), which stays on the
-device until then; docs/gpu.md lists every host synchronization and why.
+step waits for the GPU for the gradient norm after the gradient reduction, and
+for the loss after every micro-step's forward (the default, as first measured)
+or, with --device-loss 1, once right after the norm (gpt_step_loss); docs/gpu.md
+lists every host synchronization and why. The step's other paths that have not
+run on a GPU yet are opt-in too (--attention, --lean-step, --fuse-residual,
+--plan-cache: config/train_config.h).
 
 Reading order: the activations, the compute of each step of a pass (the
 embedding, one transformer layer, the head, forward and backward), the passes
@@ -145,7 +148,7 @@ typedef struct GPT {
     void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
     int recompute;                           // activation checkpointing (--recompute)
     int flash;                               // the fused attention (--attention flash; gpu_flash_attention)
-    // Residual + LN1 fusion (not with --gpu-baseline 1): a forward layer ends without its last residual
+    // Residual + LN1 fusion (--fuse-residual 1): a forward layer ends without its last residual
     // add; the next step (layer l+1's LN1, or the head's final norm) adds res2 + the MLP output (left in
     // a->dbuf) inside its norm kernel, writing the layer output res3 on the way (layernorm.cuh: the
     // same bits as residual_forward + the norm)
@@ -160,12 +163,12 @@ typedef struct GPT {
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
-    float *h_losses;                         // pinned host [BT] (--gpu-baseline 1: every forward's losses)
+    float *h_losses;                         // pinned host [BT] (--device-loss 0: every forward's losses)
     double *d_loss;                          // device [2]: [0] the sum of this step's training mean losses, [1] an eval forward's
     double *h_loss;                          // pinned host [1]: d_loss read here
     int step_losses;                         // training forwards since the last gpt_step_loss
-    double step_loss_host;                   // --gpu-baseline 1: their sum, read on the host every micro-step
-    int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config/flags.h)
+    double step_loss_host;                   // --device-loss 0: their sum, read on the host every micro-step
+    int fuse_residual, device_loss;          // --fuse-residual, --device-loss (config/train_config.h)
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
     float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
@@ -236,8 +239,9 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);
     matmul_setup();
-    m->gpu_baseline = tc->gpu_baseline;
-    g_matmul_cache = !tc->gpu_baseline;   // cuda/matmul.cuh's process-wide switch, set once here
+    m->fuse_residual = tc->fuse_residual;
+    m->device_loss = tc->device_loss;
+    g_matmul_cache = tc->plan_cache;   // cuda/matmul.cuh's process-wide switch (--plan-cache), set once here
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
@@ -435,7 +439,7 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
     LayerActs la = layer_acts(m, l);
     const floatX *x_res = m->res_pending;   // layer l-1's res2; its MLP output is in a->dbuf
-    int leave_res3 = !m->gpu_baseline && !m->in_backward;   // (the fusion: see GPT.res_pending)
+    int leave_res3 = m->fuse_residual && !m->in_backward;   // (the fusion: see GPT.res_pending)
     // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
     // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
     layer_rows(m, l, w, layer_input(m, l), x_res, la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1, leave_res3);
@@ -522,8 +526,8 @@ static double loss_to_host(GPT *m, int i) {
 // dlogits (for a dloss of 1/accum) in place of the logits, the mean loss joins the
 // step's on the device (gpt_step_loss reads it once per step), and 0 is returned.
 // Without training: returns the mean loss, read now; the logits stay (gpt_logits_host).
-// With --gpu-baseline 1 every forward's losses come to the host and are summed there,
-// a synchronization per micro-step, as first measured.
+// That is --device-loss 1; with 0 (the default, as first measured) every forward's losses
+// come to the host and are summed there, a synchronization per micro-step.
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
@@ -540,7 +544,7 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
         float dscale = m->dloss_hint / N;
         fused_classifier(m->a.logits, m->a.losses, m->d_targets, dscale, N, V, Vp, training, s);
         if (training) m->dlogits_scale = dscale;
-        if (m->gpu_baseline) {
+        if (!m->device_loss) {
             cudaCheck(cudaMemcpyAsync(m->h_losses, m->a.losses, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             double sum = 0;
@@ -678,13 +682,13 @@ static void gpt_set_dloss(GPT *m, float dloss) { m->dloss_hint = dloss; }
 
 // The mean loss of the training forwards since the last call (a step's micro-steps):
 // the device's sum read once, an 8-byte copy and a synchronization (train/loop.h calls
-// this after the gradient norm's synchronization: the stream has little left to do), or
-// with --gpu-baseline 1 the host's sum. Either way each micro-batch's mean, rounded to
+// this after the gradient norm's synchronization: the stream has little left to do) with
+// --device-loss 1, or the host's sum. Either way each micro-batch's mean, rounded to
 // float, is added in double in micro-step order, as the CPU trainer does; only the order
 // in which the device sums a micro-batch's positions differs (loss_mean_accumulate).
 static float gpt_step_loss(GPT *m) {
     if (m->step_losses == 0) fatal("gpt_step_loss: no training forward since the last call");
-    double sum = m->gpu_baseline ? m->step_loss_host : loss_to_host(m, 0);
+    double sum = m->device_loss ? loss_to_host(m, 0) : m->step_loss_host;
     float loss = (float)(sum / m->step_losses);
     m->step_losses = 0;
     m->step_loss_host = 0;

@@ -63,10 +63,8 @@ static int flash_attention_applies(const ModelConfig *c, int T) {
 }
 
 // The GPU trainer runs the fused attention: --attention flash (train_gpt refuses a model it does not
-// apply to), or auto where it applies; never with --gpu-baseline 1 (the step as first measured: the
-// cuBLAS attention whatever --attention says).
+// apply to), or auto where it applies.
 static int gpu_flash_attention(const TrainConfig *tc) {
-    if (tc->gpu_baseline) return 0;
     if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model, tc->T);
     return !strcmp(tc->attention, "flash");
 }
