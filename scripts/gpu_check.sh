@@ -173,10 +173,11 @@ try:
 except Exception as e:
     print("torch: not usable here (%s)" % e)
 import importlib.metadata as md
-have = {d.metadata["Name"].lower(): d.version for d in md.distributions()}
+have = {(d.metadata["Name"] or "").lower(): d.version for d in md.distributions()}
 print("wheels:", ", ".join("%s %s" % (p, have[p]) for p in ("nvidia-nccl-cu13", "nvidia-cublas", "transformers", "tensorboard") if p in have))
 PYEOF
-    echo "compute-sanitizer: $(compute-sanitizer --version 2>/dev/null | grep -o 'Version [0-9.]*' | head -1 || echo none)"
+    if cs_find; then echo "compute-sanitizer: $CS, $("$CS" --version 2>/dev/null | grep -o 'Version [0-9.]*' | head -n 1)"
+    else echo "compute-sanitizer: none"; fi
     echo "mpirun: $(command -v mpirun || echo none) $(mpirun --version 2>/dev/null | head -n 1)"
 }
 
