@@ -158,9 +158,9 @@ facts() {
 facts_libs() {
     local inc=${CUDA_HOME:-/usr/local/cuda}/include
     echo "nvcc: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*, V[0-9.]*' || echo none)"
-    echo "cuBLAS: header $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}'), loaded $(lib_probe libcublasLt.so.13)"
+    echo "cuBLAS: header $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", (NR > 1 ? "." : ""), $3}'), loaded $(lib_probe libcublasLt.so.13)"
     local h; h=$(ls "$inc/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
-    echo "NCCL: header ${h:-none} $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "${h:-/dev/null}" | awk '{printf "%s%s", NR > 1 ? "." : "", $3}');" \
+    echo "NCCL: header ${h:-none} $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "${h:-/dev/null}" | awk '{printf "%s%s", (NR > 1 ? "." : ""), $3}');" \
          "a run loads $(lib_probe libnccl.so.2)"
     nccl_candidates | sed 's/^/  NCCL found: /'
     "$PY" - <<'PYEOF' 2>&1
