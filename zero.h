@@ -349,9 +349,9 @@ static void zero_adam_segments(Zero *z, float weight_decay) {
     }
 }
 
-// What of the step the backend runs over the whole partition in one launch (LEAN_*): the
-// GPU's norm, and its AdamW where the state is in device memory. It gets the partition
-// once, as whole unit slices whose padding is zero and stays zero. The rest walks the segments.
+// With --lean-step 1 the GPU backend runs parts of the step over the whole partition in one
+// launch each (LEAN_*): the norm, and AdamW where the state is in device memory. It gets the
+// partition once, as whole unit slices whose padding is zero and stays zero. The rest walks the segments.
 static int zero_lean(Zero *z) {
     if (z->lean < 0) {
         const ZeroPlan *p = &z->plan;

@@ -37,7 +37,7 @@ typedef struct {
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host (GPU)
     int offload_param;          // stage 3: the parameter shard in pinned host memory (GPU)
     ZeroNvmePlan nvme;          // ZeRO-Infinity: which planes are on NVMe, and their tiles (zero/state.h)
-    int lean_adamw;             // GPU: AdamW in one launch over the partition, with a weight-decay mask
+    int lean_adamw;             // GPU, --lean-step 1: AdamW in one launch over the partition, with a weight-decay mask
     int whole;                  // stage 3 at one rank, the shard in working memory: units used in place
 } ZeroPlacement;
 
@@ -46,8 +46,9 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     // The GPU's NVMe optimizer offload is an optimizer offload: CPU-Adam streams the state.
     ZeroPlacement pl = {gpu || cfg->fp16, gpu && (cfg->offload || cfg->nvme_optim_dir[0]), gpu && cfg->offload_param && p->stage == 3};
     pl.nvme = zero_nvme_plan(cfg, p->stage, pl.separate_master, x, p->shard_elems, p->max_shard);
-    // The lean AdamW updates the state and the parameters where they are, so both must be in memory.
-    pl.lean_adamw = gpu && !cfg->gpu_baseline && !pl.offload && !pl.nvme.on[ZS_PARAM];
+    // The lean AdamW (--lean-step 1) updates the state and the parameters where they are, so both
+    // must be in memory.
+    pl.lean_adamw = gpu && cfg->lean_step && !pl.offload && !pl.nvme.on[ZS_PARAM];
     // Stage 3 at one rank: the shard is the whole model. Unless it lives in host memory or on
     // NVMe, it already sits where the compute reads it, and a gather would copy every unit onto
     // itself. So the units are used in place: no arena, no resident copies, no all-gathers.
