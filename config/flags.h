@@ -43,6 +43,9 @@ static void print_help(const char *prog) {
            "                           16-bit tensor peak; the CPU trainer prints GFLOP/s unless given)\n"
            "  --timeout S              watchdog: abort the job when a step or collective makes no progress\n"
            "                           for S seconds (default 600; 0: off)\n"
+           "  --tensorboard DIR        TensorBoard event files in DIR/JOB (DeepSpeed's tensorboard block; docs/monitoring.md)\n"
+           "  --csv-monitor DIR        one CSV file per metric in DIR/JOB (DeepSpeed's csv_monitor block)\n"
+           "  --job-name JOB           the monitors' job name (default DeepSpeedJobName, as in DeepSpeed)\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --quiet 0|1\n"
            "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
@@ -240,6 +243,16 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
     }
 #endif
     nvme_config_check(c, r);
+    // W&B reads TensorBoard's event files: with the wandb block, zeroc writes those and names the upload
+    if (c->wandb) {
+        c->tensorboard = 1;
+        char dir[700], team[160] = "", group[200] = "";
+        monitor_job_dir(dir, sizeof(dir), c->tb_path, c->tb_job);
+        if (c->wandb_team[0]) snprintf(team, sizeof(team), " -e %s", c->wandb_team);
+        if (c->wandb_group[0]) snprintf(group, sizeof(group), "; group %s: wandb sync takes none, set it in W&B", c->wandb_group);
+        report_at(r, MSG_NOTE, "wandb", "zeroc does not call W&B: it writes TensorBoard event files to %s (the tensorboard block); "
+                  "upload them with: wandb sync --sync-tensorboard -p %s%s %s%s", dir, c->wandb_project, team, dir, group);
+    }
     // activations
     if (c->cpu_checkpointing && !c->recompute)
         report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
@@ -263,7 +276,7 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
         "--lr-schedule", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
         "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
-        "--val-batches", "--sample-every", "--log", NULL};
+        "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", NULL};
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
     if (c->sample && !c->init_path[0] && !c->resume_dir[0])
         report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
@@ -301,7 +314,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
-    int ffn_set = 0, gpu_only_flags = 0;
+    int ffn_set = 0, gpu_only_flags = 0, job_flag = 0;
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -352,6 +365,13 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--peak-tflops")) c->peak_tflops = flag_number(a, v, &R_TIMEOUT);
         else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
         else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
+        else if (!strcmp(a, "--tensorboard")) { copy_str_or_die(c->tb_path, sizeof(c->tb_path), a, v); c->tensorboard = 1; }
+        else if (!strcmp(a, "--csv-monitor")) { copy_str_or_die(c->csv_path, sizeof(c->csv_path), a, v); c->csv_monitor = 1; }
+        else if (!strcmp(a, "--job-name")) {
+            copy_str_or_die(c->tb_job, sizeof(c->tb_job), a, v);
+            copy_str_or_die(c->csv_job, sizeof(c->csv_job), a, v);
+            job_flag = 1;
+        }
         else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);
         else if (!strcmp(a, "--val-every")) c->val_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
@@ -422,6 +442,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");
 #endif
     (void)gpu_only_flags;
+    if (job_flag && !c->tensorboard && !c->csv_monitor && !c->wandb)
+        report_at(&rep, MSG_NOTE, "--job-name", "no effect without --tensorboard DIR or --csv-monitor DIR (or their config blocks)");
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);

@@ -139,10 +139,20 @@ typedef struct {
                                     // read of each micro-step's loss, cuBLASLt's heuristic on every call, the unfused
                                     // residual + norm): bench/gpu_train.sh's same-run baseline
     char tokenizer_path[512];
+    // monitors (train/monitor.h): DeepSpeed's tensorboard, csv_monitor and wandb blocks; --tensorboard, --csv-monitor
+    int tensorboard, csv_monitor, wandb;      // on
+    char tb_path[512], csv_path[512];         // output_path: the job's directory goes in it ("": here)
+    char tb_job[128], csv_job[128];           // job_name: the files go in output_path/job_name
+    char wandb_group[128], wandb_team[128], wandb_project[128];   // for the note naming the upload line
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
     char config_auto[4096];
 } TrainConfig;
+
+// a monitor's directory: output_path/job_name, joined as DeepSpeed's os.path.join joins them
+static void monitor_job_dir(char *out, size_t n, const char *output_path, const char *job) {
+    snprintf(out, n, "%s%s%s", output_path, output_path[0] && output_path[strlen(output_path) - 1] != '/' ? "/" : "", job);
+}
 
 static void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof(*c));
@@ -179,4 +189,6 @@ static void train_config_defaults(TrainConfig *c) {
     c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's (DeepSpeed's: false)
     c->aio_block_size = 1 << 20; c->aio_queue_depth = 8; c->aio_thread_count = 1;   // DeepSpeed's aio defaults
     c->aio_single_submit = 0; c->aio_overlap_events = 1;
+    strcpy(c->tb_job, "DeepSpeedJobName"); strcpy(c->csv_job, "DeepSpeedJobName");   // DeepSpeed's defaults
+    strcpy(c->wandb_project, "deepspeed");
 }

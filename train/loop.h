@@ -23,6 +23,7 @@
 #include "train/sample.h"
 #include "train/savedir.h"
 #include "train/preempt.h"
+#include "train/monitor.h"
 
 // A hash of everything the ranks must agree on: the model and the batch shape.
 static long long config_hash(const TrainConfig *c) {
@@ -182,6 +183,8 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     cJSON *memrec = zero_memory_report(&m->zero, say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm->rank);
     jsonl_record(&log, memrec);
+    Monitor mon;   // TensorBoard and CSV files (train/monitor.h)
+    monitor_open(&mon, tc, comm, st.step, say != NULL);
 
     Rng sample_rng = {st.rng};
     long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last applied step's communication
@@ -244,6 +247,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
                        {tc->breakdown ? phase[0] * 1e3 : -1, phase[1] * 1e3, phase[2] * 1e3, phase[3] * 1e3}};
         if (say) print_step(&s, tc->steps);
         jsonl_train(&log, &s);
+        monitor_step(&mon, &s);
         cJSON *io = zero_nvme_record(&m->zero, step + 1);   // ZeRO-Infinity: the step's NVMe I/O
         if (io) jsonl_record(&log, io);
         if (v.stop[0]) fatal("%s", v.stop);
@@ -253,6 +257,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
             float vl = gpt_validate(m, &val, tc->val_batches);
             if (say) printf("step %4d/%d | val loss %.6f\n", step + 1, tc->steps, vl);
             jsonl_val(&log, step + 1, vl);
+            monitor_val(&mon, step + 1, vl);
         }
         if (do_sample && ((step + 1) % tc->sample_every == 0 || last)) gpt_generate(m, &sampler, &sample_rng, say, "sample");
         // a skipped step leaves the last applied step's state, which is saved; but not when the
@@ -294,6 +299,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
                m->zero.peak_live, m->zero.plan.live_cap, tc->max_live_elems);
     jsonl_record(&log, zero_peak_memory_report(&m->zero, say != NULL));
     jsonl_close(&log);
+    monitor_close(&mon);
     if (do_sample) sampler_free(&sampler, m);
     dataloader_free(&train);
     if (do_val) dataloader_free(&val);
