@@ -160,6 +160,7 @@ class TrainConfig:
         self.keep_last, self.timeout = 0, 600.0
         self.val_every, self.val_batches, self.sample_every, self.sample_len = 0, 8, 0, 64
         self.sampling_flags = []   # --prompt, --temperature, ...: accepted, the reference does not sample
+        self.monitor_flags = []    # --tensorboard, --csv-monitor, --job-name: accepted, the reference writes no monitor files
         self.quiet = 0
         self.zero_stage = -1
         self.persistence_threshold, self.max_live_elems = 100000, 1000000000
@@ -250,6 +251,7 @@ run
   --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
   accepted and ignored: --save-every --resume --keep-last --timeout --tokenizer --zero-stage
   --persistence-threshold --max-live --prefetch --offload --comm --offload-nvme --offload-param-nvme --nvme-tile
+  --tensorboard --csv-monitor --job-name (the monitors: the C trainers write them)
 reference only
   --device cpu|cuda        (default cpu; TF32 disabled)
   --world N                simulate N data-parallel ranks: micro batch N*B
@@ -521,6 +523,7 @@ def parse_args(argv):
             elif a == "--kv-cache": parse_int_or_die(a, v, 0, 1)
             elif a == "--temperature": flag_number(a, v, R_NONNEG)
             elif a == "--top-p": flag_number(a, v, R_TOP_P)
+        elif a in ("--tensorboard", "--csv-monitor", "--job-name"): c.monitor_flags.append(a)   # train/monitor.h: the C trainers'
         elif a == "--tokenizer": c.tokenizer_path = v
         elif a == "--quiet": c.quiet = parse_int_or_die(a, v, 0, 1)
         elif a == "--zero-stage": c.zero_stage = parse_int_or_die(a, v, 0, 3)
@@ -1584,7 +1587,7 @@ def run(argv):
             print(s, flush=True)
 
     ignored = [f for f, on in (("--resume", c.resume_dir), ("--save-every", c.save_every), ("--keep-last", c.keep_last), ("--sample-every", c.sample_every),
-                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on] + c.sampling_flags
+                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on] + c.sampling_flags + c.monitor_flags
     if ignored:
         log("note: the reference ignores %s" % ", ".join(ignored))
     # check every file before the (slow) torch import
