@@ -173,7 +173,7 @@ static const DsKey DS_KEYS[] = {
     {"scheduler.params.warmup_max_lr", NULL, DS_HONOURED, JT_NUM, &R_LR, K_WARMUP_MAX_LR, NULL, "`--lr` (WarmupLR, WarmupDecayLR; zeroc's default: `optimizer.params.lr`, else 6e-4; DeepSpeed's 0.001)"},
     {"scheduler.params.warmup_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_WARMUP_STEPS, NULL, "`--warmup` (zeroc's default 0; DeepSpeed's 1000; both use at least 2)"},
     {"scheduler.params.warmup_type", NULL, DS_HONOURED, JT_STR, NULL, K_WARMUP_TYPE, NULL, "`--warmup-type`: \"log\" (the default) or \"linear\""},
-    {"scheduler.params.total_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_TOTAL_STEPS, NULL, "the horizon of WarmupDecayLR and WarmupCosineLR; also `--steps` when that flag is not given"},
+    {"scheduler.params.total_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_TOTAL_STEPS, NULL, "`--lr-total-steps`: the horizon of WarmupDecayLR and WarmupCosineLR; also `--steps` when that flag is not given"},
     {"scheduler.params.warmup_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_WARMUP_MIN_RATIO, NULL, "`--warmup-min-ratio` (WarmupCosineLR): warm-up start as a fraction of the lr"},
     {"scheduler.params.cos_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_COS_MIN_RATIO, NULL, "`--cos-min-ratio` (WarmupCosineLR): the cosine's end as a fraction of the lr"},
     {"scheduler.params.last_batch_iteration", NULL, DS_HONOURED, JT_INT, &R_ANY_INT, K_LAST_BATCH_ITERATION, NULL, "-1 only (the start); the schedule's position is the step (`--resume` restores it)"},
@@ -650,7 +650,7 @@ static cJSON *config_json_record(const TrainConfig *c) {
     if (s == SCHED_WARMUP_COSINE_LR) add_f32(sp, "cos_min_ratio", c->cos_min_ratio);
     if (s == SCHED_COSINE) add_f32(sp, "min_lr_frac", c->min_lr_frac);
     if (s == SCHED_COSINE || s == SCHED_WARMUP_DECAY_LR || s == SCHED_WARMUP_COSINE_LR)
-        cJSON_AddNumberToObject(sp, "total_num_steps", c->sched_total > 0 ? c->sched_total : c->steps);
+        cJSON_AddNumberToObject(sp, "total_num_steps", lr_total_steps(c));
 
     cJSON *zo = cJSON_AddObjectToObject(r, "zero_optimization");
     cJSON_AddNumberToObject(zo, "stage", ZERO_STAGE);

@@ -33,6 +33,8 @@ static void print_help(const char *prog) {
            "  --warmup-type log|linear DeepSpeed's schedules: the warm-up's shape (default log)\n"
            "  --warmup-min-lr X        WarmupLR, WarmupDecayLR: warm-up start and decay end (default 0)\n"
            "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
+           "  --lr-total-steps N       the decay's horizon (DeepSpeed's total_num_steps): default --steps; with --resume\n"
+           "                           the checkpoint's, whatever --steps says (0: re-plan it to this run's --steps)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
            "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
@@ -129,7 +131,7 @@ static unsigned sched_users(int id) {
     case FROM_MIN_LR_FRAC: return 1u << SCHED_COSINE;
     case FROM_WARMUP_MIN_LR: case FROM_WARMUP_MAX_LR: return 1u << SCHED_WARMUP_LR | 1u << SCHED_WARMUP_DECAY_LR;
     case FROM_WARMUP_MIN_RATIO: case FROM_COS_MIN_RATIO: return 1u << SCHED_WARMUP_COSINE_LR;
-    case FROM_SCHED_TOTAL: return 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
+    case FROM_SCHED_TOTAL: return 1u << SCHED_COSINE | 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
     default: return 0;
     }
 }
@@ -196,7 +198,7 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_ERROR, c->from[id], "not used by the %s schedule (used by %s)%s%s", SCHED_NAMES[c->sched], names,
                   c->from[FROM_SCHED] ? ": the schedule comes from " : "", c->from[FROM_SCHED] ? c->from[FROM_SCHED] : "");
     }
-    int W = c->warmup > 2 ? c->warmup : 2, T = c->sched_total > 0 ? c->sched_total : c->steps;
+    int W = c->warmup > 2 ? c->warmup : 2, T = lr_total_steps(c);
     const char *tname = c->from[FROM_SCHED_TOTAL] ? c->from[FROM_SCHED_TOTAL] : "--steps";
     if ((c->sched == SCHED_WARMUP_DECAY_LR || c->sched == SCHED_WARMUP_COSINE_LR) && T < W)
         report_at(r, MSG_WARNING, tname, "total_num_steps %d is less than warmup_num_steps %d (DeepSpeed warns too)", T, W);
@@ -274,7 +276,7 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
 // flags also shape the samples of --sample-every.
 static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, char **argv) {
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
-        "--lr-schedule", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
+        "--lr-schedule", "--lr-total-steps", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
         "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
         "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", NULL};
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
@@ -289,6 +291,21 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     if (given[0] && c->sample) report_at(r, MSG_NOTE, "--sample", "1 samples and does not train: %s ha%s no effect", given, strchr(given, ',') ? "ve" : "s");
     if (given[0] && !c->sample) report_at(r, MSG_NOTE, NULL, "%s ha%s no effect without --sample 1 or --sample-every N", given, strchr(given, ',') ? "ve" : "s");
     if (c->sample && c->config_path[0]) report_at(r, MSG_NOTE, "--config", "when sampling only its ZeRO settings apply");
+}
+
+// The model's shape and the sequence length: each error names the flag.
+static void model_config_check(const TrainConfig *c) {
+    const ModelConfig *m = &c->model;
+    if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
+    if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
+    if (m->arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
+    if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
+}
+
+// Whether the model comes from a zeroc file read after parse_args: --resume's checkpoint, or
+// --init's model file (a Hugging Face --init is read here, hf_config_for_init).
+static int config_model_from_run_file(const TrainConfig *c) {
+    return c->resume_dir[0] || (c->init_path[0] && !st_sniff(c->init_path));
 }
 
 // Parse argv into c. Returns, or exits with the errors (one line each). --help and
@@ -345,6 +362,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--clip")) c->grad_clip = (float)flag_number(a, v, &R_CLIP);
         else if (!strcmp(a, "--adam-w-mode")) { c->adam_w_mode = flag_int(a, v, 0, 1); c->from[FROM_ADAM_W_MODE] = "--adam-w-mode"; }
         else if (!strcmp(a, "--lr-schedule")) { c->sched = sched_from_name(a, v); c->from[FROM_SCHED] = "--lr-schedule"; }
+        else if (!strcmp(a, "--lr-total-steps")) { c->sched_total = (int)flag_number(a, v, &R_STEPS); c->from[FROM_SCHED_TOTAL] = "--lr-total-steps"; }
         else if (!strcmp(a, "--warmup")) { c->warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_WARMUP] = "--warmup"; }
         else if (!strcmp(a, "--warmup-type")) {
             if (strcmp(v, "log") && strcmp(v, "linear")) fatal("%s: expected log or linear, got '%s'", a, v);
@@ -432,11 +450,9 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
         m->n_kv_head = m->n_head;
     }
-    // validation: each error names the flag
-    if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
-    if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
-    if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
-    if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
+    // a model that --resume's checkpoint or --init's model file holds replaces this one, and is
+    // checked once taken (train/checkpoint.h's config_from_run_files)
+    if (!config_model_from_run_file(c)) model_config_check(c);
 #if !TRAINER_IS_GPU
     if (gpu_only_flags & 1) report_at(&rep, MSG_NOTE, "--attention", "picks the GPU trainer's attention kernels (train_gpt); the CPU trainer has one");
     if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");

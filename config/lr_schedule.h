@@ -11,7 +11,7 @@ static double ds_warmup_gamma(const TrainConfig *c, long long t, int W) {
 }
 
 // The learning rate of optimizer step `it` (0-based: the number of optimizer steps
-// applied before this one) of a run of `total` steps.
+// applied before this one) of a schedule planned for `total` steps (lr_total_steps).
 //   cosine:   zeroc's (nanoGPT/llm.c): linear warmup lr*(it+1)/W, then cosine from lr
 //             down to lr*min_lr_frac at the last step
 //   constant: lr

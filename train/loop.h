@@ -40,6 +40,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
+    config_from_run_files(tc, *argc, *argv, comm->rank == 0);   // the model of --resume's checkpoint or --init's model file
     if (tc->estimate_world > 0) {
         config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;
@@ -220,7 +221,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         comm_phase("the optimizer step", step + 1);
         tp = wall_time();
         int applied = step - (int)guard->skipped;
-        ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
+        ZeroOptim opt = {lr_at(tc, applied, lr_total_steps(tc)), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
         zero_step_reduce(&m->zero);
         step_guard_inject(guard, &m->zero, step + 1);
         float scaled_norm = zero_global_norm(&m->zero);
