@@ -10,7 +10,12 @@ source tests/lib.sh
 if ! /usr/bin/python3 -c "import google.protobuf, crc32c" 2> /dev/null; then
     echo "SKIP: python3-protobuf and python3-crc32c are needed (bash scripts/setup.sh installs them)"; exit 77
 fi
-CHECK="/usr/bin/python3 tests/tfevents_check.py"
+# decode LOG [--tensorboard DIR] [--csv DIR]: tests/tfevents_check.py, its summary lines shown
+decode() {
+    /usr/bin/python3 tests/tfevents_check.py "$@" > "$TMP/check.out"; local st=$?
+    grep -E "^(tensorboard|csv_monitor):|PROBLEM|train_loss|loss_scale" "$TMP/check.out" | sed 's/^/       /'
+    return $st
+}
 make -s build/z0/train_gpt_cpu || exit 1
 B=./build/z0/train_gpt_cpu
 make_shard "$TMP/train.bin" 20000 250
@@ -29,8 +34,7 @@ grep -E "^(tensorboard|csv_monitor):|note: .*wandb" "$TMP/a.out" | sed 's/^/    
 check "the run (exit $rc)" $rc
 grep -q "note: .*wandb: .*wandb sync --sync-tensorboard -p zeroc-test -e me $TMP/tb/job" "$TMP/a.out"
 check "the wandb block: one note naming the upload line" $?
-$CHECK "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job" > "$TMP/check.out"; st=$?
-grep -E "^(tensorboard|csv_monitor):|PROBLEM|train_loss|eval_loss" "$TMP/check.out" | sed 's/^/       /'
+decode "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job"; st=$?
 check "every record decoded, CRCs verified, equal to the log: DeepSpeed's tags at the samples seen" $st
 head -c 40 "$TMP/csv/job/Train_Samples_train_loss.csv" | od -c | head -2 | sed 's/^/       /'
 [ "$(head -1 "$TMP/csv/job/Train_Samples_train_loss.csv")" = $'step,train_loss\r' ] && sed -n 2p "$TMP/csv/job/Train_Samples_train_loss.csv" | grep -q '^0,'
@@ -44,8 +48,7 @@ grep -E "note: (tensorboard|csv_monitor)" "$TMP/b.out" | sed 's/^/       /'
 check "the resumed run (exit $rc)" $rc
 grep -q "note: tensorboard: $TMP/tb/job: 3[0-9] records of an earlier run after step 3 (6 samples) removed" "$TMP/b.out"
 check "a note says what of the earlier run was removed" $?
-$CHECK "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job" > "$TMP/check.out"; st=$?
-grep -E "^(tensorboard|csv_monitor):|PROBLEM" "$TMP/check.out" | sed 's/^/       /'
+decode "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job"; st=$?
 [ "$(ls "$TMP"/tb/job/events.out.tfevents.* | wc -l)" = 2 ]; check "two event files: the first run's, cut after step 3, and the resumed run's" $?
 check "steps 1-6 once each, steps 4-6 with the resumed run's values (its timings differ)" $st
 
@@ -53,8 +56,7 @@ echo "== a new run in the same job starts the files over"
 $B $M --tensorboard "$TMP/tb" --csv-monitor "$TMP/csv" --job-name job --steps 2 --log "$TMP/new.jsonl" > "$TMP/c.out" 2>&1; rc=$?
 grep -q "note: tensorboard: .*a new run (no --resume) starts the job's files over" "$TMP/c.out" && [ $rc -eq 0 ]
 check "the flags --tensorboard, --csv-monitor, --job-name; a note on the earlier run's records" $?
-$CHECK "$TMP/new.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job" > "$TMP/check.out"; st=$?
-grep -E "^(tensorboard|csv_monitor):|PROBLEM" "$TMP/check.out" | sed 's/^/       /'
+decode "$TMP/new.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job"; st=$?
 check "only the new run's 2 steps remain (no breakdown: no elapsed_time_ms_* tags)" $st
 
 echo "== fp16: the loss scale; a torn last record (a crash) is cut by the next run"
@@ -62,8 +64,7 @@ $B $M --fp16 1 --tensorboard "$TMP/fp" --steps 3 --save "$TMP/ck16" --log "$TMP/
 ev=$(ls "$TMP"/fp/DeepSpeedJobName/events.out.tfevents.*)
 printf '\x30\x00\x00\x00\x00\x00\x00\x00\x01\x02' >> "$ev"   # a record cut off inside its header
 $B $M --fp16 1 --tensorboard "$TMP/fp" --steps 4 --resume "$TMP/ck16" --log "$TMP/fp16.jsonl" --quiet 1 2> /dev/null
-$CHECK "$TMP/fp16.jsonl" --tensorboard "$TMP/fp/DeepSpeedJobName" > "$TMP/check.out"; st=$?
-grep -E "^tensorboard:|PROBLEM|loss_scale" "$TMP/check.out" | sed 's/^/       /'
+decode "$TMP/fp16.jsonl" --tensorboard "$TMP/fp/DeepSpeedJobName"; st=$?
 check "Train/Samples/loss_scale with fp16, DeepSpeedJobName by default, the torn record gone" $st
 
 echo "== bad input"
