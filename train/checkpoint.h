@@ -650,7 +650,7 @@ static int checkpoint_peek(const char *dir, char *ck, size_t ckn, Manifest *m, M
 // re-plans it). --init FILE (a zeroc model file) gives its model. An explicit flag that
 // disagrees with the model is one error naming both (config_take_model). Then the model
 // is checked as parse_args checks a model from flags.
-static void config_from_run_files(TrainConfig *tc, int argc, char **argv, int say) {
+static void config_from_run_files(TrainConfig *tc, int world, int argc, char **argv, int say) {
     ModelConfig mc;
     char ck[1100], err[1600];
     Manifest m;
@@ -660,9 +660,12 @@ static void config_from_run_files(TrainConfig *tc, int argc, char **argv, int sa
         snprintf(tc->preset, sizeof(tc->preset), "(checkpoint)");
         int batch_given = tc->from[FROM_B] || tc->from[FROM_ACCUM] || tc->from[FROM_TOTAL];
         if (!tc->sample && !flag_given(argc, argv, "--seq") && m.seq > 0) tc->T = m.seq;
-        if (!tc->sample && !batch_given && m.total_batch > 0) {   // the same micro batch; the accumulation fills the global batch
-            tc->total_batch = m.total_batch; tc->B = m.batch;
-            tc->from[FROM_TOTAL] = tc->from[FROM_B] = "--resume";
+        if (!tc->sample && !batch_given && m.total_batch > 0) {
+            // the same global batch; the same micro batch where this world size can keep it (the accumulation
+            // fills the rest), else the global batch over the ranks without accumulation
+            tc->total_batch = m.total_batch;
+            tc->from[FROM_TOTAL] = "--resume";
+            if (m.batch > 0 && m.total_batch % ((long long)m.batch * world) == 0) { tc->B = m.batch; tc->from[FROM_B] = "--resume"; }
         }
         if (!flag_given(argc, argv, "--steps") && !tc->from[FROM_SCHED_TOTAL] && m.steps > 0) tc->steps = m.steps;
         if (!tc->from[FROM_SCHED_TOTAL] && m.lr_total_steps > 0) {

@@ -40,7 +40,8 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
-    config_from_run_files(tc, *argc, *argv, comm->rank == 0);   // the model of --resume's checkpoint or --init's model file
+    // the model of --resume's checkpoint or --init's model file (and what else the checkpoint's run sets)
+    config_from_run_files(tc, tc->estimate_world > 0 ? tc->estimate_world : comm->world, *argc, *argv, comm->rank == 0);
     if (tc->estimate_world > 0) {
         config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;
