@@ -92,7 +92,10 @@ def compare(want, got, say=print):
 def main(argv):
     if len(argv) != 4 or argv[2] != "--log":
         sys.exit(__doc__.strip().split("\n\n")[1])
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        sys.exit("tensorboard_check: the tensorboard package is not installed for %s" % sys.executable)
     acc = EventAccumulator(argv[1], size_guidance={"scalars": 0})   # 0: keep every point
     acc.Reload()
     got = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
