@@ -126,11 +126,14 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
     if (!model_file_config(path, &fm, &file_params, err, errn)) return 0;
     // the run took its model from this file (config_from_run_files), unless a fall-back checkpoint holds another
     if (fm.arch != c->arch) { snprintf(err, errn, "%s: the file's model is %s, this run's %s", path, arch_name(fm.arch), arch_name(c->arch)); return 0; }
+#define MF_FIELD(name, a, b) {name, (double)(a), (double)(b)}
     struct { const char *name; double file, run; } chk[] = {
-        {"layers", fm.n_layer, c->n_layer}, {"heads", fm.n_head, c->n_head}, {"key/value heads", fm.n_kv_head, c->n_kv_head},
-        {"width", fm.d_model, c->d_model}, {"MLP width", fm.d_ff, c->d_ff}, {"vocabulary", fm.vocab_size, c->vocab_size},
-        {"maximum sequence length", fm.max_seq, c->max_seq}, {"norm epsilon", fm.norm_eps, c->norm_eps},
-        {"RoPE base", fm.rope_theta, c->rope_theta}, {"parameters", (double)file_params, (double)num_params}};
+        MF_FIELD("layers", fm.n_layer, c->n_layer), MF_FIELD("heads", fm.n_head, c->n_head),
+        MF_FIELD("key/value heads", fm.n_kv_head, c->n_kv_head), MF_FIELD("width", fm.d_model, c->d_model),
+        MF_FIELD("MLP width", fm.d_ff, c->d_ff), MF_FIELD("vocabulary", fm.vocab_size, c->vocab_size),
+        MF_FIELD("maximum sequence length", fm.max_seq, c->max_seq), MF_FIELD("norm epsilon", fm.norm_eps, c->norm_eps),
+        MF_FIELD("RoPE base", fm.rope_theta, c->rope_theta), MF_FIELD("parameters", file_params, num_params)};
+#undef MF_FIELD
     for (size_t i = 0; i < sizeof(chk) / sizeof(chk[0]); i++)
         if (chk[i].file != chk[i].run) {
             snprintf(err, errn, "%s: the file's model has %s %.9g, this run's %.9g", path, chk[i].name, chk[i].file, chk[i].run);
