@@ -91,8 +91,9 @@ int main(int argc, char **argv) {
         gpt_forward(&m, targets, 1);
         float l = gpt_step_loss(&m);
         gpt_backward(&m, targets, 1.0f);
-        ZeroOptim o = {tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, tc.grad_clip, s + 1};
-        zero_step_end(&m.zero, &o);
+        ZeroOptim o = {tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, s + 1};
+        zero_step_reduce(&m.zero);   // the step as train/loop.h makes it, without the guard
+        zero_step_update(&m.zero, &o, zero_clip_coef(tc.grad_clip, zero_global_norm(&m.zero)));
         double d = fabs(l - ref_losses[s]) / fabs(ref_losses[s]);
         if (d > worst_step) worst_step = d;
         ok = d <= tol_loss; fails += !ok;

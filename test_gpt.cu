@@ -57,8 +57,9 @@ static void run_steps(GPT *m, const TrainConfig *tc, Comm *comm, const float *fl
         losses[s] = gpt_step_loss(m);
         gpt_backward(m, targets, 1.0f);
         zero_micro_step_end(&m->zero);
-        ZeroOptim o = {tc->lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, s + 1};
-        zero_step_end(&m->zero, &o);
+        ZeroOptim o = {tc->lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay, s + 1};
+        zero_step_reduce(&m->zero);   // the step as train/loop.h makes it, without the guard
+        zero_step_update(&m->zero, &o, zero_clip_coef(tc->grad_clip, zero_global_norm(&m->zero)));
     }
     cudaCheck(cudaDeviceSynchronize());
     gpt_free(m);

@@ -24,7 +24,8 @@
 //   all_gather(send, recv, n)     recv holds world*n; rank r's n elements land
 //                                 at recv + r*n. In place when send == recv + rank*n.
 //   barrier()
-// and non-blocking forms that return a CommRequest finished by comm_wait().
+// all_reduce and reduce_scatter are non-blocking (comm_iall_reduce, comm_ireduce_scatter:
+// a CommRequest finished by comm_wait()); all_gather comes in both forms.
 //
 // Each rank counts the bytes of every call by collective, in the ZeRO paper's
 // units: an all-gather or reduce-scatter over a buffer of X bytes counts X, and an

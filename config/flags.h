@@ -475,5 +475,4 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);
-    c->zero_stage = ZERO_STAGE;
 }

@@ -111,7 +111,7 @@ typedef struct {
     const char *prompt;   // argv's text; "": the samples start from <|endoftext|> alone
     int quiet;
     // ZeRO (see zero.h)
-    int zero_stage;                 // must equal the compiled ZERO_STAGE
+    int zero_stage;                 // the stage the flags or config ask for (-1: none); only checked against ZERO_STAGE, the build's
     long long persistence_threshold;// stage3_param_persistence_threshold
     long long max_live_elems;       // stage3_max_live_parameters
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
@@ -185,7 +185,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->keep_last = 0; c->timeout = 600;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
     c->sample = 0; c->num_samples = 1; c->top_k = 0; c->kv_cache = 1; c->temperature = 1.0f; c->top_p = 1.0f; c->prompt = "";
-    c->zero_stage = -1;  // not asked for: take the compiled stage
+    c->zero_stage = -1;  // not asked for: the build's stage
     c->persistence_threshold = 100000LL;
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;

@@ -131,7 +131,7 @@ def main():
                     if comm["reduced_in_backward"] != comm["units"]:
                         ok = False; notes.append(f"{comm['reduced_in_backward']} of {comm['units']} units reduced in the backward")
                     if stage == 3 and world == 1:
-                        # one rank: the shard is the model, used in place (zero_shard_whole): no gathers,
+                        # one rank: the shard is the model, used in place (zero_placement: whole): no gathers,
                         # no gather arena, no all-gather bytes
                         peak = max(r["peak_live_elems"] for r in records(log, "train"))
                         gathered = mem["measured_bytes"]["gathered_params"]

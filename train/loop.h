@@ -181,7 +181,7 @@ static double phase_clock(GPT *m, const TrainConfig *tc) {
 static ZeroOptim step_optim(const TrainConfig *tc, const StepGuard *guard, int step) {
     int applied = step - (int)guard->skipped;
     ZeroOptim o = {.lr = lr_at(tc, applied, lr_total_steps(tc)), .beta1 = tc->beta1, .beta2 = tc->beta2, .eps = tc->eps,
-                   .weight_decay = tc->weight_decay, .grad_clip = tc->grad_clip, .t = applied + 1};
+                   .weight_decay = tc->weight_decay, .t = applied + 1};
     return o;
 }
 

@@ -20,7 +20,7 @@ static void zero_plan_print(const Zero *z) {
                ZERO_STAGE == 3 ? (U->persistent ? "persistent (kept whole)" : "gathered per use") : "");
     }
 #if ZERO_STAGE == 3
-    if (z->whole) printf("stage 3 at one rank: the shard is the whole model, every unit is used in place (nothing gathered)\n");
+    if (z->place.whole) printf("stage 3 at one rank: the shard is the whole model, every unit is used in place (nothing gathered)\n");
     else printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
                 z->cfg->prefetch ? "one unit ahead" : "off");
 #endif
@@ -39,7 +39,7 @@ typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
 // this run's, from its types
 static ZeroBytesPerParam zero_bytes_per_param(const Zero *z) {
-    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (z->separate_master ? 4 : 0)};
+    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (z->place.separate_master ? 4 : 0)};
 }
 
 // The paper's formula for one model state at a stage and world size, for psi parameters.
@@ -288,7 +288,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     if (print && in_files)
         printf("| %-16s | %14.0f | NVMe offload: %s%s%s in this rank's files, not in memory (counted above)\n", "nvme (files)", in_files,
                z->nvme_mem[MEM_PARAMS] ? "the parameter shard" : "", z->nvme_mem[MEM_PARAMS] && z->nvme_mem[MEM_OPTIM] ? " and " : "",
-               z->nvme_mem[MEM_OPTIM] ? (z->separate_master ? "the fp32 master, m and v" : "m and v") : "");
+               z->nvme_mem[MEM_OPTIM] ? (z->place.separate_master ? "the fp32 master, m and v" : "m and v") : "");
     // the accelerator as a whole, and what offload keeps in pinned host memory
     size_t used_b = 0, total_b = 0;
     if (zb_device_memory(&z->be, &used_b, &total_b)) {
@@ -297,7 +297,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
         cJSON *host = cJSON_AddObjectToObject(rec, "host_pinned_bytes");
         size_t host_total = 0;
         for (int k = 0; k < N_MEM; k++) { cJSON_AddNumberToObject(host, MEM_NAMES[k], (double)z->host_mem[k]); host_total += z->host_mem[k]; }
-        cJSON_AddBoolToObject(rec, "offload", z->offload);
+        cJSON_AddBoolToObject(rec, "offload", z->place.offload);
         if (print) {
             printf("| %-16s | %14zu | cudaMemGetInfo: used of %.1f GiB (all allocations, CUDA context included)\n",
                    "device in use", used_b, total_b / 1073741824.0);
@@ -374,16 +374,16 @@ static void zero_comm_theory(const Zero *z, int K, double out[N_COLL]) {
     out[COLL_REDUCE_SCATTER] = psi;                    // once, at the boundary
     out[COLL_ALL_GATHER] = psi;
 #elif ZERO_STAGE == 2
-    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZB_ONE_RANK_IN_PLACE ? K * psi : 0;   // every micro-step (one rank: none)
+    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0;   // every micro-step (one rank: none)
     out[COLL_ALL_GATHER] = psi;
 #elif ZERO_STAGE == 3
-    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZB_ONE_RANK_IN_PLACE ? K * psi : 0;
+    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0;
     // Every micro-step gathers each unit of the gather order: the layers twice, the
     // embedding twice with a tied head, the final unit once. Persistent units are
-    // gathered once after the step instead. At one rank nothing is (zero_shard_whole).
+    // gathered once after the step instead. At one rank nothing is (zero_placement's whole).
     double per_micro = 0, persistent = 0;
-    for (int i = 0; i < p->n_fetch_train && !z->whole; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
-    for (int i = 0; i < p->n_units && !z->whole; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
+    for (int i = 0; i < p->n_fetch_train && !z->place.whole; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
+    for (int i = 0; i < p->n_units && !z->place.whole; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
     out[COLL_ALL_GATHER] = K * per_micro + persistent;
 #endif
 }

@@ -1,10 +1,13 @@
 // zero/backend.h: what zero.h and its two backends share: the types of the
 // primitives' interface, and the list of the primitives. zero/host.h implements
 // them for the CPU trainer (plain memory, MPI), zero/device.cuh for the GPU
-// trainer (device memory, streams, NCCL or host-staged MPI).
+// trainer (device memory, streams, NCCL or host-staged MPI). The primitives are
+// named zb_*. Each backend also sets ZPARAM_DT (the datatype parameters and
+// gradients travel in) and two switches, ZERO_ONE_RANK_IN_PLACE and
+// ZERO_GRADS_FIRST_WRITE, that zero.h reads.
 //
-//   zb_init / zb_destroy                  the primitives' own state (the offload staging zero.h allocated; the NVMe files)
-//   zb_alloc / zb_free                    a zeroed buffer (ZMEM_WORK or ZMEM_HOST: the same here)
+//   zb_init / zb_destroy                  the primitives' own state: the offload staging, the NVMe files
+//   zb_alloc / zb_free                    a zeroed buffer in working memory or (GPU) pinned host memory
 //   zb_fill, zb_copy                      memset, memcpy (queued on the GPU)
 //   zb_upload, zb_download                to / from host memory, complete on return
 //   zb_upload_floatX                      fp32 host values into a floatX buffer
@@ -19,12 +22,12 @@
 //   zb_state_read / zb_state_write        a range of a state plane (master, m, v, stage 3's parameter shard)
 //   zb_state_write_floatX                 fp32 values into stage 3's NVMe parameter shard, as floatX
 //   zb_adamw_partition                    AdamW on this rank's partition, segment by segment in shard order
-//   zb_lean_init / zb_lean_sumsq / zb_lean_adamw   the GPU's lean step (the norm and AdamW over the whole
-//                                         partition, one launch each); here it declines: the segment walk runs
+//   zb_lean_init / zb_lean_sumsq / zb_lean_adamw   the GPU's lean step: the norm and AdamW over the whole
+//                                         partition, one launch each. The CPU declines it and walks the segments.
 //   zb_param_read_ahead / zb_param_slice_to   stage 3: a unit's slice of the parameter shard into the
 //                                         gather arena (from NVMe: read one unit ahead)
 //   zb_nvme_stats                         ZeRO-Infinity's I/O since the last call
-//   zb_device_memory                      the accelerator's used / total bytes (none here)
+//   zb_device_memory                      the accelerator's used / total bytes (none on the CPU)
 #pragma once
 #include "comm/comm.h"
 #include "config/train_config.h"
@@ -49,10 +52,10 @@ static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "ga
 // file on NVMe (ZeRO-Infinity: not in memory at all)
 enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };
 
-// AdamW's view of one segment of the partition (zero_adamw_partition): its shard
-// offset and length, its weight decay, where its reduced gradient and its working
-// parameters are (param NULL: in the NVMe parameter shard, at so)
+// AdamW's view of one segment of the partition: its shard offset and length, its
+// weight decay, and where its reduced gradient and its working parameters are.
+// param is NULL where the parameters are in the NVMe shard, at offset so.
 typedef struct { size_t so, n; float weight_decay; const zgrad_t *grad; floatX *param; } ZeroAdamSeg;
-// what of the step a backend runs over the whole partition at once (zb_lean_init): the norm, AdamW
-enum { ZB_LEAN_NORM = 1, ZB_LEAN_ADAMW = 2 };
+// What of the step a backend runs over the whole partition at once (zb_lean_init).
+enum { LEAN_NORM = 1, LEAN_ADAMW = 2 };
 

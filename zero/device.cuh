@@ -36,7 +36,7 @@
 #define ZPARAM_DT DT_FLOATX
 // at one rank the reduce-scatter still runs, as comm_alone's device copy (comm/comm.h) on the compute stream,
 // which precedes everything that reads the reduced gradient or reuses the slot (stream order)
-#define ZB_ONE_RANK_IN_PLACE 0
+#define ZERO_ONE_RANK_IN_PLACE 0
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
 
@@ -59,7 +59,7 @@ typedef struct {
     // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
     AdamWRun<zgrad_t> *runs;
     int n_runs, norm_grid, adam_grid;
-    uint32_t *decay_mask;        // (zero.h's buffer: ZB_DECAY_MASK)
+    uint32_t *decay_mask;        // (zero/placement.h: ZBUF_DECAY_MASK)
     unsigned int *norm_blocks_done;
 } ZeroBackend;
 
@@ -81,8 +81,8 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
     cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
 }
 
-// staging_grad / staging_params: ZeRO-Offload's pinned staging (zero.h's buffer
-// table allocates it; NULL without offload); the backend owns it from here
+// staging_grad / staging_params: ZeRO-Offload's pinned staging, which zero/placement.h's
+// buffer table allocates (NULL without offload); the backend owns it from here
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
     memset(b, 0, sizeof(*b));
     b->comm = comm;
@@ -195,7 +195,7 @@ static void zb_copy_tile(size_t off, size_t n, void *ctx) {
 
 static void zb_state_init(ZeroBackend *b, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
                           void *nvme_buffers, int say) {
-    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);   // (nvme_buffers: pinned, zero.h's)
+    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);   // (nvme_buffers: pinned, zero/placement.h's)
     if (b->state.plane[ZS_PARAM] >= 0)
         for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&b->unit_copied[i], cudaEventDisableTiming));
 }
@@ -249,30 +249,32 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
 }
 
 // ----------------------------------------------------------------------------
-// The lean optimizer step: the global norm and AdamW over the whole partition in one launch
-// each (cuda/global_norm.cuh's global_norm_squared_runs, adamw.cuh's adamw_gpu_runs) instead of
-// one or two per segment (~150 segments for GPT-2 124M at one rank). The norm always (the reduced
-// gradients are on the GPU in every configuration, so offload's CPU-Adam and the on-GPU AdamW
-// clip by the same norm, to the bit); AdamW where the step's state is in device memory (offload
-// and NVMe keep CPU-Adam's walk above).
+// The lean optimizer step (--lean-step 1): the global norm and AdamW over the whole
+// partition in one launch each (cuda/global_norm.cuh's global_norm_squared_runs, adamw.cuh's
+// adamw_gpu_runs) instead of one or two per segment, about 150 for GPT-2 124M at one rank.
+// With it the norm always runs this way: the reduced gradients are on the GPU in every
+// configuration, so offload's CPU-Adam and the GPU's AdamW clip by the same norm, to the
+// bit. AdamW runs this way where the step's state is in device memory; offload and NVMe
+// keep CPU-Adam's walk above.
 //
-// zero.h hands over, once, the partition's runs (a unit slice each: its shard offset and
-// length, padding included, where its reduced gradient and working parameters are) and its
-// segments (weight_decay non-zero: the tensor decays). Runs that continue each other in the
-// gradient and in the parameters are merged (at one rank the whole partition is one run; the
-// master, m and v are contiguous by shard offset anyway). The padding of a unit (up to P*16
-// elements) is in the runs: its gradients, parameters, master, m and v are all zero (zeroed
-// allocations, params_read's zeros, reductions of zeros), and AdamW leaves them zero (with g = 0,
-// no decay: m = fma(0, c1, beta1*0) = +0, v = +0, d = fma(sqrt(0), ibc2, eps) = eps > 0,
-// p = fma(0/eps, nstep, 0) = fma(+0, nstep, +0) = +0: -0 + +0 rounds to +0); their squares add
-// zero to the norm. So the padding costs its bytes (none for GPT-2 124M below 5 ranks) and changes
-// no value; what the lean norm does change is the order of the fp32 sum (another tree than segment
-// by segment): the norm agrees to rounding, the clip coefficient with it; AdamW with the same
-// coefficient is bitwise the per-segment update.
-// decay_mask: zero.h's buffer for AdamW's weight-decay bits (a zeroed bit per element of the shard),
-// allocated where the state and the parameters are in device memory (zero_placement's lean_adamw);
-// NULL: AdamW stays the segment walk (offload's CPU-Adam, NVMe, --lean-step 0).
-// Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --lean-step 0).
+// zero.h hands over, once, the partition's runs and its segments. A run is a unit's
+// slice, padding included: its shard offset and length, and where its reduced gradient
+// and working parameters are. A segment decays where its weight_decay is non-zero. Runs
+// that continue each other in the gradient and in the parameters are merged, so at one
+// rank the whole partition is one run; the master, m and v are contiguous by shard
+// offset anyway.
+//
+// The padding changes no value. Its gradients, parameters, master, m and v start at zero
+// (zeroed allocations, zeros read, reductions of zeros), their squares add nothing to the
+// norm, and AdamW leaves them zero: with g = 0 and no decay, m = fma(0, c1, beta1*0) = +0,
+// v = +0, d = fma(sqrt(0), ibc2, eps) = eps > 0, and p = fma(+0, nstep, +0) = +0. What the
+// lean norm does change is the order of the fp32 sum, so the norm and the clip coefficient
+// agree to rounding; AdamW with the same coefficient is bitwise the per-segment update.
+//
+// decay_mask is zero/placement.h's buffer for AdamW's weight-decay bits, one per element of
+// the shard, allocated where the state and the parameters are in device memory (lean_adamw).
+// Where it is NULL, AdamW stays the segment walk (offload's CPU-Adam, NVMe, --lean-step 0).
+// Returns what of the step runs this way: LEAN_NORM | LEAN_ADAMW, or 0 with --lean-step 0.
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
                         size_t shard_elems, uint32_t *decay_mask) {
     if (!b->lean || n_runs < 1) return 0;
@@ -286,7 +288,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
     for (int i = 0; i < n_runs; i++) {
         const ZeroAdamSeg *s = &runs[i];
         floatX *param = adamw ? s->param : NULL;   // (the norm reads only the gradients)
-        // what both kernels rely on: 16-element multiples and aligned vectors (zero.h's ZERO_ALIGN padding)
+        // what both kernels rely on: 16-element multiples and aligned vectors (zero/plan.h's ZERO_ALIGN padding)
         CUDA_REQUIRE(s->so % 16 == 0 && s->n % 16 == 0 && is_aligned16(s->grad) && (!param || is_aligned16(param)));
         AdamWRun<zgrad_t> *last = n ? &r[n - 1] : NULL;
         if (last && last->off + last->n == s->so && last->grad + last->n == s->grad && (!param || last->param + last->n == param))
@@ -314,7 +316,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
         printf("lean optimizer step (--lean-step 1): the global norm%s in one launch over the partition's %d run%s "
                "(%zu elements)%s\n", adamw ? " and AdamW each" : "", n, n > 1 ? "s" : "", shard_elems,
                adamw ? "" : ", AdamW on the host (CPU-Adam)");
-    return ZB_LEAN_NORM | (adamw ? ZB_LEAN_ADAMW : 0);
+    return LEAN_NORM | (adamw ? LEAN_ADAMW : 0);
 }
 
 // the partition's sum of squares into norm_dev, one launch (zb_sumsq_take reads it)

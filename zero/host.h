@@ -1,39 +1,34 @@
-// zero/host.h: zero.h's data-movement primitives for the CPU trainer. Every
-// buffer is ordinary host memory, every collective is MPI and complete when it
-// returns (or when it is waited for), the fp32 parameters are themselves the
+// zero/host.h: zero.h's data-movement primitives for the CPU trainer, listed in
+// zero/backend.h. Every buffer is ordinary host memory and every collective is MPI,
+// complete when it returns or is waited for. The fp32 parameters are themselves the
 // master weights, and the optimizer is CPU-Adam (adamw.cuh). zero/device.cuh
 // implements the same calls for the GPU trainer.
 //
-// fp16 mode (--fp16 1, fp16.enabled): a model of what the fp16 GPU build
-// (make train_gpt FP16=1) stores, so that loss scaling and its overflows happen
-// for real. The buffers stay fp32, but every value the GPU would store as fp16
-// is rounded to the nearest fp16 value (fp16_round: round to nearest even,
-// magnitudes from 65520 up become Inf) at the place the GPU stores it:
-//   - parameters: a separate fp32 master (zero.h's zero_placement) is what AdamW
-//     updates and checkpoints hold; the working parameters are the master
-//     rounded (zb_upload_floatX at load, zb_adamw_partition after each update), and those
-//     rounded values are what the all-gathers move and the forward reads;
+// fp16 mode (--fp16 1, fp16.enabled) models what the fp16 GPU build (make train_gpt
+// FP16=1) stores, so that loss scaling and its overflows happen for real. The buffers
+// stay fp32, but every value the GPU would store as fp16 is rounded to the nearest
+// fp16 value where the GPU stores it (fp16_round: ties to even, 65520 and up to Inf):
+//   - parameters: AdamW updates a separate fp32 master, which checkpoints hold. The
+//     working parameters are the master rounded, at load (zb_upload_floatX) and after
+//     each update (zb_adamw_piece); the all-gathers move and the forward reads those.
 //   - gradients: each unit's gradient after every backward step that writes it
-//     (zb_grads_stored: the micro-steps of stages 0-1 accumulate in fp16, as the
-//     GPU's do), and the reduced gradient (stages 0-1: the averaged slice,
-//     zb_grad_slice_final; stages 2-3: the reduce-scatter's output before its
-//     fp32 accumulation, zb_accumulate_reduced; the fp32 shard itself is fp32 on
-//     the GPU too).
-// Not modelled: activations and activation gradients stay fp32 (the GPU's are
-// fp16), and a reduction sums fp16 values in fp32 before its result is rounded
-// (NCCL adds in fp16). Without fp16 nothing here rounds anything.
-//
-// The calls are listed in zero/backend.h.
+//     (zb_grads_stored), so stages 0-1 accumulate micro-steps in fp16 as the GPU does;
+//     and the reduced gradient, which is the averaged slice in stages 0-1
+//     (zb_grad_slice_final) and the reduce-scatter's output before its fp32
+//     accumulation in stages 2-3 (zb_accumulate_reduced).
+// Not modelled: activations and their gradients stay fp32, and a reduction sums fp16
+// values in fp32 before rounding the result, where NCCL adds in fp16. Without fp16
+// nothing here rounds anything.
 #pragma once
 #include "zero/state.h"
 
 #define ZPARAM_DT DT_F32
-// at one rank a reduced gradient is the gradient itself: zb_accumulate_reduced reads the slot in place
-// (zero.h skips the reduce-scatter, which MPI would run as a copy through a temporary buffer)
-#define ZB_ONE_RANK_IN_PLACE 1
-// the CPU trainer's backward writes a unit's gradients instead of adding them when zero_grads_first_write
-// says so (zero.h: stages 0-1 then skip zeroing those units at every step)
-#define ZB_GRADS_FIRST_WRITE 1
+// At one rank a reduced gradient is the gradient itself, so zero.h skips the reduce-scatter,
+// which MPI would run as a copy through a temporary buffer, and accumulates the slot in place.
+#define ZERO_ONE_RANK_IN_PLACE 1
+// The CPU trainer's backward writes a unit's gradients instead of adding them where
+// zero_grads_first_write says so, and stages 0-1 then skip zeroing those units.
+#define ZERO_GRADS_FIRST_WRITE 1
 
 typedef struct {
     Comm *comm;
@@ -91,33 +86,33 @@ static void zb_slot_release(ZeroBackend *b, int slot) {}   // the call that star
 static void zb_wait_collectives(ZeroBackend *b) {}
 static void zb_sync(ZeroBackend *b) {}   // every queued operation done (the breakdown's timings): nothing is queued here
 
-// Squares summed in double, in an order that depends on n only, never on the thread count:
-// blocks of ZB_SUMSQ_BLOCK elements, taken by the threads in turn; a block is summed in
-// ZB_SUMSQ_LANES interleaved lanes (independent chains, which the compiler turns into vector
-// FMAs: one chain of dependent adds ran at one element per add's latency), the lanes then
-// added in order; the blocks' sums are added to the running sum in order.
-#define ZB_SUMSQ_LANES 16
-#define ZB_SUMSQ_BLOCK ((size_t)1 << 16)
+// Squares summed in double, in an order that depends on n only, never on the thread
+// count. The threads take blocks of SUMSQ_BLOCK elements in turn, and the blocks' sums
+// are added in order. A block is summed in SUMSQ_LANES interleaved lanes, which the
+// compiler turns into vector FMAs; one chain of dependent adds ran at one element per
+// add's latency.
+#define SUMSQ_LANES 16
+#define SUMSQ_BLOCK ((size_t)1 << 16)
 static double zb_sumsq_block(const zgrad_t *g, size_t n) {
-    double lane[ZB_SUMSQ_LANES] = {0};
+    double lane[SUMSQ_LANES] = {0};
     size_t i = 0;
-    for (; i + ZB_SUMSQ_LANES <= n; i += ZB_SUMSQ_LANES) {
+    for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES) {
         #pragma omp simd
-        for (int l = 0; l < ZB_SUMSQ_LANES; l++) lane[l] += (double)g[i + l] * g[i + l];
+        for (int l = 0; l < SUMSQ_LANES; l++) lane[l] += (double)g[i + l] * g[i + l];
     }
     for (int l = 0; i < n; i++, l++) lane[l] += (double)g[i] * g[i];
     double s = 0;
-    for (int l = 0; l < ZB_SUMSQ_LANES; l++) s += lane[l];
+    for (int l = 0; l < SUMSQ_LANES; l++) s += lane[l];
     return s;
 }
 static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
-    size_t blocks = (n + ZB_SUMSQ_BLOCK - 1) / ZB_SUMSQ_BLOCK;
+    size_t blocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     if (blocks <= 1) { b->sumsq += zb_sumsq_block(g, n); return; }
     double *part = (double *)xmalloc(sizeof(double) * blocks, "gradient norm blocks");
     #pragma omp parallel for schedule(dynamic, 1)
     for (size_t k = 0; k < blocks; k++) {
-        size_t i0 = k * ZB_SUMSQ_BLOCK;
-        part[k] = zb_sumsq_block(g + i0, n - i0 < ZB_SUMSQ_BLOCK ? n - i0 : ZB_SUMSQ_BLOCK);
+        size_t i0 = k * SUMSQ_BLOCK;
+        part[k] = zb_sumsq_block(g + i0, n - i0 < SUMSQ_BLOCK ? n - i0 : SUMSQ_BLOCK);
     }
     for (size_t k = 0; k < blocks; k++) b->sumsq += part[k];
     free(part);

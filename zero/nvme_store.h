@@ -472,9 +472,6 @@ static size_t nvme_stream_tile(size_t want, size_t elems) {
     return t < all ? t : all;
 }
 
-// tiles in memory at once: reading ahead needs one more than updating, writing behind one more
-static int nvme_stream_min_slots(int pipeline_read, int pipeline_write) { return 1 + pipeline_read + pipeline_write; }
-
 // buf: slots x Σ round(tile x elem) bytes, NVME_ALIGN-aligned (the caller allocates it)
 static size_t nvme_stream_buffer_bytes(const NvmeStore *s, const int *plane, int n, size_t tile, int slots) {
     size_t per = 0;

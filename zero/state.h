@@ -7,7 +7,7 @@
 //   ZS_M, ZS_V AdamW's moments
 //   ZS_PARAM   stage 3: this rank's parameter shard (floatX); without a separate master
 //              (the CPU trainer in fp32) it IS the master
-// Each plane is in memory (zero.h's buffers, which the backend reads and writes with its
+// Each plane is in memory (zero/placement.h's buffers, which the backend reads and writes with its
 // own copies) or in this rank's file under a directory (nvme_optim_dir: master, m, v;
 // nvme_param_dir: the parameter shard). The CPU trainer's fp32 parameters are its master
 // and stay in memory in stages 0-2 (the forward reads them whole there): only m and v
@@ -49,7 +49,7 @@ typedef struct {
     int steps;
 } ZeroNvme;
 
-// What the NVMe path asks for, from the flags and config (zero.h's buffer table and zb_state_init).
+// What the NVMe path asks for, from the flags and config (zero/placement.h's buffer table and zb_state_init).
 typedef struct {
     int on[N_ZSTATE];            // plane on NVMe
     size_t elem[N_ZSTATE];
@@ -184,9 +184,9 @@ static void zero_nvme_rw(ZeroNvme *st, int k, size_t off, size_t n, void *host, 
 // ----------------------------------------------------------------------------
 // the optimizer step: the partition's segments in shard order
 
-// one piece of a segment (elements [at, at + n) of it) that lies in one tile: the master,
-// m, v and the parameters where the piece is now (param_in_tile: the parameters are a tile
-// of the NVMe parameter shard, host memory, rather than the working parameters)
+// One piece of a segment, its elements [at, at + n), that lies in one tile, with the master,
+// m, v and parameters where the piece is now. param_in_tile: the parameters are a tile of the
+// NVMe parameter shard in host memory, not the working parameters.
 typedef void (*ZeroAdamPiece)(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
                               floatX *param, int param_in_tile);
 
@@ -212,8 +212,8 @@ static void zero_adam_tile(size_t off, size_t n, void *const *tile, void *ctx) {
     }
 }
 
-// AdamW over the partition: seg (in shard order; a segment's param NULL: in the NVMe
-// parameter shard) piece by piece. Everything in memory: one piece per segment.
+// AdamW over the partition, piece by piece. seg is in shard order; a segment whose param
+// is NULL has its parameters in the NVMe shard. With everything in memory a piece is a segment.
 static void zero_state_adamw(ZeroNvme *st, const ZeroAdamSeg *seg, int n_seg, ZeroAdamPiece piece, void *ctx) {
     ZeroAdamWalk w = {st, seg, n_seg, 0, piece, ctx};
     if (!st->open) { zero_adam_tile(0, st->elems, NULL, &w); return; }

@@ -7,7 +7,7 @@
 // pointers, sizes with tails. The kernel follows the reference operation order with explicit
 // round-to-nearest intrinsics, so the result is expected bitwise equal; the limit is 1 ulp.
 // Then the lean step (adamw_gpu_runs, zero/device.cuh's one launch over the partition) against the
-// per-segment path and the CPU on GPT-2 124M's real partition at P = 1, 2 and 5 (dev/cuda/zero_partition.cuh),
+// per-segment path and the CPU on GPT-2 124M's real partition at P = 1, 2 and 5 (dev/cuda/gpt2_plan.cuh),
 // bitwise, and both timed (alternating rounds, medians, the ratio).
 // Exit 0 pass, 1 fail, 77 no usable GPU.
 #include <cuda_runtime.h>
@@ -21,7 +21,7 @@
 #include "cuda/common.cuh"
 #include "adamw.cuh"
 #include "dev/cuda/kernel_check.cuh"   // time_us
-#include "dev/cuda/zero_partition.cuh"
+#include "dev/cuda/gpt2_plan.cuh"
 
 
 static uint64_t g_rng = 0x12345678abcdefull;
@@ -126,7 +126,7 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
 // The lean step (adamw_gpu_runs: one launch over a partition's runs, weight decay by a bit mask)
 // against the per-segment path (adamw_gpu_step on each segment with its tensor's weight decay: what
 // zero/device.cuh runs by default, --lean-step 0) and against the CPU reference (adamw_cpu_step on each
-// segment), on GPT-2 124M's partition as zero.h lays it out (dev/cuda/zero_partition.cuh). Expected
+// segment), on GPT-2 124M's partition as zero/plan.h lays it out (dev/cuda/gpt2_plan.cuh). Expected
 // bitwise equal everywhere: the master, m, v (padding included: it must stay zero) and the whole
 // floatX parameter buffer.
 
@@ -134,7 +134,7 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
 // (stages 0-1) or in the fp32 gradient shard (stages 2-3); parameters in the full buffer (stages
 // 0-2; at P = 1 stage 3's shard is the same contiguous array)
 template <typename G> struct LeanCase {
-    const DevPartition *d;
+    const ZeroPlan *d;
     int merged;              // one run for the whole partition (what zb_lean_init merges P = 1 into)
     int grid;                // 0: adamw_runs_grid's
     float wd, gs; int l2;
@@ -145,7 +145,7 @@ template <typename G> struct LeanCase {
 };
 
 struct LeanState { float *master, *m, *v; floatX *param; };
-static LeanState lean_state_alloc(const DevPartition &d, const float *master_h) {
+static LeanState lean_state_alloc(const ZeroPlan &d, const float *master_h) {
     LeanState s;
     cudaCheck(cudaMalloc(&s.master, d.shard_elems * 4)); cudaCheck(cudaMalloc(&s.m, d.shard_elems * 4));
     cudaCheck(cudaMalloc(&s.v, d.shard_elems * 4)); cudaCheck(cudaMalloc(&s.param, d.full_elems * 2));
@@ -161,8 +161,8 @@ static void lean_state_free(LeanState *s) {
 // the per-segment path: one adamw_gpu_step per segment, its tensor's weight decay
 template <typename G>
 static void lean_step_per_segment(const LeanCase<G> &c, LeanState &s, const G *grad, AdamWParams hp) {
-    const DevPartition &d = *c.d;
-    for (const DevSegment &sg : d.seg) {
+    const ZeroPlan &d = *c.d;
+    for (const DevSegment &sg : dev_segments(d)) {
         AdamWParams h = hp;
         h.weight_decay = sg.decay ? hp.weight_decay : 0.0f;
         adamw_gpu_step(s.master + sg.so, grad + c.grad_index(sg.unit, sg.so), s.m + sg.so, s.v + sg.so,
@@ -173,11 +173,11 @@ static void lean_step_per_segment(const LeanCase<G> &c, LeanState &s, const G *g
 // the lean path's run table (device) and mask (device)
 template <typename G>
 static AdamWRun<G> *lean_runs(const LeanCase<G> &c, const G *grad, floatX *param, int *n_runs) {
-    const DevPartition &d = *c.d;
+    const ZeroPlan &d = *c.d;
     std::vector<AdamWRun<G>> r;
     for (int u = 0; u < d.n_units; u++)
-        r.push_back(AdamWRun<G>{d.shard_off[u], d.shard[u], grad + c.grad_index(u, d.shard_off[u]),
-                                param + dev_full_index(d, u, d.shard_off[u])});
+        r.push_back(AdamWRun<G>{d.u[u].shard_off, d.u[u].shard, grad + c.grad_index(u, d.u[u].shard_off),
+                                param + dev_full_index(d, u, d.u[u].shard_off)});
     if (c.merged) r = {AdamWRun<G>{0, d.shard_elems, r[0].grad, r[0].param}};
     AdamWRun<G> *dr;
     cudaCheck(cudaMalloc(&dr, r.size() * sizeof(r[0])));
@@ -185,9 +185,9 @@ static AdamWRun<G> *lean_runs(const LeanCase<G> &c, const G *grad, floatX *param
     *n_runs = (int)r.size();
     return dr;
 }
-static uint32_t *lean_mask(const DevPartition &d) {
+static uint32_t *lean_mask(const ZeroPlan &d) {
     std::vector<uint32_t> mask(ceil_div(d.shard_elems, 32), 0u);
-    for (const DevSegment &sg : d.seg)
+    for (const DevSegment &sg : dev_segments(d))
         if (sg.decay) adamw_decay_mask_set(mask.data(), sg.so, sg.so + sg.n);
     uint32_t *dm;
     cudaCheck(cudaMalloc(&dm, mask.size() * 4));
@@ -210,14 +210,14 @@ template <typename T> static std::vector<T> to_host(const T *d, size_t n) {
 // 3 steps of both paths and of the CPU from the same state and gradients; returns 1 when all agree
 template <typename G>
 static int lean_check(const char *name, const LeanCase<G> &c) {
-    const DevPartition &d = *c.d;
+    const ZeroPlan &d = *c.d;
     const int fp32g = sizeof(G) == 4;
     std::vector<char> pad = dev_full_padding(d);
     // the master: random in the tensors, zero in the padding (params_read's zeros)
     std::vector<float> master_h(d.shard_elems, 0.0f), m_h(d.shard_elems, 0.0f), v_h(d.shard_elems, 0.0f);
     for (int u = 0; u < d.n_units; u++) {
         #pragma omp parallel for
-        for (size_t so = d.shard_off[u]; so < d.shard_off[u] + d.shard[u]; so++)
+        for (size_t so = d.u[u].shard_off; so < d.u[u].shard_off + d.u[u].shard; so++)
             if (!pad[dev_full_index(d, u, so)]) master_h[so] = 0.1f * dev_hrand(1, so);
     }
     std::vector<uint16_t> param_h(d.full_elems, 0);
@@ -240,7 +240,7 @@ static int lean_check(const char *name, const LeanCase<G> &c) {
         }
         if (fp32g) {   // the padding: of the shard's slices, or of the whole full buffer
             for (int u = 0; u < d.n_units; u++)
-                for (size_t so = d.shard_off[u]; so < d.shard_off[u] + d.shard[u]; so++)
+                for (size_t so = d.u[u].shard_off; so < d.u[u].shard_off + d.u[u].shard; so++)
                     if (pad[dev_full_index(d, u, so)]) gf[so] = 0.0f;
         } else {
             for (size_t i = 0; i < d.full_elems; i++) if (pad[i]) gb[i] = 0;
@@ -251,7 +251,7 @@ static int lean_check(const char *name, const LeanCase<G> &c) {
         lean_step_per_segment<G>(c, a, grad, hp);
         adamw_gpu_runs<G>(b.master, b.m, b.v, mask, runs, n_runs, grid, hp, 0);
         cudaCheck(cudaGetLastError());
-        for (const DevSegment &sg : d.seg) {   // the CPU reference, segment by segment
+        for (const DevSegment &sg : dev_segments(d)) {   // the CPU reference, segment by segment
             AdamWParams h = hp;
             h.weight_decay = sg.decay ? hp.weight_decay : 0.0f;
             size_t gi = c.grad_index(sg.unit, sg.so), fi = dev_full_index(d, sg.unit, sg.so);
@@ -272,16 +272,16 @@ static int lean_check(const char *name, const LeanCase<G> &c) {
     size_t cpu_p = words_differ((const uint16_t *)bp.data(), param_h.data(), d.full_elems);
     size_t pad_nonzero = 0, pad_n = 0, decayed = 0;
     for (int u = 0; u < d.n_units; u++)
-        for (size_t so = d.shard_off[u]; so < d.shard_off[u] + d.shard[u]; so++) {
+        for (size_t so = d.u[u].shard_off; so < d.u[u].shard_off + d.u[u].shard; so++) {
             if (!pad[dev_full_index(d, u, so)]) continue;
             pad_n++;
             pad_nonzero += (f2u(bm[so]) | f2u(b1[so]) | f2u(b2[so]) | __bfloat16_as_ushort(bp[dev_full_index(d, u, so)])) != 0;
         }
-    for (const DevSegment &sg : d.seg) decayed += sg.decay ? sg.n : 0;
+    for (const DevSegment &sg : dev_segments(d)) decayed += sg.decay ? sg.n : 0;
     int ok = seg_m == 0 && seg_p == 0 && cpu_m == 0 && cpu_p == 0 && pad_nonzero == 0;
     printf("  %-34s P=%d rank %d: %zu segments -> %d run%s, grid %d, %.1fM elements (%.2fM decay, %zu padding)%s%s\n"
            "      vs per-segment: %zu master/m/v words and %zu param words differ; vs CPU: %zu and %zu; padding non-zero: %zu  %s\n",
-           name, d.P, d.rank, d.seg.size(), n_runs, n_runs > 1 ? "s" : "", grid, d.shard_elems / 1e6, decayed / 1e6, pad_n,
+           name, d.P, d.rank, (size_t)d.n_seg, n_runs, n_runs > 1 ? "s" : "", grid, d.shard_elems / 1e6, decayed / 1e6, pad_n,
            c.l2 ? ", L2" : "", c.gs != 1.0f ? ", clip scale" : "", seg_m, seg_p, cpu_m, cpu_p, pad_nonzero, ok ? "OK" : "FAIL");
     lean_state_free(&a); lean_state_free(&b);
     cudaCheck(cudaFree(grad)); cudaCheck(cudaFree(runs)); cudaCheck(cudaFree(mask));
@@ -291,7 +291,7 @@ static int lean_check(const char *name, const LeanCase<G> &c) {
 // the per-segment step and the lean one on the same partition, alternating, 9 rounds of 5 steps: medians
 template <typename G>
 static void lean_bench(const char *name, const LeanCase<G> &c) {
-    const DevPartition &d = *c.d;
+    const ZeroPlan &d = *c.d;
     std::vector<float> zeros(d.shard_elems, 0.0f);
     LeanState a = lean_state_alloc(d, zeros.data()), b = lean_state_alloc(d, zeros.data());
     G *grad;
@@ -313,7 +313,7 @@ static void lean_bench(const char *name, const LeanCase<G> &c) {
     std::sort(ts.begin(), ts.end()); std::sort(tl.begin(), tl.end());
     double bytes = (double)d.shard_elems * (12 + sizeof(G) + 12 + 2);
     printf("  time %-28s per-segment (%zu launches) %.3f ms, lean (1 launch) %.3f ms: %.2fx; lean %.0f GB/s (%.0f B/elem; "
-           "min..max per-segment %.3f..%.3f, lean %.3f..%.3f)\n", name, d.seg.size(), ts[4], tl[4], ts[4] / tl[4],
+           "min..max per-segment %.3f..%.3f, lean %.3f..%.3f)\n", name, (size_t)d.n_seg, ts[4], tl[4], ts[4] / tl[4],
            bytes / (tl[4] * 1e-3) / 1e9, bytes / d.shard_elems, ts[0], ts[8], tl[0], tl[8]);
     lean_state_free(&a); lean_state_free(&b);
     cudaCheck(cudaFree(grad)); cudaCheck(cudaFree(runs)); cudaCheck(cudaFree(mask));
@@ -322,7 +322,7 @@ static void lean_bench(const char *name, const LeanCase<G> &c) {
 static int lean_checks(void) {
     // (GPT-2 124M's units are multiples of 64 elements: no padding up to P = 4; at P = 5 the last rank's
     // slices end in 656 elements of padding)
-    DevPartition p1 = dev_gpt2_partition(1, 0), p2r1 = dev_gpt2_partition(2, 1), p5r4 = dev_gpt2_partition(5, 4);
+    ZeroPlan p1 = dev_gpt2_plan(1, 0), p2r1 = dev_gpt2_plan(2, 1), p5r4 = dev_gpt2_plan(5, 4);
     printf("the lean step vs the per-segment path and the CPU, GPT-2 124M's partition (3 steps, bitwise expected):\n");
     int ok = 1;
     ok &= lean_check<floatX>("stage 0 (bf16 grads, 1 run)", LeanCase<floatX>{&p1, 1, 0, 0.1f, 1.0f, 0, p1.full_elems});

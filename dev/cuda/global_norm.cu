@@ -2,7 +2,7 @@
 // aligned starts at several offsets, counts that are whole vectors, accumulate) against a CPU
 // reference in double; bitwise repeatability; timed.
 // Then the lean step's norm (global_norm_squared_runs: one launch over a partition's runs) on
-// GPT-2 124M's partition as zero.h lays it out (dev/cuda/zero_partition.cuh) against the double
+// GPT-2 124M's partition as zero.h lays it out (dev/cuda/gpt2_plan.cuh) against the double
 // reference and the per-segment path (global_norm_squared per segment, accumulating: what
 // zero/device.cuh runs by default, --lean-step 0), repeatable bit for bit; both timed (alternating
 // rounds, medians, the ratio). Tolerance: 2e-5 relative on the sum of squares (1e-5 on the norm)
@@ -12,7 +12,7 @@
 #include "dev/cuda/kernel_check.cuh"
 #include "cuda/global_norm.cuh"
 #include "adamw.cuh"                       // AdamWRun: the trainer's run table
-#include "dev/cuda/zero_partition.cuh"
+#include "dev/cuda/gpt2_plan.cuh"
 
 static void run_case(size_t count, size_t offset) {
     printf("count=%zu offset=%zu\n", count, offset);
@@ -49,7 +49,7 @@ template <> floatX dev_from_float<floatX>(float x) { return __float2bfloat16(x);
 
 // gradients of the partition: in the full floatX buffer (stages 0-1) or the fp32 shard (stages 2-3)
 template <typename G> struct NormCase {
-    const DevPartition *d;
+    const ZeroPlan *d;
     int merged, grid;   // one run for the whole partition; grid 0: global_norm_runs_grid's
     size_t grad_elems;
     size_t grad_index(int u, size_t so) const { return sizeof(G) == 2 ? dev_full_index(*d, u, so) : so; }
@@ -57,9 +57,9 @@ template <typename G> struct NormCase {
 
 template <typename G>
 static AdamWRun<G> *norm_runs(const NormCase<G> &c, const G *grad, int *n_runs) {
-    const DevPartition &d = *c.d;
+    const ZeroPlan &d = *c.d;
     std::vector<AdamWRun<G>> r;
-    for (int u = 0; u < d.n_units; u++) r.push_back(AdamWRun<G>{d.shard_off[u], d.shard[u], grad + c.grad_index(u, d.shard_off[u]), NULL});
+    for (int u = 0; u < d.n_units; u++) r.push_back(AdamWRun<G>{d.u[u].shard_off, d.u[u].shard, grad + c.grad_index(u, d.u[u].shard_off), NULL});
     if (c.merged) r = {AdamWRun<G>{0, d.shard_elems, r[0].grad, NULL}};
     AdamWRun<G> *dr = dev_alloc<AdamWRun<G>>(r.size());
     cudaCheck(cudaMemcpy(dr, r.data(), r.size() * sizeof(r[0]), cudaMemcpyHostToDevice));
@@ -70,23 +70,23 @@ static AdamWRun<G> *norm_runs(const NormCase<G> &c, const G *grad, int *n_runs) 
 template <typename G>
 static void norm_per_segment(const NormCase<G> &c, float *out, const G *grad, float *scratch) {
     int k = 0;
-    for (const DevSegment &sg : c.d->seg) global_norm_squared(out, grad + c.grad_index(sg.unit, sg.so), sg.n, scratch, k++ > 0, 0);
+    for (const DevSegment &sg : dev_segments(*c.d)) global_norm_squared(out, grad + c.grad_index(sg.unit, sg.so), sg.n, scratch, k++ > 0, 0);
 }
 
 template <typename G>
 static void lean_norm_case(const char *name, const NormCase<G> &c, int timed) {
-    const DevPartition &d = *c.d;
+    const ZeroPlan &d = *c.d;
     std::vector<char> pad = dev_full_padding(d);
     // gradients ~ 0.01 * uniform(-1, 1) rounded to G, zero in the padding
     std::vector<G> h(c.grad_elems);
     #pragma omp parallel for
     for (size_t i = 0; i < c.grad_elems; i++) h[i] = dev_from_float<G>(0.01f * dev_hrand(7, i));
     for (int u = 0; u < d.n_units; u++)
-        for (size_t so = d.shard_off[u]; so < d.shard_off[u] + d.shard[u]; so++)
+        for (size_t so = d.u[u].shard_off; so < d.u[u].shard_off + d.u[u].shard; so++)
             if (pad[dev_full_index(d, u, so)]) h[c.grad_index(u, so)] = dev_from_float<G>(0.0f);
     if (sizeof(G) == 2) for (size_t i = 0; i < d.full_elems; i++) if (pad[i]) h[i] = dev_from_float<G>(0.0f);
     double ref = 0;
-    for (const DevSegment &sg : d.seg) {
+    for (const DevSegment &sg : dev_segments(d)) {
         double s = 0;
         size_t g0 = c.grad_index(sg.unit, sg.so);
         #pragma omp parallel for reduction(+ : s)
@@ -114,7 +114,7 @@ static void lean_norm_case(const char *name, const NormCase<G> &c, int timed) {
     seg = from_device_f32(out, 1)[0];
     double rl = fabs(got[0] - ref) / ref, rs = fabs(seg - ref) / ref;
     printf("  %-30s P=%d rank %d, %zu segments, %d run%s, grid %d: sum %.9e (double) lean %.9e (rel %.2e) per-segment %.9e (rel %.2e)\n",
-           name, d.P, d.rank, d.seg.size(), n_runs, n_runs > 1 ? "s" : "", grid, ref, got[0], rl, seg, rs);
+           name, d.P, d.rank, (size_t)d.n_seg, n_runs, n_runs > 1 ? "s" : "", grid, ref, got[0], rl, seg, rs);
     check_true("  lean within 2e-5 of double", std::isfinite(got[0]) && rl <= 2e-5);
     check_true("  per-segment within 2e-5", std::isfinite(seg) && rs <= 2e-5);
     check_true("  lean bitwise repeatable", memcmp(&got[0], &got[1], sizeof(float)) == 0);
@@ -126,7 +126,7 @@ static void lean_norm_case(const char *name, const NormCase<G> &c, int timed) {
         std::sort(tl.begin(), tl.end()); std::sort(ts.begin(), ts.end());
         double bytes = (double)d.shard_elems * sizeof(G);
         printf("  time %-28s per-segment (%zu x 2 launches) %.1f us, lean (1 launch) %.1f us: %.2fx; lean %.0f GB/s "
-               "(min..max per-segment %.1f..%.1f, lean %.1f..%.1f)\n", name, d.seg.size(), ts[4], tl[4], ts[4] / tl[4],
+               "(min..max per-segment %.1f..%.1f, lean %.1f..%.1f)\n", name, (size_t)d.n_seg, ts[4], tl[4], ts[4] / tl[4],
                bytes / (tl[4] * 1e-6) / 1e9, ts[0], ts[8], tl[0], tl[8]);
     }
     cudaCheck(cudaFree(grad)); cudaCheck(cudaFree(runs)); cudaCheck(cudaFree(out)); cudaCheck(cudaFree(scratch));
@@ -134,7 +134,7 @@ static void lean_norm_case(const char *name, const NormCase<G> &c, int timed) {
 }
 
 static void lean_norm_checks(void) {
-    DevPartition p1 = dev_gpt2_partition(1, 0), p2r1 = dev_gpt2_partition(2, 1), p5r4 = dev_gpt2_partition(5, 4);
+    ZeroPlan p1 = dev_gpt2_plan(1, 0), p2r1 = dev_gpt2_plan(2, 1), p5r4 = dev_gpt2_plan(5, 4);
     printf("the lean norm (one launch over the partition's runs) on GPT-2 124M's partition:\n");
     lean_norm_case<floatX>("stage 0 (bf16, 1 run)", NormCase<floatX>{&p1, 1, 0, p1.full_elems}, 1);
     lean_norm_case<float>("stage 2-3 (fp32, 1 run)", NormCase<float>{&p1, 1, 0, p1.shard_elems}, 1);

@@ -39,6 +39,15 @@ static inline float dev_rand_normal(void) {
 }
 static inline int dev_rand_int(int n) { return (int)(dev_rand_u64() % (uint64_t)n); }
 
+// value i of a random stream (seed): uniform in [-1, 1), whichever thread computes it (OpenMP fills)
+static float dev_hrand(uint64_t seed, size_t i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + i * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)((z >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
 static inline float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
 // n values ~ N(0, std), rounded to bf16 (so the CPU reference sees what the GPU sees)

@@ -1,0 +1,220 @@
+// zero/placement.h: where ZeRO's model states live, and the buffers that hold them.
+//
+// The placement follows from the flags: the GPU trainer keeps an fp32 master beside
+// its bf16 (or fp16) parameters; ZeRO-Offload puts the optimizer partition and its
+// update on the host (Ren et al., 2021); ZeRO-Infinity puts state planes on NVMe
+// (zero/state.h). The buffer table lists every buffer with its size for a plan:
+// zero_init allocates exactly these, and the estimator (train/zero_report.h) adds
+// them up without allocating anything.
+//
+//                        CPU trainer (fp32)            GPU trainer (floatX: bf16, or fp16 + fp32 master)
+//   params               full or shard; the master     full or shard, floatX working copy
+//   master               (params are the master)       fp32 partition (device, or pinned host: offload)
+//   grads (stages 0-1)   full, fp32                    full, floatX (micro-steps add in floatX, as llm.c)
+//   grad_shard (2-3)     fp32 accumulator              fp32 accumulator of the reduced floatX slices
+//   opt_m, opt_v         fp32 partition                fp32 partition (device, or pinned host: offload)
+//
+// The CPU trainer's fp16 mode (--fp16 1) takes the GPU's column: a separate fp32 master,
+// and parameters and gradients stored as fp16 values (zero/host.h says where they are rounded).
+#pragma once
+#include "zero/plan.h"
+#ifdef __CUDACC__
+#include "zero/device.cuh"
+#else
+#include "zero/host.h"
+#endif
+
+#ifndef ZERO_GRADS_FIRST_WRITE
+#define ZERO_GRADS_FIRST_WRITE 0   // the GPU trainer's kernels add to zeroed gradients
+#endif
+
+// Stage 3's gathered units alive at once, at most: the slots of the gather ring. A gather
+// that finds every slot taken does not fit, as one over the live cap does not.
+#define ZERO_RING_SLOTS 8
+
+typedef struct {
+    int separate_master;        // an fp32 master beside floatX parameters (the GPU; the CPU's fp16 mode)
+    int offload;                // ZeRO-Offload: the optimizer partition and its update on the host (GPU)
+    int offload_param;          // stage 3: the parameter shard in pinned host memory (GPU)
+    ZeroNvmePlan nvme;          // ZeRO-Infinity: which planes are on NVMe, and their tiles (zero/state.h)
+    int lean_adamw;             // GPU, --lean-step 1: AdamW in one launch over the partition, with a weight-decay mask
+    int whole;                  // stage 3 at one rank, the shard in working memory: units used in place
+} ZeroPlacement;
+
+// The same for a run and for the estimator. x is the size of a floatX.
+static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
+    // The GPU's NVMe optimizer offload is an optimizer offload: CPU-Adam streams the state.
+    ZeroPlacement pl = {gpu || cfg->fp16, gpu && (cfg->offload || cfg->nvme_optim_dir[0]), gpu && cfg->offload_param && p->stage == 3};
+    pl.nvme = zero_nvme_plan(cfg, p->stage, pl.separate_master, x, p->shard_elems, p->max_shard);
+    // The lean AdamW (--lean-step 1) updates the state and the parameters where they are, so both
+    // must be in memory.
+    pl.lean_adamw = gpu && cfg->lean_step && !pl.offload && !pl.nvme.on[ZS_PARAM];
+    // Stage 3 at one rank: the shard is the whole model. Unless it lives in host memory or on
+    // NVMe, it already sits where the compute reads it, and a gather would copy every unit onto
+    // itself. So the units are used in place: no arena, no resident copies, no all-gathers.
+    pl.whole = p->stage == 3 && p->P == 1 && !pl.offload_param && !pl.nvme.on[ZS_PARAM];
+    return pl;
+}
+
+// The buffer table. The staging buffers are ZeRO-Offload's pinned copies of the reduced
+// gradient partition and of the floatX parameters CPU-Adam writes, on their way between
+// host and device. The lean AdamW's weight-decay mask, a bit per element of the
+// partition, counts as scratch.
+enum { ZBUF_PARAMS, ZBUF_MASTER, ZBUF_OPT_M, ZBUF_OPT_V, ZBUF_RESIDENT, ZBUF_ARENA, ZBUF_GRADS, ZBUF_GRAD_SHARD,
+       ZBUF_GRAD_SLOTS, ZBUF_RS_SCRATCH, ZBUF_NVME_BUFFERS, ZBUF_DECAY_MASK, ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS,
+       N_ZBUF };
+typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
+
+static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
+    int st = p->stage, opt = pl->offload ? ZMEM_HOST : ZMEM_WORK, sm = pl->separate_master, off = pl->offload;
+    int gathers = st == 3 && !pl->whole;
+    const int *nvme = pl->nvme.on;
+    size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4;   // the reduced gradient: floatX slices, or the fp32 shard
+    memset(b, 0, sizeof(ZeroBuffer) * N_ZBUF);
+    b[ZBUF_PARAMS] = (ZeroBuffer){(st <= 2 ? p->full_elems : shard) * x, MEM_PARAMS,
+                                  nvme[ZS_PARAM] ? ZMEM_NVME : st == 3 && pl->offload_param ? ZMEM_HOST : ZMEM_WORK};
+    b[ZBUF_MASTER] = (ZeroBuffer){sm ? shard * 4 : 0, MEM_OPTIM, nvme[ZS_MASTER] ? ZMEM_NVME : opt};
+    b[ZBUF_OPT_M] = b[ZBUF_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, nvme[ZS_M] ? ZMEM_NVME : opt};
+    b[ZBUF_RESIDENT] = (ZeroBuffer){gathers ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZBUF_ARENA] = (ZeroBuffer){gathers ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
+    b[ZBUF_GRADS] = (ZeroBuffer){st <= 1 ? p->full_elems * x : 0, MEM_GRADS, ZMEM_WORK};
+    b[ZBUF_GRAD_SHARD] = (ZeroBuffer){st >= 2 ? shard * 4 : 0, MEM_GRADS, ZMEM_WORK};
+    b[ZBUF_GRAD_SLOTS] = (ZeroBuffer){st >= 2 ? p->slot_elems * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
+    b[ZBUF_RS_SCRATCH] = (ZeroBuffer){st >= 2 ? p->max_shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
+    b[ZBUF_NVME_BUFFERS] = (ZeroBuffer){zero_nvme_buffer_bytes(&pl->nvme), MEM_NVME_BUFFERS, opt};
+    b[ZBUF_DECAY_MASK] = (ZeroBuffer){pl->lean_adamw ? round_up(shard, 32) / 8 : 0, MEM_SCRATCH, ZMEM_WORK};
+    b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && off ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    // With the parameter shard on NVMe, CPU-Adam writes its floatX output into the shard's tiles instead.
+    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && off && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+}
+
+// ----------------------------------------------------------------------------
+// the ZeRO state of one rank
+
+typedef struct {
+    ZeroPlan plan;
+    ZeroPlacement place;
+    ZeroBackend be;             // the primitives' state (zero/host.h, zero/device.cuh)
+    Comm *comm;
+    const ModelLayout *layout;
+    const TrainConfig *cfg;
+    size_t mem[N_MEM];          // bytes in the trainer's working memory, by kind
+    size_t host_mem[N_MEM];     // GPU trainer: pinned host bytes (offload), by kind
+    size_t nvme_mem[N_MEM];     // bytes in this rank's NVMe files (ZeRO-Infinity), by kind
+
+    // the model states, one allocation each
+    floatX *params;             // stages 0-2: the full buffer; stage 3: this rank's shard
+    float *master;              // separate_master: the fp32 master of this rank's partition
+    floatX *resident;           // stage 3: full copies of the persistent units
+    floatX *grads;              // stages 0-1: the full gradients, accumulated over micro-steps
+    float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
+    float *opt_m, *opt_v;       // AdamW's moments of this rank's partition (everything in stage 0)
+
+    // working buffers
+    floatX *arena;              // stage 3: the gather ring
+    floatX *grad_slots;         // stages 2-3: full gradients of the units in backward (plan.slot_off)
+    floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
+    void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero/state.h)
+    uint32_t *decay_mask;       // the lean AdamW's weight-decay bits
+    ZeroAdamSeg *adam_seg;      // the optimizer step's segments
+    int lean;                   // what of the step the backend runs lean (LEAN_*); -1: not asked yet
+
+    // what the trainer's views read: each unit's parameters while fetched, its gradient while open
+    floatX **unit_params, **unit_grads;
+    int *unit_slot;             // stages 2-3: the slot each open gradient uses
+    CommRequest *grad_reduce;   // stages 0-1: each unit's reduction at the boundary
+    unsigned char *grad_reducing;   // stages 0-1: started and not yet waited for
+    int reduced_in_backward;    // units whose reduction the last backward started (the comm report)
+    int slot_next;              // stages 2-3: the alternating slot the next unit takes
+
+    // the pass in progress
+    int training;               // forward + backward
+    const int *order; int n_order, cursor;   // stage 3: its gather order, and the next unit to fetch
+    struct { int unit; size_t off, n; CommRequest req; } ring[ZERO_RING_SLOTS];
+    int ring_head, ring_count;  // stage 3: the gathered units, oldest first
+    size_t live, peak_live;
+    int micro;                  // the micro-step within the step
+    // tests: sees each unit's full gradient before it is reduced
+    void (*grads_observer)(void *ctx, int unit, const floatX *g);
+    void *observer_ctx;
+} Zero;
+
+static void *zero_alloc(Zero *z, int kind, size_t bytes, int where) {
+    (where == ZMEM_HOST ? z->host_mem : z->mem)[kind] += bytes;
+    return zb_alloc(&z->be, bytes, where, MEM_NAMES[kind]);
+}
+
+// The address each buffer of the table is kept at.
+static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, void **staging_params) {
+    void **p[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
+                        (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
+                        (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
+                        staging_grad, staging_params};
+    memcpy(ptr, p, sizeof(p));
+}
+
+static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
+    memset(z, 0, sizeof(*z));
+    z->comm = comm; z->layout = L; z->cfg = cfg;
+    zero_plan_build(&z->plan, L, ZERO_STAGE, comm->world, comm->rank, cfg);
+    const ZeroPlan *p = &z->plan;
+    if ((long long)p->gather_need > cfg->max_live_elems)
+        fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest step's units)",
+              cfg->max_live_elems, p->gather_need);
+    // The model states, then the working buffers. A buffer placed on NVMe is a plane of
+    // this rank's NVMe files instead of memory.
+    z->place = zero_placement(p, cfg, TRAINER_IS_GPU, sizeof(floatX));
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, p, sizeof(floatX), &z->place);
+    void *staging_grad = NULL, *staging_params = NULL, **ptr[N_ZBUF];
+    zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
+    for (int i = 0; i < N_ZBUF; i++) {
+        if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;
+        else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
+    }
+    zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
+    // The partition's state planes, addressed by shard offset: in the buffers above or in the NVMe files.
+    void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
+    zb_state_init(&z->be, &z->place.nvme, planes, z->place.separate_master, cfg, z->nvme_buffers, comm->rank == 0 && !cfg->quiet);
+    z->adam_seg = (ZeroAdamSeg *)xmalloc(sizeof(ZeroAdamSeg) * (p->n_seg + 1), "optimizer segments");
+    z->lean = -1;
+
+    z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
+    z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
+    z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
+    z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
+    z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
+    // Parameters that never move: every unit in stages 0-2; in stage 3 the persistent
+    // units, or every unit where the shard is the whole model.
+    for (int i = 0; i < p->n_units; i++)
+        z->unit_params[i] = ZERO_STAGE <= 2 ? z->params + p->u[i].full_off
+                          : z->place.whole ? z->params + p->u[i].shard_off
+                          : p->u[i].persistent ? z->resident + p->u[i].resident_off : NULL;
+}
+
+static void zero_free(Zero *z) {
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, &z->plan, sizeof(floatX), &z->place);
+    zb_destroy(&z->be);   // it owns the staging buffers, and closes the NVMe files
+    void *staging_grad, *staging_params, **ptr[N_ZBUF];
+    zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
+    for (int i = 0; i < ZBUF_STAGING_GRAD; i++) zb_free(&z->be, *ptr[i], b[i].where);
+    free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
+    free(z->grad_reduce); free(z->grad_reducing);
+    zero_plan_free(&z->plan);
+}
+
+// This rank's slice of unit u in the working parameters (NULL: they are in the NVMe
+// store, at the unit's shard offset).
+static floatX *zero_param_slice(Zero *z, int u) {
+    if (!z->params) return NULL;
+    return z->params + (ZERO_STAGE <= 2 ? zero_slice_full_off(&z->plan, u) : z->plan.u[u].shard_off);
+}
+// This rank's slice of unit u in the reduced gradient.
+static zgrad_t *zero_grad_slice(Zero *z, int u) {
+#if ZERO_STAGE <= 1
+    return z->grads + zero_slice_full_off(&z->plan, u);
+#else
+    return z->grad_shard + z->plan.u[u].shard_off;
+#endif
+}
