@@ -17,8 +17,11 @@
 // errors with a "did you mean" (DeepSpeed's config models forbid extra fields;
 // the optimizer's and scheduler's params are constructor arguments); unknown
 // top-level keys are warnings. Numbers go through the same range checks as the
-// flags they map to. A block with "enabled": false asks for nothing: its keys are
-// checked for name and type only.
+// flags they map to, in the type they are stored in: a float setting as a 32-bit
+// float ("eps": 1e-46 is 0 there, an error), an integer within its field's range.
+// A block with "enabled": false asks for nothing: its keys are checked for name
+// and type only. Before all that, the file is parsed strictly (formats/json.h):
+// trailing data, a NUL, a number beyond a double and a duplicate key are errors.
 //
 // "auto" (the HF Trainer's placeholder) and null mean: as if the key were absent,
 // i.e. the flag's value if the flag is given, else zeroc's default. Precedence:
@@ -490,8 +493,6 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
     for (const cJSON *v = obj->child; v; v = v->next) {
         char path[256], text[512];
         snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", v->string);
-        for (const cJSON *w = obj->child; w != v; w = w->next)
-            if (strcmp(w->string, v->string) == 0) report_at(x->r, MSG_ERROR, path, "duplicate key (DeepSpeed refuses duplicates too)");
         const DsKey *k = strchr(v->string, '.') ? NULL : ds_find(path);   // a dotted name is no key
         if (!k) {
             const char *dym = ds_did_you_mean(path);

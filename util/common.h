@@ -98,6 +98,12 @@ static long long file_size_or_die(FILE *f, const char *path) {
     return n;
 }
 
+// what a path that is not a regular file is, for messages ("a FIFO (named pipe)")
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISREG(m) ? "a regular file" : "not a regular file";
+}
+
 // ----------------------------------------------------------------------------
 // checked writes: every write, flush, fsync, close and rename is checked, and the
 // first failure is kept as one line naming the file and the OS error, for the caller
