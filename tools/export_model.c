@@ -50,12 +50,14 @@ static void model_reader_open(ModelReader *r, const char *path) {
     if (size != expect) fatal("%s: %s file: %lld bytes, expected %lld", path, size < expect ? "truncated" : "oversized", size, expect);
 }
 
-// tensor k of unit u, fp32, into out
+// tensor k of unit u, fp32, into out; its values checked finite
 static void model_reader_tensor(ModelReader *r, int u, int k, float *out) {
     const TensorSpec *t = &r->L.units[u].t[k];
     off_t at = 1024 + 4 * (off_t)(r->L.units[u].flat_offset + t->offset);
     if (fseeko(r->f, at, SEEK_SET) != 0) fatal("%s: cannot seek (%s)", r->path, strerror(errno));
     fread_or_die(out, 4, t->numel, r->f, r->path, t->name);
+    char err[1400];
+    if (!params_check_finite(&r->L, u, t->offset, out, t->numel, r->path, err, sizeof(err))) fatal("%s", err);
 }
 
 static void model_reader_close(ModelReader *r) { fclose(r->f); model_layout_free(&r->L); }

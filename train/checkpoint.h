@@ -73,7 +73,7 @@ static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *o
         done += (size_t)got;
     }
     memset(out + real, 0, (n - real) * sizeof(float));
-    return 1;
+    return params_check_finite(s->L, u, lo, out, real, s->path, s->err, sizeof(s->err));
 }
 
 static int params_read_safetensors(ParamSource *s, int u, size_t lo, size_t n, float *out) {

@@ -169,12 +169,11 @@ static int step_guard_master_finite(Zero *z, char *where, size_t n) {
         const ZeroUnit *U = &p->u[u];
         size_t lo = (size_t)p->part * U->shard, len = lo >= U->numel ? 0 : U->numel - lo < U->shard ? U->numel - lo : U->shard;
         zero_master_read(z, u, lo, U->shard, buf);
-        for (size_t i = 0; i < len && ok; i++)
-            if (!isfinite(buf[i])) {
-                ok = 0;
-                snprintf(where, n, "the fp32 master weights hold %g (unit %s, element %zu)", buf[i],
-                         z->layout->units[u].name, lo + i);
-            }
+        size_t i = first_nonfinite(buf, len);
+        if (i < len) {
+            ok = 0;
+            snprintf(where, n, "the fp32 master weights hold %g (unit %s, element %zu)", buf[i], z->layout->units[u].name, lo + i);
+        }
     }
     free(buf);
     return comm_agree(z->comm, ok, where, n);

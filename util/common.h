@@ -52,6 +52,14 @@ static void fatal(const char *fmt, ...) {
     exit(1);
 }
 
+// the index of the first value of v[0..n) that is not finite (Inf or NaN), or n: every
+// model input (a model file, a safetensors tensor, a checkpoint) is checked with it
+static size_t first_nonfinite(const float *v, size_t n) {
+    size_t i = 0;
+    while (i < n && isfinite(v[i])) i++;
+    return i;
+}
+
 // a / b rounded up, and x rounded up to a multiple of m
 static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
