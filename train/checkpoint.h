@@ -89,6 +89,11 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
     size_t num_params = L->num_params;
     *s = params_from_init(L, 0);
     snprintf(s->path, sizeof(s->path), "%s", path);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {   // (a FIFO would block the reads below)
+        snprintf(err, errn, "%s: %s, not a model file", path, file_kind(sb.st_mode));
+        return 0;
+    }
     if (st_sniff(path)) {
         HFSource *h = (HFSource *)xmalloc(sizeof(HFSource), "safetensors source");
         if (!hf_source_open(h, path, c, err, errn)) { free(h); return 0; }

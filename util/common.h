@@ -263,14 +263,31 @@ static int mkdir_p(const char *dir, char *err, size_t errn) {
     }
 }
 
-// the forms for tools, where a failed write ends the program
+// The forms for tools, where a failed write ends the program (fatal: exit). The
+// temporary file of each atomic write not yet committed is removed on the way out,
+// so a tool that stops mid-write (a full disk) leaves no PATH.tmp behind.
 typedef OutFile AtomicFile;
+#define ATOMIC_MAX_OPEN 8
+static char g_atomic_open[ATOMIC_MAX_OPEN][sizeof(((OutFile *)0)->tmp)];
+static void atomic_remove_uncommitted(void) {
+    for (int i = 0; i < ATOMIC_MAX_OPEN; i++) if (g_atomic_open[i][0]) unlink(g_atomic_open[i]);
+}
 static AtomicFile atomic_open(const char *path) {
+    static int registered = 0;
+    if (!registered) { atexit(atomic_remove_uncommitted); registered = 1; }
     AtomicFile a;
     if (!out_open(&a, path, 1)) fatal("%s", a.err);
+    int i = 0;
+    while (i < ATOMIC_MAX_OPEN && g_atomic_open[i][0]) i++;
+    if (i == ATOMIC_MAX_OPEN) fatal("%s: more than %d files open for atomic writes", path, ATOMIC_MAX_OPEN);
+    strcpy(g_atomic_open[i], a.tmp);
     return a;
 }
-static void atomic_commit(AtomicFile *a) { if (!out_commit(a)) fatal("%s", a->err); }
+static void atomic_commit(AtomicFile *a) {
+    int ok = out_commit(a);   // renamed into place, or its temporary file removed
+    for (int i = 0; i < ATOMIC_MAX_OPEN; i++) if (!strcmp(g_atomic_open[i], a->tmp)) g_atomic_open[i][0] = 0;
+    if (!ok) fatal("%s", a->err);
+}
 static void out_write_or_die(OutFile *o, const void *buf, size_t n) { if (!out_write(o, buf, n)) fatal("%s", o->err); }
 
 // ----------------------------------------------------------------------------
