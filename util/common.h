@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <signal.h>
 
 // ----------------------------------------------------------------------------
 // errors: every fatal problem is one line on stderr and a non-zero exit.
@@ -58,6 +59,17 @@ static size_t first_nonfinite(const float *v, size_t n) {
     size_t i = 0;
     while (i < n && isfinite(v[i])) i++;
     return i;
+}
+
+// Tests only: ZEROC_TEST_STOP=NAME (or NAME:RANK) stops the process (or that rank) with
+// SIGSTOP at the point the code calls NAME, so that a test acts while it is stopped exactly
+// there, not after a sleep that may or may not land (tests/test_savedir.sh, test_watchdog.sh).
+static void test_stop_point(const char *name) {
+    const char *s = getenv("ZEROC_TEST_STOP");
+    size_t n = strlen(name);
+    if (!s || strncmp(s, name, n) != 0 || (s[n] != 0 && s[n] != ':')) return;
+    if (s[n] == ':' && atoi(s + n + 1) != (g_error_rank < 0 ? 0 : g_error_rank)) return;
+    kill(getpid(), SIGSTOP);
 }
 
 // a / b rounded up, and x rounded up to a multiple of m
