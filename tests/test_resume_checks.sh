@@ -4,7 +4,7 @@
 # with its checkpoint (sequence length, global batch, data, steps left), --keep-last.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
-make -s build/z0/train_gpt_cpu || exit 1
+make -s build/z0/train_gpt_cpu build/export_model || exit 1
 B=./build/z0/train_gpt_cpu
 make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --lr-schedule constant --threads 1"
@@ -36,6 +36,16 @@ check "a corrupted newest checkpoint is skipped, naming it and why" $?
 a=$(grep '"type":"train"' "$TMP/full.jsonl" | sed -n '3,4p' | grep -o '"loss":[^,]*')
 b=$(grep '"type":"train"' "$TMP/fb.jsonl" | sed -n '1,2p' | grep -o '"loss":[^,]*')
 [ -n "$a" ] && [ "$a" = "$b" ]; check "it resumed from ckpt_00000002: steps 3-4 repeat the original losses bitwise" $?
+./build/export_model "$TMP/fb" "$TMP/fb_hf" > "$TMP/fb_export.out" 2>&1; rc=$?
+grep -E "warning|error" "$TMP/fb_export.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && grep -q "warning: export_model: skipped .*ckpt_00000004: .*CRC-32" "$TMP/fb_export.out" &&
+    grep -q "warning: export_model: exporting .*ckpt_00000002, the newest checkpoint of .*fb that verifies" "$TMP/fb_export.out"
+check "export_model of the same directory says it skipped ckpt_00000004 and exports ckpt_00000002" $?
+expect_error "export_model of the damaged checkpoint named: refused, no fall-back" "ckpt_00000004/model.bin: CRC-32 .* does not match" 1 \
+    ./build/export_model "$TMP/fb/ckpt_00000004" "$TMP/fb_hf4"
+cp -r "$TMP/fb/ckpt_00000004" "$TMP/ckpt_00000009" && rm "$TMP/ckpt_00000009/manifest.json"
+expect_error "export_model of a checkpoint named without its manifest" "ckpt_00000009/?: not a complete checkpoint \(no manifest.json\)" 1 \
+    ./build/export_model "$TMP/ckpt_00000009/" "$TMP/fb_hf9"
 rm -rf "$TMP/fb/ckpt_00000002/optim_rank_00000.bin"
 expect_error "nothing verifies: one line naming the newest's problem" "none of its 2 checkpoints verifies \\(the newest: .*CRC-32" 1 $B $M --steps 6 --resume "$TMP/fb"
 cp -r "$C4" "$TMP/named"; truncate -s 5000 "$TMP/named/model.bin"

@@ -32,6 +32,13 @@ for spec in model.bin:last optim_rank_00000.bin:last optim_rank_00001.bin:last m
         $MPIRUN -np 2 -x ZEROC_FAIL_WRITE=$spec ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d"
     left_as_before "$spec" "$TMP/d"
 done
+echo "== the sync of the directory after latest's rename fails (EIO): the line says what is on disk"
+rm -rf "$TMP/ds"; cp -r "$TMP/base" "$TMP/ds"; rm -f "$TMP/ds/.lock"
+expect_error "EIO syncing the directory" "checkpoint ckpt_00000004 saved, but .*latest: cannot sync the directory .*: it is complete and .*latest names it" 2 \
+    $MPIRUN -np 2 -x ZEROC_FAIL_WRITE=latest:dirsync ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/ds" --save "$TMP/ds"
+[ "$(cat "$TMP/ds/latest")" = ckpt_00000004 ] && $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 5 --resume "$TMP/ds" \
+    --log "$TMP/ds.jsonl" > /dev/null && [ "$(grep -c '"type":"train"' "$TMP/ds.jsonl")" -eq 1 ]
+check "latest names ckpt_00000004, which is complete: a resume trains step 5 only" $?
 # the last one failed at model.bin's first write; resuming now continues from step 2, bitwise as a run that never failed
 $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d" > /dev/null &&
     $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --save "$TMP/clean" > /dev/null &&

@@ -4,7 +4,8 @@
 #      data, a NUL byte or a \u0000 escape, a number beyond a double, a duplicate key are refused; a
 #      syntax error says FILE:LINE:COL; --config of a directory says so
 #   2. every value checked in the type it is used in: a float setting as a 32-bit float (eps 1e-46 is
-#      0 there, layer_norm_epsilon 1e300 is inf), an integer within its field's range
+#      0 there, layer_norm_epsilon 1e300 is inf), an integer within its field's range; a model too
+#      large to allocate names where its sizes came from
 #   3. a safetensors header at scale: 100k tensors checked for duplicate names in n log n (seconds,
 #      not minutes), and zeroc's stated cap on the tensor count
 #   4. model files with Inf or NaN refused with the tensor named: --init, --sample 1 and the export
@@ -61,6 +62,8 @@ expect_error "config.json: trailing data" "config.json:[0-9]+:[0-9]+: trailing d
     $T0 $M --steps 1 --init "$(hfcfg hf trail 'text = json.dumps(c) + " }"')"
 expect_error "config.json: a duplicate key (transformers would take the last)" 'config.json: n_layer: duplicate key' 1 \
     $T0 $M --steps 1 --init "$(hfcfg hf dup 'text = json.dumps(c)[:-1] + ", \"n_layer\": 4}"')"
+expect_error "an absurd config.json: the allocation that fails names it" 'out of memory allocating [0-9]+ bytes for .*from .*/huge/config.json' 1 \
+    $T0 --train "$TMP/train.bin" --quiet 1 --steps 1 --init "$(hfcfg hf huge 'c.update(n_layer=1024, n_embd=65536, n_head=64, n_inner=1 << 20, vocab_size=65536)')"
 
 echo "== 3. safetensors headers"
 # sthead OUT HEADER-TEXT: a safetensors file with this header and no tensor data

@@ -72,11 +72,25 @@ static void resolve_model_file(const char *ckpt, char *out, size_t n) {
     char ck[1024], path[1100], err[1400];
     snprintf(path, sizeof(path), "%s/manifest.json", ckpt);
     snprintf(out, n, "%s/model.bin", ckpt);
+    char base[1024];
+    snprintf(base, sizeof(base), "%s", ckpt);
+    for (size_t k = strlen(base); k > 1 && base[k - 1] == '/'; k--) base[k - 1] = 0;
+    int named = ckpt_step_of(path_base(base)) >= 0;   // a ckpt_ directory asked for by name: that one or none
+    if (named && stat(path, &sb) != 0) fatal("%s: not a complete checkpoint (no manifest.json)", ckpt);
     if (stat(path, &sb) != 0 && stat(out, &sb) == 0) return;   // scripts/train_gpt.py --save DIR: a bare model file
-    // the checkpoint --resume would take: the newest that verifies
+    // the checkpoint --resume would take: the newest that verifies; if it is not the one latest
+    // names, the warnings above said why, and this says which was taken
     Manifest m;
-    if (!checkpoint_choose(NULL, ckpt, ck, sizeof(ck), &m, 1, err, sizeof(err))) fatal("%s", err);
+    if (!checkpoint_choose(NULL, ckpt, "export_model", ck, sizeof(ck), &m, 1, err, sizeof(err))) fatal("%s", err);
     manifest_free(&m);
+    char latest[1100], name[256] = "";
+    snprintf(latest, sizeof(latest), "%s/latest", ckpt);
+    FILE *f = fopen(latest, "rb");
+    if (f) { if (!fgets(name, sizeof(name), f)) name[0] = 0; fclose(f); }
+    name[strcspn(name, "\r\n")] = 0;
+    if (strcmp(ckpt, ck) != 0 && strcmp(path_base(ck), name) != 0)
+        diag("warning", "export_model: exporting %s, the newest checkpoint of %s that verifies; %s", ck, ckpt,
+             name[0] ? "the one latest names does not (see above)" : "there is no latest");
     snprintf(out, n, "%s/model.bin", ck);
 }
 

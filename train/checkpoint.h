@@ -257,10 +257,12 @@ static void checkpoint_prune(const char *dir, int keep, int say) {
 
 // Rank 0, once every file of the checkpoint is written and synced in tmp: the
 // manifest, then DIR/latest written and synced beside the old one, then the
-// directory and latest renamed into place. Any failure undoes what was moved, so
-// the previous checkpoint and latest stay as they were. Returns 1, or 0 with err.
+// directory and latest renamed into place. A failure before latest's rename undoes
+// what was moved, so the previous checkpoint and latest stay as they were. After it,
+// only syncing DIR can fail: then the new checkpoint and latest stay in place (both
+// complete) and *published says so. Returns 1, or 0 with err.
 static int checkpoint_publish(Zero *z, const char *dir, const char *name, const char *tmp, const TrainState *st,
-                              const TrainConfig *tc, char *err, size_t errn) {
+                              const TrainConfig *tc, int *published, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     char path[1100], final_dir[1100], old[1100], latest[1100];
     Manifest m = {0};
@@ -311,6 +313,11 @@ static int checkpoint_publish(Zero *z, const char *dir, const char *name, const 
     }
     if (!out_rename(&lf)) {   // also syncs DIR, which makes both renames durable
         snprintf(err, errn, "%s", lf.err);
+        if (lf.renamed) {   // only the sync failed: the new checkpoint and latest are in place, complete
+            rm_tree(old);
+            *published = 1;
+            return 0;
+        }
         rename(final_dir, tmp);
         if (replaced) rename(old, final_dir);
         return 0;
@@ -344,16 +351,21 @@ static int optim_file_write(Zero *z, const char *path, char *err, size_t errn) {
 
 // Every rank: did every rank succeed? If not, rank 0 removes the temporary files
 // (before anyone exits: mpirun ends the job at the first exit) and every rank stops
-// with the failing rank's line.
-static void save_agree(Comm *c, int ok, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
+// with the failing rank's line, which says what is on disk. published: rank 0's
+// checkpoint_publish put the checkpoint in place and only syncing DIR failed.
+static void save_agree(Comm *c, int ok, int published, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
     if (comm_agree(c, ok, err, errn)) return;
-    if (c->rank == 0) {
+    comm_all_reduce_host(c, &published, 1, DT_I32, OP_MAX);   // rank 0's flag, for every rank's message
+    if (c->rank == 0 && !published) {
         char latest_tmp[1100];
         snprintf(latest_tmp, sizeof(latest_tmp), "%s/latest.tmp", dir);
         rm_tree(tmp);
         unlink(latest_tmp);
     }
     comm_barrier(c);
+    if (published)
+        fatal("checkpoint %s saved, but %s: it is complete and %s/latest names it, but a crash now could undo either "
+              "(the older checkpoints are kept); stopping", name, err, dir);
     fatal("checkpoint %s not saved: %s (the temporary files are removed; the previous checkpoints and %s/latest are unchanged)",
           name, err, dir);
 }
@@ -371,7 +383,7 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         rm_tree(tmp);
         if (mkdir(tmp, 0755) != 0) ok = 0, snprintf(err, sizeof(err), "%s: cannot create (%s)", tmp, strerror(errno));
     }
-    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    save_agree(c, ok, 0, err, sizeof(err), tmp, dir, name);
     snprintf(path, sizeof(path), "%s/model.bin", tmp);
     ok = model_file_write(z, path, err, sizeof(err));
     // optimizer partitions: in stage 0 every rank holds the same full state, rank 0 writes it
@@ -379,9 +391,10 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", tmp, p->part);
         ok = optim_file_write(z, path, err, sizeof(err));
     }
-    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
-    if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, err, sizeof(err));
-    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    save_agree(c, ok, 0, err, sizeof(err), tmp, dir, name);
+    int published = 0;
+    if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, &published, err, sizeof(err));
+    save_agree(c, ok, published, err, sizeof(err), tmp, dir, name);
     if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, !tc->quiet);
 }
 
@@ -555,8 +568,9 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
 
 // The checkpoint --resume DIR takes: the first candidate that verifies, on every rank
 // of c (NULL: this process alone; then nothing is collective). The skipped ones are
-// named with their reason (when say). Returns 1 with ck and m (to free), or 0 with err.
-static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
+// named with their reason after `who` (when say). Returns 1 with ck and m (to free),
+// or 0 with err.
+static int checkpoint_choose(Comm *c, const char *dir, const char *who, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
     static char cands[RESUME_MAX_CANDIDATES][1100];
     char first_err[1600] = "";
     int n = checkpoint_candidates(dir, cands, RESUME_MAX_CANDIDATES, err, errn);
@@ -565,7 +579,7 @@ static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Man
         int ok = checkpoint_verify(cands[i], m, err, errn);
         if (c ? comm_agree(c, ok, err, errn) : ok) { snprintf(ck, ckn, "%s", cands[i]); return 1; }
         if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", err);
-        if (n > 1 && say) diag("warning", "--resume: skipped %s: %s", cands[i], err);
+        if (n > 1 && say) diag("warning", "%s: skipped %s: %s", who, cands[i], err);
     }
     if (n == 1) snprintf(err, errn, "%s", first_err);
     else snprintf(err, errn, "%s: none of its %d checkpoints verifies (the newest: %s)", dir, n, first_err);
@@ -581,7 +595,7 @@ static void checkpoint_load(Zero *z, const TrainConfig *tc, TrainState *st, int 
     Comm *c = z->comm;
     char err[1600] = "", ck[1100];
     Manifest m;
-    if (!checkpoint_choose(c, tc->resume_dir, ck, sizeof(ck), &m, c->rank == 0, err, sizeof(err))) fatal("%s", err);
+    if (!checkpoint_choose(c, tc->resume_dir, "--resume", ck, sizeof(ck), &m, c->rank == 0, err, sizeof(err))) fatal("%s", err);
     int ok = checkpoint_compatible(&m, ck, &z->plan, tc, st->data_tokens ? st : NULL, c->world, c->rank == 0, err, sizeof(err));
     char mpath[1200];
     snprintf(mpath, sizeof(mpath), "%s/manifest.json", ck);

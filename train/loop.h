@@ -31,6 +31,16 @@ static long long config_hash(const TrainConfig *c) {
     return (long long)crc32_update(0, v, sizeof(v));
 }
 
+// The model's sizes and where they came from, for an out-of-memory message (util/common.h)
+static void model_alloc_context(const TrainConfig *tc) {
+    const ModelConfig *m = &tc->model;
+    char from[600];
+    if (strcmp(tc->preset, "config.json") == 0) hf_config_path(tc->init_path, from, sizeof(from));
+    else snprintf(from, sizeof(from), "--preset %s and the flags", tc->preset);
+    snprintf(g_alloc_context, sizeof(g_alloc_context), "the model: %s, %d layers, width %d, MLP %d, vocabulary %d, %d positions, from %.500s",
+             arch_name(m->arch), m->n_layer, m->d_model, m->d_ff, m->vocab_size, m->max_seq, from);
+}
+
 // MPI, the flags, the batch over the world, the collective backend, and a check
 // that every rank was given the same model. Returns 0 when there is nothing to
 // train: --estimate-memory prints the per-rank memory of every stage (plan
@@ -39,6 +49,7 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
+    model_alloc_context(tc);
     if (tc->estimate_world > 0) {
         config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;

@@ -76,12 +76,17 @@ static void test_stop_point(const char *name) {
 static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
 
+// What the program allocates for, added to an out-of-memory message: the trainer puts the
+// model's sizes and where they came from here, so that an absurd config.json is named.
+static char g_alloc_context[640];
+
 static void *xmalloc(size_t n, const char *what) {
     void *p = NULL;
     if (n == 0) n = 1;
     // 64-byte alignment: a cache line and a full AVX-512 register
-    if (posix_memalign(&p, 64, round_up(n, 64)) != 0 || !p)
-        fatal("out of memory allocating %zu bytes for %s", n, what);
+    if (n > SIZE_MAX - 64 || posix_memalign(&p, 64, round_up(n, 64)) != 0 || !p)
+        fatal("out of memory allocating %zu bytes for %s%s%s%s", n, what, g_alloc_context[0] ? " (" : "", g_alloc_context,
+              g_alloc_context[0] ? ")" : "");
     return p;
 }
 
@@ -134,15 +139,17 @@ static const char *file_kind(mode_t m) {
 // PATH and the directory synced: a reader sees the old file or the complete new one.
 //
 // Test hook (fault injection): ZEROC_FAIL_WRITE=NAME:N makes the N-th write to a file
-// named NAME (its last path component, without .tmp) fail with ENOSPC, and NAME:last
+// named NAME (its last path component, without .tmp) fail with ENOSPC, NAME:last
 // its final flush, where stdio hands the kernel the last buffered bytes (the last write
-// of the file, which a full disk refuses). Counted per process; used by tests/test_save_failure.sh.
+// of the file, which a full disk refuses), and NAME:dirsync the sync of its directory
+// after its rename (EIO). Counted per process; used by tests/test_save_failure.sh.
 
 typedef struct {
     FILE *f;
     char path[1100];     // where it ends up
     char tmp[1105];      // the file being written: PATH.tmp (atomic) or PATH
     int atomic;
+    int renamed;         // out_rename moved it into place (even if syncing the directory then failed)
     long long writes;    // checked writes so far (the fault injection counts them)
     char err[1400];      // the first failure, "" while everything succeeded
 } OutFile;
@@ -152,7 +159,8 @@ static const char *path_base(const char *path) {
     return s ? s + 1 : path;
 }
 
-// the injected failure for this file, if any: the write number, -1 for the final flush, 0 for none
+// the injected failure for this file, if any: the write number, -1 for the final flush,
+// -2 for the sync of its directory after its rename (NAME:dirsync, EIO), 0 for none
 static long long out_injected(const OutFile *o) {
     const char *spec = getenv("ZEROC_FAIL_WRITE");
     if (!spec) return 0;
@@ -160,6 +168,7 @@ static long long out_injected(const OutFile *o) {
     const char *base = path_base(o->path);
     if (!colon || strlen(base) != (size_t)(colon - spec) || strncmp(spec, base, colon - spec) != 0) return 0;
     if (strcmp(colon + 1, "last") == 0) return -1;
+    if (strcmp(colon + 1, "dirsync") == 0) return -2;
     return atoll(colon + 1);
 }
 
@@ -242,10 +251,16 @@ static int out_finish(OutFile *o) {
     return !o->err[0];
 }
 
-// An atomic write's rename into place, then the directory synced.
+// An atomic write's rename into place, then the directory synced. On failure o->renamed
+// says whether the new file is in place already (only the sync failed).
 static int out_rename(OutFile *o) {
     if (o->err[0]) return 0;
     if (rename(o->tmp, o->path) != 0) { out_fail(o, "cannot rename into place", errno); unlink(o->tmp); return 0; }
+    o->renamed = 1;
+    if (out_injected(o) == -2) {
+        snprintf(o->err, sizeof(o->err), "%s: cannot sync the directory (%s, injected by ZEROC_FAIL_WRITE)", o->path, strerror(EIO));
+        return 0;
+    }
     return fsync_parent_dir(o->path, o->err, sizeof(o->err));
 }
 
