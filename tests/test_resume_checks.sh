@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --resume: the manifest's own checksum, the fall-back to the newest checkpoint that
 # verifies (saying which it skipped and why), old manifests, what a resumed run must share
-# with its checkpoint (sequence length, global batch, data, steps left), --keep-last.
+# with its checkpoint (sequence length, global batch, data, steps left), --keep-last, and the
+# newer checkpoints of a run abandoned by resuming from an older one.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 make -s build/z0/train_gpt_cpu build/export_model || exit 1
@@ -82,4 +83,16 @@ $B $M --steps 5 --save-every 1 --keep-last 2 --save "$TMP/keep" > /dev/null || e
 expect_error "a failed save at step 6 (--keep-last 1)" "ckpt_00000006 not saved" 1 \
     env ZEROC_FAIL_WRITE=model.bin:last $B $M --steps 6 --save-every 1 --keep-last 1 --resume "$TMP/keep" --save "$TMP/keep"
 [ "$(cd "$TMP/keep" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_00000004 ckpt_00000005 " ]; check "nothing pruned by a save that failed" $?
+
+echo "== resumed from an older checkpoint: the abandoned run's newer ones are set aside, never pruned wrongly or resumed later"
+cp -r "$TMP/run" "$TMP/br"   # ckpt_00000002 and ckpt_00000004
+$B $M --steps 3 --save-every 1 --keep-last 1 --resume "$TMP/br/ckpt_00000002" --save "$TMP/br" > "$TMP/br.out" 2>&1; rc=$?
+grep -E "note|warning|error|removed|saved" "$TMP/br.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && grep -q "note: .*br: set aside ckpt_00000004, newer than step 2 this run starts from, in .*br/abandoned_00000002" "$TMP/br.out"
+check "one line says where ckpt_00000004 of the abandoned run went" $?
+[ "$(cat "$TMP/br/latest")" = ckpt_00000003 ] && [ "$(cd "$TMP/br" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_00000003 " ] &&
+    [ -f "$TMP/br/abandoned_00000002/ckpt_00000004/manifest.json" ]
+check "--keep-last 1 kept the checkpoint just saved, ckpt_00000003, which latest names; ckpt_00000004 is in abandoned_00000002/" $?
+$B $M --steps 5 --resume "$TMP/br" --log "$TMP/br.jsonl" > /dev/null 2>&1 && [ "$(grep -c '"type":"train"' "$TMP/br.jsonl")" -eq 2 ]
+check "the next --resume continues this run from step 3 (2 steps to 5), not the abandoned one at 4" $?
 [ $fails -eq 0 ]

@@ -83,11 +83,8 @@ static void resolve_model_file(const char *ckpt, char *out, size_t n) {
     Manifest m;
     if (!checkpoint_choose(NULL, ckpt, "export_model", ck, sizeof(ck), &m, 1, err, sizeof(err))) fatal("%s", err);
     manifest_free(&m);
-    char latest[1100], name[256] = "";
-    snprintf(latest, sizeof(latest), "%s/latest", ckpt);
-    FILE *f = fopen(latest, "rb");
-    if (f) { if (!fgets(name, sizeof(name), f)) name[0] = 0; fclose(f); }
-    name[strcspn(name, "\r\n")] = 0;
+    char name[256];
+    checkpoint_latest_name(ckpt, name, sizeof(name));
     if (strcmp(ckpt, ck) != 0 && strcmp(path_base(ck), name) != 0)
         diag("warning", "export_model: exporting %s, the newest checkpoint of %s that verifies; %s", ck, ckpt,
              name[0] ? "the one latest names does not (see above)" : "there is no latest");

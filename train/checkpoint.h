@@ -240,16 +240,85 @@ static int checkpoint_list(const char *dir, int *steps, int max) {
     return n;
 }
 
-// --keep-last K (rank 0, after a complete save): all but the newest K checkpoints go
-static void checkpoint_prune(const char *dir, int keep, int say) {
+// the checkpoint name DIR/latest holds, or "" (none, or not a plain name)
+static void checkpoint_latest_name(const char *dir, char *name, size_t n) {
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/latest", dir);
+    name[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    if (!fgets(name, (int)n, f)) name[0] = 0;
+    fclose(f);
+    name[strcspn(name, "\r\n")] = 0;
+    if (strchr(name, '/')) name[0] = 0;
+}
+
+// --keep-last K (rank 0, after a complete save of step `saved`): all but the newest K
+// checkpoints go, but never the one just saved nor the one latest names
+static void checkpoint_prune(const char *dir, int keep, int saved, int say) {
     int steps[4096];
     int n = checkpoint_list(dir, steps, 4096);
+    char latest[256];
+    checkpoint_latest_name(dir, latest, sizeof(latest));
     for (int i = keep; i < n; i++) {
         char path[1100];
         snprintf(path, sizeof(path), "%s/ckpt_%08d", dir, steps[i]);
+        if (steps[i] == saved || !strcmp(path_base(path), latest)) continue;
         rm_tree(path);
         if (say) printf("removed %s (--keep-last %d)\n", path, keep);
     }
+}
+
+// Rank 0, before a run's first save into dir, the run starting at step `start`: the
+// checkpoints of dir past that step belong to a run this one does not continue (it
+// resumed from an older checkpoint, or starts anew where another run saved). Left
+// there, --keep-last would prune by step in this run's place and a later --resume
+// would take them; so they move to dir/abandoned_SSSSSSSS (the step this run starts
+// from; _2, _3, ... when taken), and latest, if it named one of them, names the newest
+// checkpoint left (or goes). Returns 1 with a note when something moved, or 0 with err.
+static int checkpoint_set_aside(const char *dir, int start, char *note, size_t noten, char *err, size_t errn) {
+    int steps[4096];
+    int n = checkpoint_list(dir, steps, 4096), newer = 0;
+    while (newer < n && steps[newer] > start) newer++;   // newest first
+    if (newer == 0) return 1;
+    char aside[1100], from[1100], to[1200], latest[256];
+    snprintf(aside, sizeof(aside), "%s/abandoned_%08d", dir, start);
+    for (int k = 2; mkdir(aside, 0755) != 0; k++) {
+        if (errno != EEXIST || k > 1000) { snprintf(err, errn, "%s: cannot create (%s)", aside, strerror(errno)); return 0; }
+        snprintf(aside, sizeof(aside), "%s/abandoned_%08d_%d", dir, start, k);
+    }
+    checkpoint_latest_name(dir, latest, sizeof(latest));
+    int latest_moved = 0;
+    char names[160] = "";
+    for (int i = newer - 1; i >= 0; i--) {   // oldest first, for the note
+        snprintf(from, sizeof(from), "%s/ckpt_%08d", dir, steps[i]);
+        snprintf(to, sizeof(to), "%s/ckpt_%08d", aside, steps[i]);
+        if (rename(from, to) != 0) { snprintf(err, errn, "%s: cannot move it to %s (%s)", from, aside, strerror(errno)); return 0; }
+        latest_moved |= !strcmp(path_base(from), latest);
+        size_t k = strlen(names);
+        if (k < 100) snprintf(names + k, sizeof(names) - k, "%s%s", k ? ", " : "", path_base(from));
+        else if (!strstr(names, "...")) snprintf(names + k, sizeof(names) - k, ", ...");
+    }
+    if (latest_moved) {   // latest names the newest checkpoint left, or goes
+        char path[1100], line[64];
+        snprintf(path, sizeof(path), "%s/latest", dir);
+        int left = checkpoint_list(dir, steps, 1);
+        OutFile lf;
+        int ok = 1;
+        if (left) {
+            snprintf(line, sizeof(line), "ckpt_%08d\n", steps[0]);
+            if (out_open(&lf, path, 1)) out_write(&lf, line, strlen(line));
+            ok = out_commit(&lf);
+        } else if (unlink(path) != 0 || !fsync_parent_dir(path, lf.err, sizeof(lf.err))) {
+            ok = 0;
+            if (!lf.err[0]) snprintf(lf.err, sizeof(lf.err), "%s: cannot remove (%s)", path, strerror(errno));
+        }
+        if (!ok) { snprintf(err, errn, "%s", lf.err); return 0; }
+    }
+    if (!fsync_parent_dir(to, err, errn) || !fsync_parent_dir(aside, err, errn)) return 0;
+    snprintf(note, noten, "%s: set aside %s, newer than step %d this run starts from, in %s: the checkpoint%s of a run this one "
+             "does not continue (--resume %s goes back to it)", dir, names, start, aside, newer > 1 ? "s" : "", aside);
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -395,7 +464,16 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
     int published = 0;
     if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, &published, err, sizeof(err));
     save_agree(c, ok, published, err, sizeof(err), tmp, dir, name);
-    if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, !tc->quiet);
+    if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, st->step, !tc->quiet);
+}
+
+// Collective, at start-up, before a run saves into dir from step `start`: rank 0 sets
+// aside the checkpoints there past that step (checkpoint_set_aside) and says so.
+static void checkpoint_claim_dir(Comm *c, const char *dir, int start) {
+    char err[1600] = "", note[2048] = "";
+    int ok = c->rank != 0 || checkpoint_set_aside(dir, start, note, sizeof(note), err, sizeof(err));
+    if (note[0]) diag("note", "%s", note);
+    if (!comm_agree(c, ok, err, sizeof(err))) fatal("--save: %s", err);
 }
 
 // ----------------------------------------------------------------------------
@@ -460,15 +538,9 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
     snprintf(path, sizeof(path), "%s/manifest.json", dir);
     if (stat(path, &sb) == 0) { snprintf(out[0], 1100, "%s", dir); return 1; }
     int n = 0;
-    snprintf(path, sizeof(path), "%s/latest", dir);
-    FILE *f = fopen(path, "rb");
-    char name[256] = {0};
-    if (f) {
-        if (!fgets(name, sizeof(name), f)) name[0] = 0;
-        fclose(f);
-        name[strcspn(name, "\r\n")] = 0;
-        if (name[0] && !strchr(name, '/')) snprintf(out[n++], 1100, "%s/%s", dir, name);
-    }
+    char name[256];
+    checkpoint_latest_name(dir, name, sizeof(name));
+    if (name[0]) snprintf(out[n++], 1100, "%s/%s", dir, name);
     int steps[RESUME_MAX_CANDIDATES];
     int k = checkpoint_list(dir, steps, max);
     for (int i = 0; i < k && n < max; i++) {

@@ -187,6 +187,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
 
     TrainState st = load_start(m, tc, &train, say);
     if (tc->resume_dir[0]) dataloader_seek(&train, &st.data, tc->resume_dir);
+    if (tc->save_dir[0]) checkpoint_claim_dir(comm, tc->save_dir, st.step);   // another run's newer checkpoints set aside
     JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, st.step > 0);
     jsonl_record(&log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
     if (say) zero_plan_print(&m->zero);
