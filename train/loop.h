@@ -161,6 +161,34 @@ static void train_save(GPT *m, const TrainConfig *tc, const TrainState *now, FIL
     if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, now->step);
 }
 
+// "the latest checkpoint in DIR stays ckpt_X", or that there is none, for a warning
+static const char *latest_text(const char *dir, char *buf, size_t n) {
+    char name[256];
+    checkpoint_latest_name(dir, name, sizeof(name));
+    if (name[0]) snprintf(buf, n, "the latest checkpoint in %.200s stays %.60s", dir, name);
+    else snprintf(buf, n, "there is no checkpoint in %.200s", dir);
+    return buf;
+}
+
+// A run whose last step was skipped (a skip --max-skips counts: a non-finite loss or
+// gradients) did not train to its end: one line on every rank saying so, since which
+// step, and which checkpoint holds its parameters (those of step `applied`, the last
+// applied one). Returns the exit status, 1.
+static int train_ended_skipped(const TrainConfig *tc, int applied, const char *reason) {
+    int n = tc->steps - applied;
+    char first[32], held[1400] = "", name[256] = "";
+    if (n > 1) snprintf(first, sizeof(first), "steps %d-%d", applied + 1, tc->steps);
+    else snprintf(first, sizeof(first), "step %d", tc->steps);
+    if (tc->save_dir[0]) checkpoint_latest_name(tc->save_dir, name, sizeof(name));
+    if (!name[0]) snprintf(held, sizeof(held), "no checkpoint holds them");
+    else if (ckpt_step_of(name) >= applied)   // saved at or after it: a skipped step changes nothing
+        snprintf(held, sizeof(held), "the latest checkpoint, %s/%s, holds them", tc->save_dir, name);
+    else snprintf(held, sizeof(held), "the latest checkpoint is %s/%s, of step %d", tc->save_dir, name, ckpt_step_of(name));
+    diag("error", "the run ended on %d skipped step%s (%s, %s): its parameters are those of step %d, the last applied one; %s",
+         n, n > 1 ? "s" : "", first, reason, applied, held);
+    return 1;
+}
+
 // The training loop: tc->steps optimizer steps of tc->accum micro-steps each,
 // with validation, samples and checkpoints as asked. `name` and `workers` (the
 // threads or the device of each rank) go into the start-up line. Returns the exit
@@ -200,7 +228,8 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     long long tokens_per_step = (long long)tc->total_batch * tc->T;
     double flops_per_step = model_flops_per_token(mc, tc->T) * tokens_per_step;
     StepGuard *guard = &st.guard;
-    int status = 0;
+    int status = 0, last_applied = st.step - guard->consecutive;   // (a resumed run's skips since its last applied step)
+    const char *ended_skipped = NULL;   // why the last step was skipped, if it was a skip --max-skips counts
     preempt_install();
     comm_watchdog_start(comm, comm->rank, tc->timeout);
     double loop_t0 = wall_time(), steps_time = 0;
@@ -238,6 +267,8 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
         StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, scaled_norm, tc->grad_clip);
         if (v.apply) zero_step_update(&m->zero, &opt, v.grad_scale);
+        if (v.apply) last_applied = step + 1;
+        ended_skipped = v.counted ? v.skipped : NULL;
         if (tc->breakdown) zb_sync(&m->zero.be);
         double t1 = wall_time(), dt = t1 - t0;
         phase[3] = t1 - tp;
@@ -271,20 +302,27 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
         TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
         int saved = tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last);
+        char latest[300];
         if (saved && isfinite(step_loss)) train_save(m, tc, &now, say);
         else if (saved && comm->rank == 0) diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the "
-                                                "parameters (those of the last applied step) diverge; the last checkpoint in %s "
-                                                "stays the latest", step + 1, step_loss, tc->save_dir);
+                                                "parameters (those of the last applied step) diverge; %s", step + 1, step_loss,
+                                                latest_text(tc->save_dir, latest, sizeof(latest)));
         // SIGTERM / SIGINT / SIGUSR1 on any rank: every rank acts after this same step
         comm_phase("the per-step signal agreement", step + 1);
         int req = preempt_poll(comm);
         if (req && !last) {
             if (tc->save_dir[0] && !saved && isfinite(step_loss)) train_save(m, tc, &now, say);
             if (req & PREEMPT_STOP) {
+                char what[1400], name[256];
+                checkpoint_latest_name(tc->save_dir, name, sizeof(name));
+                if (!tc->save_dir[0]) snprintf(what, sizeof(what), "nothing saved (no --save)");
+                else if (isfinite(step_loss)) snprintf(what, sizeof(what), "checkpoint saved, continue with --resume %s", tc->save_dir);
+                else if (name[0]) snprintf(what, sizeof(what), "no checkpoint of that step (its loss is not finite); --resume %s continues from %s",
+                                           tc->save_dir, name);
+                else snprintf(what, sizeof(what), "no checkpoint of that step (its loss is not finite), and none in %s", tc->save_dir);
                 if (comm->rank == 0)
-                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(req), step + 1, tc->steps,
-                         tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
-                         EXIT_PREEMPTED);
+                    diag("note", "stopped by %s after step %d of %d: %s; exit status %d", preempt_signal_name(req), step + 1, tc->steps,
+                         what, EXIT_PREEMPTED);
                 status = EXIT_PREEMPTED;
                 break;
             }
@@ -292,6 +330,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         }
     }
     comm_watchdog_stop();
+    if (status == 0 && ended_skipped) status = train_ended_skipped(tc, last_applied, ended_skipped);
     if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
         TrainState now = {st.step, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
         train_save(m, tc, &now, say);

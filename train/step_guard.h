@@ -122,6 +122,7 @@ typedef struct {
     float norm;           // the global norm of the unscaled gradients
     double scale;         // the loss scale this step's backward used (1 without fp16)
     const char *skipped;  // why the step was skipped: "overflow", "non-finite loss", "non-finite gradients"; NULL: applied
+    int counted;          // a skip --max-skips counts (not an fp16 overflow the dynamic scaler handles)
     char stop[512];       // non-empty: the run must stop (after logging the step) with this message
 } StepVerdict;
 
@@ -149,7 +150,7 @@ static StepVerdict step_guard_check(StepGuard *g, Comm *comm, int step, float lo
     }
     g->skipped++;
     v.skipped = loss_bad ? "non-finite loss" : g->fp16 ? "overflow" : "non-finite gradients";
-    int counted = !g->fp16 || loss_bad || !g->scaler.dynamic;
+    int counted = v.counted = !g->fp16 || loss_bad || !g->scaler.dynamic;
     if (counted) g->consecutive++;
     if (counted && g->max_skips > 0 && g->consecutive >= g->max_skips && !v.stop[0])
         snprintf(v.stop, sizeof(v.stop), "step %d: %d consecutive steps skipped (%s; %s): stopping (--max-skips %d). "
