@@ -47,9 +47,13 @@ static void model_alloc_context(const TrainConfig *tc) {
 // arithmetic only, nothing allocated) and the run ends.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
-    comm_init(comm, argc, argv);
+    comm_init_world(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     model_alloc_context(tc);
+    test_stop_point("start-up");
+    comm_phase("start-up", 0);
+    comm_watchdog_start(comm, comm->rank, tc->timeout);   // from here to MPI_Finalize every collective is watched
+    comm_init_node(comm);
     if (tc->estimate_world > 0) {
         config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;
@@ -231,7 +235,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     int status = 0, last_applied = st.step - guard->consecutive;   // (a resumed run's skips since its last applied step)
     const char *ended_skipped = NULL;   // why the last step was skipped, if it was a skip --max-skips counts
     preempt_install();
-    comm_watchdog_start(comm, comm->rank, tc->timeout);
+    comm_watchdog_steps(1);
     double loop_t0 = wall_time(), steps_time = 0;
     for (int step = st.step; step < tc->steps; step++) {
         double t0 = wall_time(), phase[4] = {0, 0, 0, 0}, tp;   // --breakdown: forward, backward, comm wait, optimizer
@@ -329,7 +333,9 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
             if (!tc->save_dir[0] && comm->rank == 0) diag("warning", "SIGUSR1 asks for a checkpoint, but there is no --save directory");
         }
     }
-    comm_watchdog_stop();
+    comm_watchdog_steps(0);
+    comm_phase("the end-of-run reports", tc->steps);
+    test_stop_point("shutdown");
     if (status == 0 && ended_skipped) status = train_ended_skipped(tc, last_applied, ended_skipped);
     if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
         TrainState now = {st.step, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
