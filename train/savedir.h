@@ -1,18 +1,19 @@
-// train/savedir.h: the --save directory, made ready before anything is trained: created
-// with its parents, test-written (a run that cannot save fails at start-up, not
-// after hours of training), and locked so that a second run saving into the same
-// directory refuses to start instead of overwriting the first one's checkpoints.
+// train/savedir.h: the --save directory, made ready before anything is trained. It is
+// created with its parents and test-written, so a run that cannot save fails at
+// start-up rather than after hours of training. It is locked, so a second run saving
+// into the same directory refuses to start instead of overwriting the first one's
+// checkpoints.
 //
-// The lock is DIR/.lock: rank 0 holds a kernel lock on it (flock) for as long as it
+// The lock is DIR/.lock. Rank 0 holds a kernel lock on it (flock) for as long as it
 // runs, and its text says "PID HOST". The kernel lock makes taking it atomic: of two
-// runs that start at once, or that both find a lock left behind, exactly one gets it;
-// the other refuses to start, naming the holder. The kernel drops the lock when its
-// process ends however it ends (kill -9, a watchdog abort), so a lock file left
-// behind is taken over with a note. The text is checked too: a pid on this host that
-// still runs (not a zombie: a rank 0 that exited and is not yet reaped is gone) keeps
-// its lock; a lock from another host cannot be checked from here, so the message says
-// to remove it once that run is gone. Rank 0 removes its lock file when it exits
-// (normally or through fatal(): an atexit handler).
+// runs that start at once, or that both find a lock left behind, exactly one gets it,
+// and the other refuses to start, naming the holder. The kernel drops the lock when
+// its process ends, however it ends: a kill -9, a watchdog abort. So a lock file left
+// behind is taken over with a note. The text is checked too. A pid on this host that
+// still runs keeps its lock; a zombie, a rank 0 that exited and is not yet reaped,
+// does not. A lock from another host cannot be checked from here, so the message says
+// to remove it once that run is gone. Rank 0 removes its lock file when it exits,
+// normally or through fatal(), with an atexit handler.
 #pragma once
 #include "comm/comm.h"
 #include <sys/stat.h>
@@ -29,8 +30,9 @@ static void savedir_unlock(void) {
     g_lock_fd = -1;
 }
 
-// Whether process pid runs on this host: it exists and is not a zombie (exited, its
-// status not yet collected by its parent: /proc/PID/stat's state Z, or X while it goes).
+// Whether process pid runs on this host: it exists and is not a zombie, a process that
+// exited and whose status its parent has not collected yet (/proc/PID/stat's state Z,
+// or X while it goes).
 static int pid_running(int pid) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
     char path[64], stat_text[512] = "";
@@ -40,11 +42,11 @@ static int pid_running(int pid) {
     size_t n = fread(stat_text, 1, sizeof(stat_text) - 1, f);
     fclose(f);
     stat_text[n] = 0;
-    const char *paren = strrchr(stat_text, ')');   // "PID (COMM) STATE ...": COMM may hold anything
+    const char *paren = strrchr(stat_text, ')');   // "PID (COMM) STATE ...", and COMM may hold anything
     return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
-// Takes DIR/.lock. Returns 1 (and a note when a lock left behind was taken over), or 0 with err.
+// Takes DIR/.lock. Returns 1, with a note when a lock left behind was taken over, or 0 with err.
 static int savedir_lock(const char *dir, char *err, size_t errn, char *note, size_t noten) {
     char path[1100], host[256] = "?", text[512];
     snprintf(path, sizeof(path), "%s/.lock", dir);
