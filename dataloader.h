@@ -168,12 +168,12 @@ static void shard_open(Shard *s, const char *path) {
     memset(s, 0, sizeof(*s));
     if (strlen(path) >= sizeof(s->path)) fatal("%s: path too long", path);
     strcpy(s->path, path);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);   // a FIFO would block here until a writer came: refused below instead
     if (fd < 0) fatal("%s: cannot open (%s)%s", path, strerror(errno),
                       strncmp(path, "data/brown/", 11) == 0 ? ": run `make data` to prepare the Brown corpus" : "");
     struct stat sb;
     if (fstat(fd, &sb) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) fatal("%s: is a directory", path);
+    if (!S_ISREG(sb.st_mode)) fatal("%s: %s, not a token shard (a regular file, or a directory of them)", path, file_kind(sb.st_mode));
     long long size = (long long)sb.st_size;
     int32_t header[SHARD_HEADER_INTS] = {0};
     char err[1200];

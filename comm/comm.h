@@ -94,12 +94,17 @@ typedef struct {
 // a rank waiting forever. If this rank makes no progress for --timeout seconds, a
 // thread prints one line naming the rank, what it waits on and where in the step it
 // is, aborts NCCL on the GPU, and calls MPI_Abort, which ends every rank of the job
-// with status 124, as timeout(1) does. Progress is any collective's start or end and
-// every phase the training loop enters with comm_phase: each micro-step, the
-// optimizer step, validation, sampling, a checkpoint save. So the limit bounds the
-// time of one of those, never a run. Every rank runs its own watchdog, so each one
-// that can still act says what it waits on. MPI_Abort is the one MPI call made off
-// the main thread: aborting a stuck job is what it is for, and Open MPI supports it.
+// with status 124, as timeout(1) does. It runs from MPI_Init's return, once the flags
+// give the limit (train/loop.h's train_startup), to MPI_Finalize's, so every
+// collective of start-up and shutdown is watched too. Outside the training loop's
+// steps it bounds each wait in a collective and not local work, since start-up may
+// read data and checkpoints for longer than a step on every rank. During the steps
+// (comm_watchdog_steps) progress is any collective's start or end and every phase the
+// training loop enters with comm_phase: each micro-step, the optimizer step,
+// validation, sampling, a checkpoint save. So the limit bounds the time of one of
+// those, never a run. Every rank runs its own watchdog, so each one that can still
+// act says what it waits on. MPI_Abort is the one MPI call made off the main thread:
+// aborting a stuck job is what it is for, and Open MPI supports it.
 
 #define EXIT_WATCHDOG 124
 
@@ -115,6 +120,7 @@ static struct {
     const char *volatile coll;       // the collective it waits on, NULL if none
     const char *volatile last_coll;  // the last one it waited on
     double coll_t0, blocked_s;       // when the current wait began; seconds spent waiting (--breakdown)
+    volatile int steps;              // in the training loop's steps: any stall counts, not only a wait
 } g_wd = {0};
 
 static void wd_touch(void) { g_wd.last = wall_time(); }
@@ -148,13 +154,16 @@ static void *wd_main(void *arg) {
             _exit(1);
         }
         double idle = wall_time() - g_wd.last;
-        if (g_wd.stop || idle < g_wd.timeout) continue;
+        if (g_wd.stop || idle < g_wd.timeout || (!g_wd.steps && !g_wd.coll)) continue;
         const char *coll = g_wd.coll, *phase = g_wd.phase ? g_wd.phase : "start-up";
         char where[256];
         if (coll) snprintf(where, sizeof(where), "waits in %s", coll);
         else snprintf(where, sizeof(where), "is not in a collective (the last: %s)", g_wd.last_coll ? g_wd.last_coll : "none");
-        diag("error", "watchdog: rank %d made no progress for %.0f s (--timeout %g): it %s, in %s of step %d; "
-             "another rank (or a device) is stalled or dead: aborting the job", rank, idle, g_wd.timeout, where, phase, g_wd.step);
+        char in[160];
+        if (g_wd.step > 0) snprintf(in, sizeof(in), "%s of step %d", phase, g_wd.step);
+        else snprintf(in, sizeof(in), "%s", phase);
+        diag("error", "watchdog: rank %d made no progress for %.0f s (--timeout %g): it %s, in %s; "
+             "another rank (or a device) is stalled or dead: aborting the job", rank, idle, g_wd.timeout, where, in);
         comm_abort_device(g_wd.comm);
         MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
         _exit(EXIT_WATCHDOG);
@@ -169,7 +178,10 @@ static void comm_watchdog_stop(void) {
     g_wd.running = 0;
 }
 
-// timeout <= 0: no watchdog
+// The training loop's steps begin (on = 1) or end (0): see above
+static void comm_watchdog_steps(int on) { wd_touch(); g_wd.steps = on; }
+
+// timeout <= 0: no watchdog. It starts outside the steps: only waits in collectives count.
 static void comm_watchdog_start(void *comm, int rank, double timeout) {
     static int wd_rank;
     comm_watchdog_stop();
@@ -194,22 +206,43 @@ static MPI_Datatype mpi_dtype(CommDType t) {
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
 
-// MPI: rank, world and the ranks sharing this node. The GPU trainer takes its
-// device afterwards (comm_attach_device).
-static void comm_init(Comm *c, int *argc, char ***argv) {
+// MPI: rank and world, and nothing collective after MPI_Init: the trainer starts
+// its watchdog next (train/loop.h).
+static void comm_init_world(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     c->mpi = MPI_COMM_WORLD;
     MPI_Comm_rank(c->mpi, &c->rank);
     MPI_Comm_size(c->mpi, &c->world);
-    // local rank: among the ranks sharing a node's memory, as mpirun and srun both place them
+    g_error_rank = c->rank;
+}
+
+// Collective: the local rank, among the ranks sharing a node's memory, as mpirun and
+// srun both place them. The GPU trainer takes its device afterwards (comm_attach_device).
+static void comm_init_node(Comm *c) {
     MPI_Comm local;
+    wd_coll_begin("MPI_Comm_split_type (the ranks of each node)");
     MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    wd_coll_end();
     MPI_Comm_rank(local, &c->local_rank);
     MPI_Comm_size(local, &c->local_world);
     MPI_Comm_free(&local);
-    g_error_rank = c->rank;
+}
+
+// MPI, rank, world and the ranks of this node, for the tests' programs; the trainer calls the two halves
+static void comm_init(Comm *c, int *argc, char ***argv) {
+    comm_init_world(c, argc, argv);
+    comm_init_node(c);
+}
+
+// MPI_Finalize as a watched wait, since Open MPI's waits for every rank; then the watchdog stops
+static void comm_finalize_mpi(void) {
+    test_stop_point("finalize");
+    comm_phase("shutdown", 0);
+    wd_coll_begin("MPI_Finalize");
+    MPI_Finalize();
+    comm_watchdog_stop();
 }
 
 
@@ -302,7 +335,7 @@ static void comm_attach_device(Comm *c) { (void)c; }   // the CPU trainer's buff
 static void comm_setup_backend(Comm *c, const char *name) { }
 static void comm_abort_device(void *comm) { }
 static const char *comm_device_error(void *comm) { (void)comm; return NULL; }
-static void comm_finalize(Comm *c) { comm_watchdog_stop(); MPI_Finalize(); }
+static void comm_finalize(Comm *c) { comm_finalize_mpi(); }
 static void comm_wait(Comm *c, CommRequest *r) { comm_wait_mpi(c, r); }
 static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
     return comm_iall_reduce_mpi(c, buf, n, t, op);
@@ -374,13 +407,17 @@ static void comm_setup_backend(Comm *c, const char *name) {
     // decided on every rank from the same numbers (the most crowded node; whether every rank may share
     // a GPU): all ranks take the same backend or all stop; none hangs in init
     int crowded = c->local_world > ndev ? c->local_world : 0;
+    wd_coll_begin("all_reduce (ranks per GPU)");
     MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, c->mpi);
+    wd_coll_end();
     char ver[32], path[512];
     int code = comm_nccl_version(ver, sizeof(ver));
     if (crowded) {
         const char *env = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
         int shares = code >= NCCL_SHARED_GPU_VERSION && env && strcmp(env, "1") == 0;
+        wd_coll_begin("all_reduce (ranks per GPU)");
         MPI_Allreduce(MPI_IN_PLACE, &shares, 1, MPI_INT, MPI_MIN, c->mpi);
+        wd_coll_end();
         if (automatic) {
             if (c->rank == 0)
                 printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm auto): NCCL %s %s\n", crowded, ver,
@@ -400,8 +437,10 @@ static void comm_setup_backend(Comm *c, const char *name) {
     }
     ncclUniqueId id;
     if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
+    wd_coll_begin("NCCL's start (ncclCommInitRank)");
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
     ncclResult_t r = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
+    wd_coll_end();
     if (r != ncclSuccess)
         fatal("NCCL %s: ncclCommInitRank failed: %s%s", ver, ncclGetErrorString(r),
               r == ncclInvalidUsage ? " (two ranks on one GPU? use --comm mpi)" : "");
@@ -424,14 +463,15 @@ static const char *comm_device_error(void *comm) {
 }
 
 static void comm_finalize(Comm *c) {
-    comm_watchdog_stop();
     if (c->has_device) {
+        wd_coll_begin("the device's last work (NCCL included) at exit");   // a dead peer's NCCL kernel would spin here
         cudaStreamSynchronize(c->compute);
         cudaStreamSynchronize(c->stream);
+        wd_coll_end();
         if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
         if (c->stage) cudaFreeHost(c->stage);
     }
-    MPI_Finalize();
+    comm_finalize_mpi();
 }
 
 static ncclDataType_t nccl_dtype(CommDType t) {

@@ -43,6 +43,7 @@ static int launch_threads(int flag, int local_world, char *why, size_t n) {
 static void launch_describe(const Comm *c, char *out, size_t n) {
     // the node: the world rank of its local rank 0
     MPI_Comm local;
+    wd_coll_begin("the node table (split, all_reduce, gathers)");   // the watchdog's (comm/comm.h)
     MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
     int leader = c->rank;
     MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
@@ -68,6 +69,7 @@ static void launch_describe(const Comm *c, char *out, size_t n) {
     MPI_Gather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, 0, c->mpi);
     MPI_Gather(&differs, 1, MPI_INT, diff, 1, MPI_INT, 0, c->mpi);
     MPI_Gather(mine, sizeof(mine), MPI_CHAR, hosts, sizeof(mine), MPI_CHAR, 0, c->mpi);
+    wd_coll_end();
     if (c->rank != 0) { out[0] = 0; return; }
     int nodes = 0, bad = 0, first_bad = -1;
     for (int r = 0; r < c->world; r++) {

@@ -17,8 +17,11 @@
 // with a "did you mean", because DeepSpeed's config models forbid extra fields and
 // the optimizer's and scheduler's params are constructor arguments. An unknown
 // top-level key is a warning. Numbers go through the same range checks as the
-// flags they map to. A block with "enabled": false asks for nothing, so its keys
-// are checked for name and type only.
+// flags they map to, in the type they are stored in: a float setting as a 32-bit
+// float ("eps": 1e-46 is 0 there, an error), an integer within its field's range.
+// A block with "enabled": false asks for nothing, so its keys are checked for name
+// and type only. Before all that, the file is parsed strictly (formats/json.h):
+// trailing data, a NUL, a number beyond a double and a duplicate key are errors.
 //
 // "auto", the HF Trainer's placeholder, and null both mean the key is absent: the
 // flag's value if the flag is given, else zeroc's default. Precedence: zeroc's
@@ -63,7 +66,8 @@ typedef struct {
 static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 0, 1},
                    R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-3.4e38, 3.4e38, 0, 0, 0},
                    R_MIN_SCALE = {0, 3.4e38, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
-                   R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1};
+                   R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1},
+                   R_LAYERS = {1, 1024, 0, 0, 1};   // --layers' range
 
 #define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py), TensorBoard event files (the tensorboard block) and CSV files (csv_monitor)"
 #define ZEROPP "ZeRO++/MiCS are not implemented: parameters are partitioned over all ranks, communication is full precision"
@@ -201,7 +205,7 @@ static const DsKey DS_KEYS[] = {
     {"activation_checkpointing.partition_activations", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "partitions checkpoints across model-parallel ranks: zeroc has no model parallelism"},
     {"activation_checkpointing.cpu_checkpointing", NULL, DS_HONOURED, JT_BOOL, NULL, K_CPU_CKPT, NULL, "`--cpu-checkpointing`: the layer inputs in pinned host memory, back one layer ahead in the backward (train_gpt; the CPU trainer's are in host memory already)"},
     {"activation_checkpointing.contiguous_memory_optimization", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "the checkpoints already live in one buffer"},
-    {"activation_checkpointing.number_checkpoints", NULL, DS_HONOURED, JT_INT, &R_COUNT, K_NUM_CKPT, NULL, "the number of layers only: every layer is a checkpoint (another value is an error)"},
+    {"activation_checkpointing.number_checkpoints", NULL, DS_HONOURED, JT_INT, &R_LAYERS, K_NUM_CKPT, NULL, "the number of layers only: every layer is a checkpoint (another value is an error)"},
     {"activation_checkpointing.synchronize_checkpoint_boundary", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "a profiling aid: zeroc's recompute is ordered on one stream already"},
     {"activation_checkpointing.profile", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--log` records every step's time; there is no per-checkpoint profile"},
 
@@ -307,23 +311,32 @@ static void json_text(const cJSON *v, char *buf, size_t n) {
 
 // "expected ..., got ..." for a value of the wrong type or out of range; 1 if it is fine
 static int ds_check_value(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
-    char want[128] = "", got[96], rt[96];
+    char want[160] = "", got[96], rt[96];
+    const cJSON *as_float = NULL;   // a number in range as a double, but not as the float it is stored in
     switch (k->type) {
     case JT_BLOCK: case JT_OPEN: if (!cJSON_IsObject(v)) snprintf(want, sizeof(want), "an object {...}"); break;
     case JT_BOOL: if (!cJSON_IsBool(v)) snprintf(want, sizeof(want), "true or false"); break;
     case JT_STR: if (!cJSON_IsString(v)) snprintf(want, sizeof(want), "a string"); break;
     case JT_INT: case JT_NUM:
         if (!cJSON_IsNumber(v) || !range_ok(k->range, v->valuedouble)) snprintf(want, sizeof(want), "%s", range_text(k->range, rt, sizeof(rt)));
+        else if (k->type == JT_NUM && !range_ok_f32(k->range, v->valuedouble)) as_float = v;
         break;
     case JT_PAIR: {
         int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
         for (int i = 0; ok && i < 2; i++) {
             const cJSON *e = cJSON_GetArrayItem(v, i);
             ok = cJSON_IsNumber(e) && range_ok(k->range, e->valuedouble);
+            if (ok && !as_float && !range_ok_f32(k->range, e->valuedouble)) as_float = e;
         }
         if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, rt, sizeof(rt)));
         break;
     }
+    }
+    if (as_float) {   // every JT_NUM setting is a 32-bit float (TrainConfig)
+        json_text(as_float, got, sizeof(got));
+        report_at(x->r, MSG_ERROR, path, "%s is %g as the 32-bit float it is used as: expected %s as a float", got,
+                  (double)(float)as_float->valuedouble, range_text(k->range, rt, sizeof(rt)));
+        return 0;
     }
     if (!want[0]) return 1;
     json_text(v, got, sizeof(got));
@@ -504,8 +517,6 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
     for (const cJSON *v = obj->child; v; v = v->next) {
         char path[256], text[512];
         snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", v->string);
-        for (const cJSON *w = obj->child; w != v; w = w->next)
-            if (strcmp(w->string, v->string) == 0) report_at(x->r, MSG_ERROR, path, "duplicate key (DeepSpeed refuses duplicates too)");
         const DsKey *k = strchr(v->string, '.') ? NULL : ds_find(path);   // a dotted name is no key
         if (!k) {
             const char *dym = ds_did_you_mean(path);

@@ -34,11 +34,17 @@ static int hf_int(cJSON *root, const char *path, const char *key, int dflt, int 
     return (int)j->valuedouble;
 }
 
+// key absent or null: dflt; else a positive number that a 32-bit float (the model's type) holds
+// as a normal number
 static float hf_float(cJSON *root, const char *path, const char *key, float dflt) {
     cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!j || cJSON_IsNull(j)) return dflt;
     if (!cJSON_IsNumber(j) || !(j->valuedouble > 0)) fatal("%s: \"%s\" must be a positive number", path, key);
-    return (float)j->valuedouble;
+    float f = (float)j->valuedouble;
+    if (!isnormal(f))
+        fatal("%s: \"%s\" is %g, which is %g as the 32-bit float it is used as: expected a positive number in [1.2e-38, 3.4e38]",
+              path, key, j->valuedouble, (double)f);
+    return f;
 }
 
 static int hf_bool(cJSON *root, const char *path, const char *key, int dflt) {

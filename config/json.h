@@ -1,20 +1,28 @@
 // config/json.h: a JSON document read from a file (a DeepSpeed config, a Hugging
-// Face config.json), or one line naming the file and exit.
+// Face config.json) under formats/json.h's strict rules, or one line naming the file
+// and exit.
 #pragma once
-#include "util/common.h"
-#include <cjson/cJSON.h>
+#include "formats/json.h"
+#include <sys/stat.h>
 
-// a JSON object from a file (a config file, a Hugging Face config.json), or one line and exit
+#define JSON_MAX_FILE (1 << 24)   // a config file or config.json: 16 MiB at most
+
+// A JSON object from a regular file (a config file, a Hugging Face config.json), or one line and exit.
 static cJSON *json_parse_file_or_die(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) fatal("%s: cannot open (%s)", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) fatal("%s: %s, not a JSON file", path, file_kind(sb.st_mode));
     FILE *f = fopen_or_die(path, "rb");
     long long n = file_size_or_die(f, path);
-    if (n > (1 << 24)) fatal("%s: file too large for a JSON config", path);
+    if (n > JSON_MAX_FILE) fatal("%s: %lld bytes: too large for a JSON config (at most %d MiB)", path, n, JSON_MAX_FILE >> 20);
     char *text = (char *)xmalloc(n + 1, "config text");
     fread_or_die(text, 1, n, f, path, "config");
     text[n] = 0;
     fclose(f);
-    cJSON *root = cJSON_Parse(text);
-    if (!root || !cJSON_IsObject(root)) fatal("%s: not a JSON object (near '%.20s')", path, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    char err[1400];
+    cJSON *root = json_parse_strict(text, (size_t)n, path, err, sizeof(err));
     free(text);
+    if (!root) fatal("%s", err);
+    if (!cJSON_IsObject(root)) fatal("%s: not a JSON object (the document is %s)", path, cJSON_IsArray(root) ? "an array" : "a single value");
     return root;
 }

@@ -42,6 +42,13 @@ static int range_ok(const Range *r, double v) {
     return 1;
 }
 
+// v as the 32-bit float a setting is stored in: within the range as a float too, and not a
+// non-zero value that rounds to 0 (eps 1e-46 would become 0; 1e39 would become inf)
+static int range_ok_f32(const Range *r, double v) {
+    float f = (float)v;
+    return range_ok(r, v) && range_ok(r, f) && !(v != 0 && f == 0);
+}
+
 // "an integer in [1, 1048576]", "a number > 0", "a number in [0, 1)"
 static const char *range_text(const Range *r, char *buf, size_t n) {
     const char *what = r->integer ? "an integer" : "a number";

@@ -11,13 +11,17 @@
 //
 // The writer lays tensors out back to back in the order given and streams their data. The
 // reader makes the reference reader's checks of every rule above, in the same order, and
-// reads one tensor at a time. So neither needs a whole model in memory. What the tensors
-// mean, their names, layouts and dtype conversion, is model/hf.h's business.
+// reads one tensor at a time. So neither needs a whole model in memory. The header is JSON
+// as strict as the reference reader's (formats/json.h): no NUL, no trailing data, no name
+// twice, checked by sorting, so 100k tensors cost n log n. zeroc reads at most
+// ST_MAX_TENSORS tensors. What the tensors mean, their names, layouts and dtype
+// conversion, is model/hf.h's business.
 #pragma once
-#include "util/common.h"
-#include <cjson/cJSON.h>
+#include "formats/json.h"
 
 #define ST_MAX_HEADER 100000000ULL   // the reference reader's limit, MAX_HEADER_SIZE
+#define ST_MAX_TENSORS (1 << 18)     // zeroc's cap: a model of 1024 layers has 12,290 tensors, and a
+                                     // header of 100 MB could name about 2M empty ones
 #define ST_MAX_DIMS 8
 
 // the dtypes of the format and their sizes in bytes; zeroc converts F32, BF16 and F16 (model/hf.h)
@@ -116,6 +120,7 @@ typedef struct {
     uint64_t data_start;        // 8 + N
     int n;
     STTensor *t;                // sorted by begin
+    const STTensor **by_name;   // the same, sorted by name (st_find)
     cJSON *json;
 } STFile;
 
@@ -125,6 +130,8 @@ typedef struct {
 static int st_sniff(const char *path) {
     size_t n = strlen(path);
     if (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) return 1;
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;   // (a FIFO would block the read)
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     uint8_t b[9];
@@ -141,9 +148,14 @@ static int st_cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
+static int st_cmp_name(const void *a, const void *b) {
+    return strcmp((*(const STTensor *const *)a)->name, (*(const STTensor *const *)b)->name);
+}
+
 static void st_close(STFile *s) {
     if (s->f) fclose(s->f);
     free(s->t);
+    free(s->by_name);
     cJSON_Delete(s->json);
     memset(s, 0, sizeof(*s));
 }
@@ -171,10 +183,14 @@ static int st_check_length(const char *path, uint64_t hn, uint64_t size, char *e
 // or 0 with a one-line err and s closed. tests/fuzz/ fuzzes it.
 static int st_parse_header(STFile *s, const char *path, const char *text, uint64_t hn, uint64_t file_size, char *err, size_t errn) {
     if (hn == 0 || text[0] != '{') ST_FAIL("%s: the header does not start with '{' (not a safetensors file)", path);
-    s->json = cJSON_ParseWithLength(text, hn);
-    if (!s->json || !cJSON_IsObject(s->json)) ST_FAIL("%s: the header is not valid JSON", path);
+    char why[1024];
+    s->json = json_parse_strict(text, hn, "header", why, sizeof(why));   // duplicate names refused there, in n log n
+    if (!s->json) ST_FAIL("%s: the header is not valid JSON (%s)", path, why);
+    if (!cJSON_IsObject(s->json)) ST_FAIL("%s: the header is not a JSON object", path);
     s->data_start = 8 + hn;
     int cap = cJSON_GetArraySize(s->json);
+    int tensors = cap - (cJSON_GetObjectItemCaseSensitive(s->json, "__metadata__") != NULL);
+    if (tensors > ST_MAX_TENSORS) ST_FAIL("%s: the header lists %d tensors; zeroc reads at most %d", path, tensors, ST_MAX_TENSORS);
     s->t = (STTensor *)xcalloc(sizeof(STTensor) * (cap + 1), "safetensors index");
     char shp[128];
     for (cJSON *e = s->json->child; e; e = e->next) {
@@ -215,11 +231,12 @@ static int st_parse_header(STFile *s, const char *path, const char *text, uint64
                     (unsigned long long)(t->end - t->begin), ST_DTYPE_NAMES[t->dtype], st_shape_str(t->shape, t->ndim, shp, sizeof(shp)),
                     (unsigned long long)t->numel * ST_DTYPE_SIZES[t->dtype]);
     }
-    for (int i = 0; i < s->n; i++)
-        for (int j = i + 1; j < s->n; j++)
-            if (strcmp(s->t[i].name, s->t[j].name) == 0) ST_FAIL("%s: tensor %s appears twice in the header", path, s->t[i].name);
+    // the index by name (st_find)
+    s->by_name = (const STTensor **)xmalloc(sizeof(STTensor *) * (s->n + 1), "safetensors index");
     // the tensors tile the data exactly
     qsort(s->t, s->n, sizeof(STTensor), st_cmp_begin);
+    for (int i = 0; i < s->n; i++) s->by_name[i] = &s->t[i];
+    qsort(s->by_name, s->n, sizeof(STTensor *), st_cmp_name);
     uint64_t at = 0;
     for (int i = 0; i < s->n; i++) {
         if (s->t[i].begin != at)
@@ -257,8 +274,10 @@ static int st_open(STFile *s, const char *path, char *err, size_t errn) {
 #undef ST_FAIL
 
 static const STTensor *st_find(const STFile *s, const char *name) {
-    for (int i = 0; i < s->n; i++) if (strcmp(s->t[i].name, name) == 0) return &s->t[i];
-    return NULL;
+    STTensor key;
+    key.name = name;
+    const STTensor *k = &key, **hit = (const STTensor **)bsearch(&k, s->by_name, s->n, sizeof(STTensor *), st_cmp_name);
+    return hit ? *hit : NULL;
 }
 
 // the tensor's raw bytes, end - begin of them, into buf

@@ -147,8 +147,8 @@ static int hf_check_tensor(const STFile *s, const STTensor *t, const HFTensor *e
 static int hf_read_f32(STFile *s, const STTensor *t, void *raw, float *out, char *err, size_t errn) {
     if (!st_read_raw(s, t, raw, err, errn)) return 0;
     hf_to_f32(t->dtype, raw, t->numel, out);
-    for (size_t i = 0; i < t->numel; i++)
-        if (!isfinite(out[i])) { snprintf(err, errn, "%s: tensor %s: non-finite value at element %zu", s->path, t->name, i); return 0; }
+    size_t i = first_nonfinite(out, t->numel);
+    if (i < t->numel) { snprintf(err, errn, "%s: tensor %s: non-finite value at element %zu", s->path, t->name, i); return 0; }
     return 1;
 }
 

@@ -297,6 +297,20 @@ static void model_init_range(const ModelLayout *L, int unit, size_t lo, size_t n
     }
 }
 
+// Elements [lo, lo + n) of unit u, read from a model file at `path`, checked finite:
+// returns 1, or 0 with a one-line err naming the tensor and element that is not
+// (the same words as a safetensors file's, model/hf.h)
+static int params_check_finite(const ModelLayout *L, int u, size_t lo, const float *v, size_t n, const char *path, char *err, size_t errn) {
+    size_t i = first_nonfinite(v, n);
+    if (i == n) return 1;
+    const UnitSpec *U = &L->units[u];
+    size_t e = lo + i;
+    int k = 0;
+    while (k + 1 < U->n_tensors && e >= U->t[k + 1].offset) k++;
+    snprintf(err, errn, "%s: tensor %s.%s: non-finite value at element %zu", path, U->name, U->t[k].name, e - U->t[k].offset);
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // Where a run's starting parameters come from. They are read unit by unit and range
 // by range, so that each rank reads only what its ZeRO stage holds.

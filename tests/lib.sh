@@ -77,3 +77,13 @@ wait_train_steps() {
     done
     return 1
 }
+
+# proc_state PID: the process's state letter from /proc/PID/stat (R, S, T stopped, Z zombie, ...), "" if gone
+proc_state() { sed -E 's/.*\) ([A-Za-z]).*/\1/' "/proc/$1/stat" 2> /dev/null; }
+
+# wait_state PID STATE: until the process is in STATE (60 s at most; returns 1 then)
+wait_state() {
+    local i
+    for i in $(seq 600); do [ "$(proc_state "$1")" = "$2" ] && return 0; sleep 0.1; done
+    return 1
+}

@@ -22,6 +22,11 @@ expect_error "token id out of range" "big_vocab.bin: token id .* out of range" 1
 make_shard "$TMP/few.bin" 20 250
 expect_error "too few tokens for one batch" "few.bin: .* too few" 1 $T0 $M --train "$TMP/few.bin"
 expect_error "missing val file" "nope.bin: cannot open" 1 $T0 $M --train "$TMP/ok.bin" --val "$TMP/nope.bin" --val-every 1
+mkfifo "$TMP/fifo"   # reading one would block until a writer comes: refused at once (timeout 10: the old hang)
+expect_error "--train on a FIFO" "fifo: a FIFO \(named pipe\), not a token shard" 1 timeout 10 $T0 $M --train "$TMP/fifo"
+expect_error "--train on a character device" "/dev/null: a character device, not a token shard" 1 $T0 $M --train /dev/null
+expect_error "--init on a FIFO" "fifo: a FIFO \(named pipe\), not a model file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --init "$TMP/fifo"
+expect_error "--config on a FIFO" "fifo: a FIFO \(named pipe\), not a JSON file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --config "$TMP/fifo"
 expect_error "missing tokenizer" "tok.bin: cannot open" 1 $T0 $M --train "$TMP/ok.bin" --sample-every 1 --tokenizer "$TMP/tok.bin"
 echo "garbage" > "$TMP/init.bin"
 expect_error "bad --init file" "init.bin: truncated" 1 $T0 $M --train "$TMP/ok.bin" --init "$TMP/init.bin"
@@ -56,7 +61,7 @@ expect_error "bad schedule" "unknown schedule" 1 $T0 --lr-schedule wiggly
 echo '{"zero_optimization": {"stage": "two"}}' > "$TMP/bad.json"
 expect_error "config value of the wrong type" "bad.json: zero_optimization.stage: expected an integer in \\[0, 3\\], got \"two\"" 1 $T0 --config "$TMP/bad.json"
 echo '{"zero_optimization": ' > "$TMP/broken.json"
-expect_error "malformed config file" "broken.json: not a JSON object" 1 $T0 --config "$TMP/broken.json"
+expect_error "malformed config file" "broken.json:2:1: the document ends early" 1 $T0 --config "$TMP/broken.json"
 ./build/z0/train_gpt_cpu --help | grep -q -- "--zero-stage"; check "--help lists the flags" $?
 
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--timeout -1" "--keep-last -1"; do

@@ -14,7 +14,8 @@
 #      equal (fp16 and fp32); resuming an fp16 run restores the scaler: bitwise identical
 #   4. non-finite steps without fp16: skipped, counted, logged (JSONL "nan"/"inf" strings);
 #      --max-skips stops the run with one error line and a non-zero exit, no checkpoint is
-#      written from a diverged or non-finite model, the last good one stays the latest
+#      written from a diverged or non-finite model, the last good one stays the latest; a run
+#      that ends on skipped steps exits non-zero with one line
 #   5. bad flags; the GPU trainer's precision checks (the configuration code compiled by nvcc as
 #      train_gpt compiles it, bf16 and fp16 builds: no GPU needed): one line naming the build to use
 cd "$(dirname "$0")/.."
@@ -205,8 +206,19 @@ PYEOF
 ok=$?
 [ $ok -eq 0 ] && [ "$(cat "$TMP/diverge.rc")" != 0 ] && [ "$(cat "$TMP/div/latest")" = ckpt_00000001 ] && [ ! -e "$TMP/div/ckpt_00000002" ] &&
     grep -q "error: step 4: 3 consecutive steps skipped (non-finite loss" "$TMP/diverge.out" &&
-    grep -q "warning: step 2: no checkpoint written: the loss is not finite" "$TMP/diverge.out"
+    grep -q "warning: step 2: no checkpoint written: the loss is not finite .*the latest checkpoint in .*div stays ckpt_00000001" "$TMP/diverge.out"
 st=$?; check "a diverging learning rate: NaN loss from step 2, no checkpoint written from then on, stopped at step 4 (exit $(cat "$TMP/diverge.rc"))" $st
+
+echo "== 4b. a run that ends on skipped steps exits non-zero and says so; the warnings name what is saved"
+run tail 3 1 --steps 6 --inject-nonfinite 5:1,6:2 --max-skips 3 --save "$TMP/tail" --save-every 1 --lr 1e-3
+grep -E "error" "$TMP/tail.out" | sort -u | sed 's/^/       /'
+[ "$(cat "$TMP/tail.rc")" = 1 ] && grep -q "error: the run ended on 2 skipped steps (steps 5-6, non-finite gradients): its parameters are those of step 4, the last applied one; the latest checkpoint, .*tail/ckpt_00000006, holds them" "$TMP/tail.out"
+st=$?; check "the last 2 of 6 steps skipped (3 ranks): exit 1 (got $(cat "$TMP/tail.rc")) and one line saying so" $st
+run nanend 1 0 --steps 4 --lr 1e30 --max-skips 0 --save "$TMP/nanend"
+grep -E "error|warning" "$TMP/nanend.out" | sed 's/^/       /'
+[ "$(cat "$TMP/nanend.rc")" = 1 ] && grep -q "warning: step 4: no checkpoint written: the loss is not finite .*there is no checkpoint in .*nanend" "$TMP/nanend.out" &&
+    grep -q "error: the run ended on 3 skipped steps (steps 2-4, non-finite loss): its parameters are those of step 1, the last applied one; no checkpoint holds them" "$TMP/nanend.out"
+check "a NaN loss from step 2 to the end (--max-skips 0): exit 1, and no warning names a checkpoint that does not exist" $?
 
 ./build/z0/train_gpt_cpu $M --steps 2 --save "$TMP/good" > /dev/null 2>&1
 $PY - "$TMP/good/ckpt_00000002/model.bin" "$TMP/poison.bin" <<'PYEOF'
@@ -216,14 +228,19 @@ np.frombuffer(b, dtype=np.float32, offset=1024)[777] = np.nan
 open(sys.argv[2], "wb").write(b)
 PYEOF
 run poison0 3 3 --init "$TMP/poison.bin" --steps 0 --save "$TMP/good"
-grep -q "error: step 0: not saving a checkpoint to .*the fp32 master weights hold nan (unit embed, element 777)" "$TMP/poison0.out" &&
+grep -q "error: .*poison.bin: tensor embed.wte: non-finite value at element 777" "$TMP/poison0.out" &&
     [ "$(cat "$TMP/poison0.rc")" != 0 ] && [ "$(cat "$TMP/good/latest")" = ckpt_00000002 ] && [ ! -e "$TMP/good/ckpt_00000000" ] &&
     ! ls -a "$TMP/good" | grep -q tmp
-st=$?; check "a model with a NaN parameter is never saved (ZeRO 3, 3 ranks): one line, exit $(cat "$TMP/poison0.rc"), the good checkpoint stays latest" $st
-grep -m1 "error: step 0" "$TMP/poison0.out" | sed 's/^/       /'
-run poison16 1 0 --init "$TMP/poison.bin" --steps 10 --fp16 1 --max-skips 4
-[ "$(cat "$TMP/poison16.rc")" != 0 ] && grep -q "error: step 4: 4 consecutive steps skipped (non-finite loss" "$TMP/poison16.out"
-check "fp16: a NaN loss counts toward --max-skips (the scaler cannot fix it): stopped at step 4" $?
+st=$?; check "a model file with a NaN parameter is refused at --init, the tensor named (ZeRO 3, 3 ranks): exit $(cat "$TMP/poison0.rc"), nothing saved" $st
+grep -m1 "error: " "$TMP/poison0.out" | sed 's/^/       /'
+run overflow 3 3 --steps 2 --lr 3.4e38 --lr-schedule constant --save "$TMP/ovf" --save-every 1
+grep -q "error: step 1: not saving a checkpoint to .*ovf: the fp32 master weights hold -\?inf" "$TMP/overflow.out" &&
+    [ "$(cat "$TMP/overflow.rc")" != 0 ] && [ -z "$(ls -A "$TMP/ovf" | grep -v '^.lock$')" ]
+st=$?; check "master weights that overflow to Inf in an applied step (--lr 3.4e38, finite loss) are never saved (ZeRO 3, 3 ranks): exit $(cat "$TMP/overflow.rc")" $st
+grep -m1 "error: step 1" "$TMP/overflow.out" | sed 's/^/       /'
+run poison16 1 0 --steps 10 --fp16 1 --lr 1e30 --max-skips 4
+[ "$(cat "$TMP/poison16.rc")" != 0 ] && grep -q "error: step 5: 4 consecutive steps skipped (non-finite loss" "$TMP/poison16.out"
+check "fp16: a NaN loss (--lr 1e30 from step 2) counts toward --max-skips, the scaler cannot fix it: stopped at step 5" $?
 
 echo "== 5. bad flags; a precision the GPU build does not train"
 T0="./build/z0/train_gpt_cpu $M --steps 1"

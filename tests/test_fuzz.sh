@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Every parser of outside input fuzzed for a few seconds under AddressSanitizer and
 # UndefinedBehaviorSanitizer (libFuzzer): the token shard header, the checkpoint manifest,
-# the optimizer shard header, the tokenizer file, the DeepSpeed JSON config, the safetensors
-# header. `make fuzz` runs each for a minute. Skips with a message without clang's libFuzzer.
+# the optimizer shard header, the tokenizer file, the DeepSpeed JSON config and the
+# safetensors header (all JSON strictly: seeds with NUL bytes, \u0000 and trailing data),
+# safetensors headers of up to 100k tensors (the duplicate check against the timeout), and
+# the finiteness check of model values. `make fuzz` runs each for a minute. Skips with a
+# message without clang's libFuzzer.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' > "$TMP/probe.c"

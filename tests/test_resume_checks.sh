@@ -2,10 +2,11 @@
 # --resume: the manifest's own checksum, the fall-back to the newest checkpoint that
 # verifies (saying which it skipped and why), old manifests, what a resumed run must share
 # with its checkpoint (sequence length, global batch, data, steps left), --keep-last; what it
-# takes from its checkpoint (the model, sequence length, batch, --steps, the schedule's horizon).
+# takes from its checkpoint (the model, sequence length, batch, --steps, the schedule's horizon);
+# the newer checkpoints of a run abandoned by resuming from an older one.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
-make -s build/z0/train_gpt_cpu || exit 1
+make -s build/z0/train_gpt_cpu build/export_model || exit 1
 B=./build/z0/train_gpt_cpu
 make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --lr-schedule constant --threads 1"
@@ -37,6 +38,16 @@ check "a corrupted newest checkpoint is skipped, naming it and why" $?
 a=$(grep '"type":"train"' "$TMP/full.jsonl" | sed -n '3,4p' | grep -o '"loss":[^,]*')
 b=$(grep '"type":"train"' "$TMP/fb.jsonl" | sed -n '1,2p' | grep -o '"loss":[^,]*')
 [ -n "$a" ] && [ "$a" = "$b" ]; check "it resumed from ckpt_00000002: steps 3-4 repeat the original losses bitwise" $?
+./build/export_model "$TMP/fb" "$TMP/fb_hf" > "$TMP/fb_export.out" 2>&1; rc=$?
+grep -E "warning|error" "$TMP/fb_export.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && grep -q "warning: export_model: skipped .*ckpt_00000004: .*CRC-32" "$TMP/fb_export.out" &&
+    grep -q "warning: export_model: exporting .*ckpt_00000002, the newest checkpoint of .*fb that verifies" "$TMP/fb_export.out"
+check "export_model of the same directory says it skipped ckpt_00000004 and exports ckpt_00000002" $?
+expect_error "export_model of the damaged checkpoint named: refused, no fall-back" "ckpt_00000004/model.bin: CRC-32 .* does not match" 1 \
+    ./build/export_model "$TMP/fb/ckpt_00000004" "$TMP/fb_hf4"
+cp -r "$TMP/fb/ckpt_00000004" "$TMP/ckpt_00000009" && rm "$TMP/ckpt_00000009/manifest.json"
+expect_error "export_model of a checkpoint named without its manifest" "ckpt_00000009/?: not a complete checkpoint \(no manifest.json\)" 1 \
+    ./build/export_model "$TMP/ckpt_00000009/" "$TMP/fb_hf9"
 rm -rf "$TMP/fb/ckpt_00000002/optim_rank_00000.bin"
 expect_error "nothing verifies: one line naming the newest's problem" "none of its 2 checkpoints verifies \\(the newest: .*CRC-32" 1 $B $M --steps 6 --resume "$TMP/fb"
 cp -r "$C4" "$TMP/named"; truncate -s 5000 "$TMP/named/model.bin"
@@ -73,6 +84,19 @@ $B $M --steps 5 --save-every 1 --keep-last 2 --save "$TMP/keep" > /dev/null || e
 expect_error "a failed save at step 6 (--keep-last 1)" "ckpt_00000006 not saved" 1 \
     env ZEROC_FAIL_WRITE=model.bin:last $B $M --steps 6 --save-every 1 --keep-last 1 --resume "$TMP/keep" --save "$TMP/keep"
 [ "$(cd "$TMP/keep" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_00000004 ckpt_00000005 " ]; check "nothing pruned by a save that failed" $?
+
+echo "== resumed from an older checkpoint: the abandoned run's newer ones are set aside, never pruned wrongly or resumed later"
+cp -r "$TMP/run" "$TMP/br"   # ckpt_00000002 and ckpt_00000004
+$B $M --steps 3 --save-every 1 --keep-last 1 --resume "$TMP/br/ckpt_00000002" --save "$TMP/br" > "$TMP/br.out" 2>&1; rc=$?
+grep -E "note|warning|error|removed|saved" "$TMP/br.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && grep -q "note: .*br: set aside ckpt_00000004, newer than step 2 this run starts from, in .*br/abandoned_00000002" "$TMP/br.out"
+check "one line says where ckpt_00000004 of the abandoned run went" $?
+[ "$(cat "$TMP/br/latest")" = ckpt_00000003 ] && [ "$(cd "$TMP/br" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_00000003 " ] &&
+    [ -f "$TMP/br/abandoned_00000002/ckpt_00000004/manifest.json" ]
+check "--keep-last 1 kept the checkpoint just saved, ckpt_00000003, which latest names; ckpt_00000004 is in abandoned_00000002/" $?
+$B $M --steps 5 --resume "$TMP/br" --log "$TMP/br.jsonl" > /dev/null 2>&1 && [ "$(grep -c '"type":"train"' "$TMP/br.jsonl")" -eq 2 ]
+check "the next --resume continues this run from step 3 (2 steps to 5), not the abandoned one at 4" $?
+
 echo "== --resume takes the model, sequence length, batch and --steps from its checkpoint (as nanoGPT's resume)"
 M2="--arch llama --layers 3 --dim 32 --heads 4 --vocab 250 --batch 2 --accum 2 --seq 12 --train $TMP/train.bin --threads 1"
 $B $M2 --steps 6 --save "$TMP/m2" --save-every 3 --quiet 1 > /dev/null || exit 1

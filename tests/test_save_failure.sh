@@ -5,11 +5,12 @@
 # Two ways of failing: the fault-injecting write hook (ZEROC_FAIL_WRITE=FILE:N, util/common.h)
 # on every checkpoint file, at 2 ranks (an optimizer shard written by rank 1 included),
 # and a real full disk: a tmpfs sized so that the last page of each file does not fit
-# (needs root to mount; skipped with a message elsewhere).
+# (needs root to mount; skipped with a message elsewhere). The exporter stopped by a full disk mid-file
+# leaves no temporary file.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 trap 'umount "$TMP/mnt" 2> /dev/null; rm -rf "$TMP"' EXIT
-make -s build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
+make -s build/z0/train_gpt_cpu build/z3/train_gpt_cpu build/export_model || exit 1
 make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --lr-schedule constant --threads 1"
 
@@ -31,6 +32,13 @@ for spec in model.bin:last optim_rank_00000.bin:last optim_rank_00001.bin:last m
         $MPIRUN -np 2 -x ZEROC_FAIL_WRITE=$spec ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d"
     left_as_before "$spec" "$TMP/d"
 done
+echo "== the sync of the directory after latest's rename fails (EIO): the line says what is on disk"
+rm -rf "$TMP/ds"; cp -r "$TMP/base" "$TMP/ds"; rm -f "$TMP/ds/.lock"
+expect_error "EIO syncing the directory" "checkpoint ckpt_00000004 saved, but .*latest: cannot sync the directory .*: it is complete and .*latest names it" 2 \
+    $MPIRUN -np 2 -x ZEROC_FAIL_WRITE=latest:dirsync ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/ds" --save "$TMP/ds"
+[ "$(cat "$TMP/ds/latest")" = ckpt_00000004 ] && $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 5 --resume "$TMP/ds" \
+    --log "$TMP/ds.jsonl" > /dev/null && [ "$(grep -c '"type":"train"' "$TMP/ds.jsonl")" -eq 1 ]
+check "latest names ckpt_00000004, which is complete: a resume trains step 5 only" $?
 # the last one failed at model.bin's first write; resuming now continues from step 2, bitwise as a run that never failed
 $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d" > /dev/null &&
     $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --save "$TMP/clean" > /dev/null &&
@@ -59,6 +67,13 @@ else
         umount "$TMP/mnt"
     done
 fi
+echo "== export_model on a full disk: one line, and no model.safetensors.tmp left behind"
+# a file size limit (ulimit -f, SIGXFSZ ignored) makes the write fail mid-file as a full disk does, without root
+( trap '' XFSZ; ulimit -f 64; ./build/export_model "$TMP/ref" "$TMP/hf_full" > "$TMP/export_full.out" 2>&1 ); rc=$?
+sed 's/^/       /' "$TMP/export_full.out"
+left=$(ls "$TMP/hf_full" 2> /dev/null | tr '\n' ' ')
+[ $rc -eq 1 ] && grep -q "error: .*model.safetensors.tmp: write failed (File too large)" "$TMP/export_full.out" && [ -z "$left" ]
+check "exit 1 naming the file; nothing left in the output directory${left:+ (found: $left)}" $?
 echo "== a --log file that cannot be written (/dev/full): one warning, the run goes on"
 ./build/z0/train_gpt_cpu $M --steps 3 --log /dev/full > "$TMP/devfull.out" 2>&1; rc=$?
 grep warning "$TMP/devfull.out" | sed 's/^/       /'

@@ -2,7 +2,8 @@
 # The --save directory at start-up: created with its parents before any training, a
 # directory that cannot be written refused at once, and a lock file: a second run saving
 # into the same directory refuses to start, naming the first run's pid and host; the lock
-# of a dead process on this host is taken over with a note.
+# of a dead process on this host (a zombie too) is taken over with a note, by one run only
+# when two find it at once.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 first=""
@@ -33,6 +34,34 @@ kill -9 $first; wait $first 2> /dev/null
 $B $M --quiet 1 --steps 1 --save "$TMP/shared" > "$TMP/takeover.out" 2>&1; rc=$?
 sed 's/^/       /' "$TMP/takeover.out"
 [ $rc -eq 0 ] && grep -q "note: .*took over the lock of pid $first" "$TMP/takeover.out"; check "a dead process's lock is taken over with a note" $?
+echo "== a stale lock found by two runs at once: exactly one takes it over"
+# run A stops itself (ZEROC_TEST_STOP) once it has found the lock stale and decided to take it over;
+# run B comes then. 99999999 is above any pid_max (2^22): no process has it.
+mkdir -p "$TMP/race" && echo "99999999 $(hostname)" > "$TMP/race/.lock"
+ZEROC_TEST_STOP=lock-takeover $B $M --quiet 1 --steps 1 --save "$TMP/race" > "$TMP/race_a.out" 2>&1 &
+first=$!
+wait_state $first T; check "run A stopped at its takeover" $?
+$B $M --quiet 1 --steps 1 --save "$TMP/race" > "$TMP/race_b.out" 2>&1; rb=$?
+kill -CONT $first; wait $first; ra=$?; first=""
+sed 's/^/       B: /' "$TMP/race_b.out" | grep -E "error|note"
+[ $ra -eq 0 ] && [ $rb -eq 1 ] && grep -q "error: --save: .*race is in use by another run" "$TMP/race_b.out"
+check "A takes the lock over and trains (exit $ra); B is refused as in use (exit $rb)" $?
+
+echo "== a lock whose owner is a zombie (exited, not yet reaped: mpirun's rank 0 just after the job) is taken over"
+# a parent that never collects its child's exit status: the child stays a zombie while the parent lives
+$PY -c 'import os, sys, time
+pid = os.fork()
+if pid == 0: os._exit(0)
+open(sys.argv[1], "w").write(str(pid)); time.sleep(60)' "$TMP/zombie.pid" &
+reaper=$!
+for i in $(seq 600); do [ -s "$TMP/zombie.pid" ] && break; sleep 0.1; done
+z=$(cat "$TMP/zombie.pid")
+wait_state $z Z; check "pid $z is a zombie" $?
+mkdir -p "$TMP/zombie" && echo "$z $(hostname)" > "$TMP/zombie/.lock"
+$B $M --quiet 1 --steps 1 --save "$TMP/zombie" > "$TMP/zombie.out" 2>&1; rc=$?
+kill $reaper 2> /dev/null
+sed 's/^/       /' "$TMP/zombie.out"
+[ $rc -eq 0 ] && grep -q "note: .*took over the lock of pid $z" "$TMP/zombie.out"; check "the zombie's lock is taken over with a note" $?
 mkdir -p "$TMP/remote" && echo "4242 some-other-host" > "$TMP/remote/.lock"
 expect_error "a lock held on another host" "in use by another run \\(pid 4242 on host some-other-host.*remove the lock file" 1 \
     $B $M --steps 1 --save "$TMP/remote"

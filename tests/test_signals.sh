@@ -57,6 +57,16 @@ wait $run; rc=$?
 st=$?; [ $st -ne 0 ] && { echo "       exit $rc; $(ls "$TMP/u" | tr '\n' ' ')"; sed 's/^/       /' "$TMP/u.err" | head -8; }
 check "SIGINT: exit 75, a second checkpoint ($(cat "$TMP/u/latest"))" $st
 
+echo "== SIGTERM after non-finite steps: the line says that step has no checkpoint, and which one there is"
+$B $M --quiet 1 --steps 1000000 --lr 1e30 --max-skips 0 --save-every 1 --save "$TMP/nf" --log "$TMP/nf.jsonl" > /dev/null 2> "$TMP/nf.err" &
+run=$!; pids="$run"
+wait_train_steps "$TMP/nf.jsonl" 3 $run
+kill -TERM $run
+wait $run; rc=$?
+grep "stopped by" "$TMP/nf.err" | sed 's/^/       /'
+[ $rc -eq 75 ] && grep -q "note: stopped by SIGTERM after step [0-9]* of 1000000: no checkpoint of that step (its loss is not finite); --resume .*nf continues from ckpt_00000001" "$TMP/nf.err"
+check "exit 75; not 'checkpoint saved'" $?
+
 echo "== SIGTERM to mpirun (which passes it on to the ranks)"
 # Open MPI's mpirun passes SIGTERM on to the ranks and kills them about odls_base_sigkill_timeout
 # seconds later (default 1): a job whose step and save take longer raises it (docs/failures.md)

@@ -3,7 +3,9 @@
 # progress in their collective for S seconds, print one line naming the rank and the
 # collective it waits on, and the job ends (MPI_Abort, exit 124) instead of hanging. This is
 # the one test that measures time: S = 5 s, and the job must end within S + 55 s of the stop.
-# A healthy run with the same small timeout is not disturbed.
+# A healthy run with the same small timeout is not disturbed. The watchdog watches every
+# collective from MPI_Init's return to exit: a rank stopped during start-up or shutdown
+# (at a point a test-only hook picks, not after a sleep) ends the job the same way.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 run=""
@@ -34,4 +36,17 @@ check "a line naming the rank and the collective it waits on" $?
 for i in $(seq 300); do kill -0 $victim 2> /dev/null || break; sleep 0.1; done
 ! kill -0 $victim 2> /dev/null; check "the stopped rank is gone too" $?
 run=""
+
+# stopped RANK at POINT (ZEROC_TEST_STOP, a test-only hook that stops that rank with SIGSTOP exactly there):
+# the others wait for it in a collective; their watchdog must end the job with a line naming the phase
+stopped_at() {  # stopped_at POINT RANK WAIT-PATTERN PHASE-PATTERN
+    timeout -s KILL 60 $MPIRUN -np 3 -x ZEROC_TEST_STOP="$1:$2" $B $M --steps 3 --timeout 3 > "$TMP/$1.out" 2>&1; rc=$?
+    grep "watchdog" "$TMP/$1.out" | sort -u | head -1 | sed 's/^/       /'
+    [ $rc -eq 124 ] && grep -qE "error: watchdog: rank [0-9] made no progress for [0-9]+ s \(--timeout 3\): it waits in $3, in $4" "$TMP/$1.out"
+    st=$?; check "rank $2 stopped at $1: the watchdog ends the job, exit 124 (got $rc; 137: killed after 60 s, no watchdog)" $st
+}
+echo "== a rank stopped during start-up (before its first collective), during shutdown (after the last step) and before MPI_Finalize"
+stopped_at start-up 1 "MPI_Comm_split_type.*" "start-up"
+stopped_at shutdown 2 ".*" "the end-of-run reports of step 3"
+stopped_at finalize 1 "MPI_Finalize" "shutdown"
 [ $fails -eq 0 ]

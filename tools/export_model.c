@@ -50,12 +50,14 @@ static void model_reader_open(ModelReader *r, const char *path) {
     if (size != expect) fatal("%s: %s file: %lld bytes, expected %lld", path, size < expect ? "truncated" : "oversized", size, expect);
 }
 
-// tensor k of unit u, fp32, into out
+// tensor k of unit u, fp32, into out; its values checked finite
 static void model_reader_tensor(ModelReader *r, int u, int k, float *out) {
     const TensorSpec *t = &r->L.units[u].t[k];
     off_t at = 1024 + 4 * (off_t)(r->L.units[u].flat_offset + t->offset);
     if (fseeko(r->f, at, SEEK_SET) != 0) fatal("%s: cannot seek (%s)", r->path, strerror(errno));
     fread_or_die(out, 4, t->numel, r->f, r->path, t->name);
+    char err[1400];
+    if (!params_check_finite(&r->L, u, t->offset, out, t->numel, r->path, err, sizeof(err))) fatal("%s", err);
 }
 
 static void model_reader_close(ModelReader *r) { fclose(r->f); model_layout_free(&r->L); }
@@ -70,11 +72,22 @@ static void resolve_model_file(const char *ckpt, char *out, size_t n) {
     char ck[1024], path[1100], err[1400];
     snprintf(path, sizeof(path), "%s/manifest.json", ckpt);
     snprintf(out, n, "%s/model.bin", ckpt);
+    char base[1024];
+    snprintf(base, sizeof(base), "%s", ckpt);
+    for (size_t k = strlen(base); k > 1 && base[k - 1] == '/'; k--) base[k - 1] = 0;
+    int named = ckpt_step_of(path_base(base)) >= 0;   // a ckpt_ directory asked for by name: that one or none
+    if (named && stat(path, &sb) != 0) fatal("%s: not a complete checkpoint (no manifest.json)", ckpt);
     if (stat(path, &sb) != 0 && stat(out, &sb) == 0) return;   // scripts/train_gpt.py --save DIR: a bare model file
-    // the checkpoint --resume would take: the newest that verifies
+    // the checkpoint --resume would take: the newest that verifies; if it is not the one latest
+    // names, the warnings above said why, and this says which was taken
     Manifest m;
-    if (!checkpoint_choose(NULL, ckpt, ck, sizeof(ck), &m, 1, err, sizeof(err))) fatal("%s", err);
+    if (!checkpoint_choose(NULL, ckpt, "export_model", ck, sizeof(ck), &m, 1, err, sizeof(err))) fatal("%s", err);
     manifest_free(&m);
+    char name[256];
+    checkpoint_latest_name(ckpt, name, sizeof(name));
+    if (strcmp(ckpt, ck) != 0 && strcmp(path_base(ck), name) != 0)
+        diag("warning", "export_model: exporting %s, the newest checkpoint of %s that verifies; %s", ck, ckpt,
+             name[0] ? "the one latest names does not (see above)" : "there is no latest");
     snprintf(out, n, "%s/model.bin", ck);
 }
 

@@ -62,9 +62,18 @@ static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params
     h[14] = (int32_t)(uint32_t)(num_params & 0xFFFFFFFFu); h[15] = (int32_t)(uint32_t)(num_params >> 32);
 }
 
+// 0 with err when path exists but is no regular file: a FIFO would block the reads
+static int model_path_regular(const char *path, char *err, size_t errn) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return 1;
+    snprintf(err, errn, "%s: %s, not a model file", path, file_kind(sb.st_mode));
+    return 0;
+}
+
 // The model a zeroc model file's header describes (with its parameter count). Returns 1,
 // or 0 with a one-line err.
 static int model_file_config(const char *path, ModelConfig *m, long long *num_params, char *err, size_t errn) {
+    if (!model_path_regular(path, err, errn)) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
     int32_t h[256];
@@ -99,7 +108,7 @@ static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *o
         done += (size_t)got;
     }
     memset(out + real, 0, (n - real) * sizeof(float));
-    return 1;
+    return params_check_finite(s->L, u, lo, out, real, s->path, s->err, sizeof(s->err));
 }
 
 static int params_read_safetensors(ParamSource *s, int u, size_t lo, size_t n, float *out) {
@@ -115,6 +124,7 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
     size_t num_params = L->num_params;
     *s = params_from_init(L, 0);
     snprintf(s->path, sizeof(s->path), "%s", path);
+    if (!model_path_regular(path, err, errn)) return 0;
     if (st_sniff(path)) {
         HFSource *h = (HFSource *)xmalloc(sizeof(HFSource), "safetensors source");
         if (!hf_source_open(h, path, c, err, errn)) { free(h); return 0; }
@@ -266,16 +276,85 @@ static int checkpoint_list(const char *dir, int *steps, int max) {
     return n;
 }
 
-// --keep-last K: rank 0, after a complete save, removes all but the newest K checkpoints
-static void checkpoint_prune(const char *dir, int keep, int say) {
+// the checkpoint name DIR/latest holds, or "" when there is none or it is not a plain name
+static void checkpoint_latest_name(const char *dir, char *name, size_t n) {
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/latest", dir);
+    name[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    if (!fgets(name, (int)n, f)) name[0] = 0;
+    fclose(f);
+    name[strcspn(name, "\r\n")] = 0;
+    if (strchr(name, '/')) name[0] = 0;
+}
+
+// --keep-last K: rank 0, after a complete save of step `saved`, removes all but the newest
+// K checkpoints, but never the one just saved nor the one latest names
+static void checkpoint_prune(const char *dir, int keep, int saved, int say) {
     int steps[4096];
     int n = checkpoint_list(dir, steps, 4096);
+    char latest[256];
+    checkpoint_latest_name(dir, latest, sizeof(latest));
     for (int i = keep; i < n; i++) {
         char path[1100];
         snprintf(path, sizeof(path), "%s/ckpt_%08d", dir, steps[i]);
+        if (steps[i] == saved || !strcmp(path_base(path), latest)) continue;
         rm_tree(path);
         if (say) printf("removed %s (--keep-last %d)\n", path, keep);
     }
+}
+
+// Rank 0, before a run's first save into dir, the run starting at step `start`: the
+// checkpoints of dir past that step belong to a run this one does not continue (it
+// resumed from an older checkpoint, or starts anew where another run saved). Left
+// there, --keep-last would prune by step in this run's place and a later --resume
+// would take them; so they move to dir/abandoned_SSSSSSSS (the step this run starts
+// from; _2, _3, ... when taken), and latest, if it named one of them, names the newest
+// checkpoint left (or goes). Returns 1 with a note when something moved, or 0 with err.
+static int checkpoint_set_aside(const char *dir, int start, char *note, size_t noten, char *err, size_t errn) {
+    int steps[4096];
+    int n = checkpoint_list(dir, steps, 4096), newer = 0;
+    while (newer < n && steps[newer] > start) newer++;   // newest first
+    if (newer == 0) return 1;
+    char aside[1100], from[1100], to[1200], latest[256];
+    snprintf(aside, sizeof(aside), "%s/abandoned_%08d", dir, start);
+    for (int k = 2; mkdir(aside, 0755) != 0; k++) {
+        if (errno != EEXIST || k > 1000) { snprintf(err, errn, "%s: cannot create (%s)", aside, strerror(errno)); return 0; }
+        snprintf(aside, sizeof(aside), "%s/abandoned_%08d_%d", dir, start, k);
+    }
+    checkpoint_latest_name(dir, latest, sizeof(latest));
+    int latest_moved = 0;
+    char names[160] = "";
+    for (int i = newer - 1; i >= 0; i--) {   // oldest first, for the note
+        snprintf(from, sizeof(from), "%s/ckpt_%08d", dir, steps[i]);
+        snprintf(to, sizeof(to), "%s/ckpt_%08d", aside, steps[i]);
+        if (rename(from, to) != 0) { snprintf(err, errn, "%s: cannot move it to %s (%s)", from, aside, strerror(errno)); return 0; }
+        latest_moved |= !strcmp(path_base(from), latest);
+        size_t k = strlen(names);
+        if (k < 100) snprintf(names + k, sizeof(names) - k, "%s%s", k ? ", " : "", path_base(from));
+        else if (!strstr(names, "...")) snprintf(names + k, sizeof(names) - k, ", ...");
+    }
+    if (latest_moved) {   // latest names the newest checkpoint left, or goes
+        char path[1100], line[64];
+        snprintf(path, sizeof(path), "%s/latest", dir);
+        int left = checkpoint_list(dir, steps, 1);
+        OutFile lf;
+        int ok = 1;
+        if (left) {
+            snprintf(line, sizeof(line), "ckpt_%08d\n", steps[0]);
+            if (out_open(&lf, path, 1)) out_write(&lf, line, strlen(line));
+            ok = out_commit(&lf);
+        } else if (unlink(path) != 0 || !fsync_parent_dir(path, lf.err, sizeof(lf.err))) {
+            ok = 0;
+            if (!lf.err[0]) snprintf(lf.err, sizeof(lf.err), "%s: cannot remove (%s)", path, strerror(errno));
+        }
+        if (!ok) { snprintf(err, errn, "%s", lf.err); return 0; }
+    }
+    if (!fsync_parent_dir(to, err, errn) || !fsync_parent_dir(aside, err, errn)) return 0;
+    snprintf(note, noten, "%s: set aside %s, newer than step %d this run starts from, in %s: the checkpoint%s of a run this one "
+             "does not continue (--resume %s goes back to it)", dir, names, start, aside, newer > 1 ? "s" : "", aside);
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -283,10 +362,12 @@ static void checkpoint_prune(const char *dir, int keep, int say) {
 
 // Rank 0, once every file of the checkpoint is written and synced in tmp: the
 // manifest, then DIR/latest written and synced beside the old one, then the
-// directory and latest renamed into place. Any failure undoes what was moved, so
-// the previous checkpoint and latest stay as they were. Returns 1, or 0 with err.
+// directory and latest renamed into place. A failure before latest's rename undoes
+// what was moved, so the previous checkpoint and latest stay as they were. After it,
+// only syncing DIR can fail: then the new checkpoint and latest stay in place (both
+// complete) and *published says so. Returns 1, or 0 with err.
 static int checkpoint_publish(Zero *z, const char *dir, const char *name, const char *tmp, const TrainState *st,
-                              const TrainConfig *tc, char *err, size_t errn) {
+                              const TrainConfig *tc, int *published, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     char path[1100], final_dir[1100], old[1100], latest[1100];
     Manifest m = {0};
@@ -337,6 +418,11 @@ static int checkpoint_publish(Zero *z, const char *dir, const char *name, const 
     }
     if (!out_rename(&lf)) {   // also syncs DIR, which makes both renames durable
         snprintf(err, errn, "%s", lf.err);
+        if (lf.renamed) {   // only the sync failed: the new checkpoint and latest are in place, complete
+            rm_tree(old);
+            *published = 1;
+            return 0;
+        }
         rename(final_dir, tmp);
         if (replaced) rename(old, final_dir);
         return 0;
@@ -369,17 +455,23 @@ static int optim_file_write(Zero *z, const char *path, char *err, size_t errn) {
 }
 
 // Every rank: did every rank succeed? If not, rank 0 removes the temporary files and
-// every rank stops with the failing rank's line. Rank 0 cleans up before anyone
-// exits, because mpirun ends the job at the first exit.
-static void save_agree(Comm *c, int ok, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
+// every rank stops with the failing rank's line, which says what is on disk. Rank 0
+// cleans up before anyone exits, because mpirun ends the job at the first exit.
+// published: rank 0's checkpoint_publish put the checkpoint in place, and only
+// syncing DIR failed.
+static void save_agree(Comm *c, int ok, int published, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
     if (comm_agree(c, ok, err, errn)) return;
-    if (c->rank == 0) {
+    comm_all_reduce_host(c, &published, 1, DT_I32, OP_MAX);   // rank 0's flag, for every rank's message
+    if (c->rank == 0 && !published) {
         char latest_tmp[1100];
         snprintf(latest_tmp, sizeof(latest_tmp), "%s/latest.tmp", dir);
         rm_tree(tmp);
         unlink(latest_tmp);
     }
     comm_barrier(c);
+    if (published)
+        fatal("checkpoint %s saved, but %s: it is complete and %s/latest names it, but a crash now could undo either "
+              "(the older checkpoints are kept); stopping", name, err, dir);
     fatal("checkpoint %s not saved: %s (the temporary files are removed; the previous checkpoints and %s/latest are unchanged)",
           name, err, dir);
 }
@@ -397,7 +489,7 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         rm_tree(tmp);
         if (mkdir(tmp, 0755) != 0) ok = 0, snprintf(err, sizeof(err), "%s: cannot create (%s)", tmp, strerror(errno));
     }
-    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
+    save_agree(c, ok, 0, err, sizeof(err), tmp, dir, name);
     snprintf(path, sizeof(path), "%s/model.bin", tmp);
     ok = model_file_write(z, path, err, sizeof(err));
     // optimizer partitions: in stage 0 every rank holds the same full state, rank 0 writes it
@@ -405,10 +497,20 @@ static void checkpoint_save(Zero *z, const char *dir, const TrainState *st, cons
         snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", tmp, p->part);
         ok = optim_file_write(z, path, err, sizeof(err));
     }
-    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
-    if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, err, sizeof(err));
-    save_agree(c, ok, err, sizeof(err), tmp, dir, name);
-    if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, !tc->quiet);
+    save_agree(c, ok, 0, err, sizeof(err), tmp, dir, name);
+    int published = 0;
+    if (c->rank == 0) ok = checkpoint_publish(z, dir, name, tmp, st, tc, &published, err, sizeof(err));
+    save_agree(c, ok, published, err, sizeof(err), tmp, dir, name);
+    if (c->rank == 0 && tc->keep_last > 0) checkpoint_prune(dir, tc->keep_last, st->step, !tc->quiet);
+}
+
+// Collective, at start-up, before a run saves into dir from step `start`: rank 0 sets
+// aside the checkpoints there past that step (checkpoint_set_aside) and says so.
+static void checkpoint_claim_dir(Comm *c, const char *dir, int start) {
+    char err[1600] = "", note[2048] = "";
+    int ok = c->rank != 0 || checkpoint_set_aside(dir, start, note, sizeof(note), err, sizeof(err));
+    if (note[0]) diag("note", "%s", note);
+    if (!comm_agree(c, ok, err, sizeof(err))) fatal("--save: %s", err);
 }
 
 // ----------------------------------------------------------------------------
@@ -473,15 +575,9 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
     snprintf(path, sizeof(path), "%s/manifest.json", dir);
     if (stat(path, &sb) == 0) { snprintf(out[0], 1100, "%s", dir); return 1; }
     int n = 0;
-    snprintf(path, sizeof(path), "%s/latest", dir);
-    FILE *f = fopen(path, "rb");
-    char name[256] = {0};
-    if (f) {
-        if (!fgets(name, sizeof(name), f)) name[0] = 0;
-        fclose(f);
-        name[strcspn(name, "\r\n")] = 0;
-        if (name[0] && !strchr(name, '/')) snprintf(out[n++], 1100, "%s/%s", dir, name);
-    }
+    char name[256];
+    checkpoint_latest_name(dir, name, sizeof(name));
+    if (name[0]) snprintf(out[n++], 1100, "%s/%s", dir, name);
     int steps[RESUME_MAX_CANDIDATES];
     int k = checkpoint_list(dir, steps, max);
     for (int i = 0; i < k && n < max; i++) {
@@ -581,9 +677,9 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
 
 // The checkpoint --resume DIR takes: the first candidate that verifies on every rank
 // of c. With c NULL this process decides alone and nothing is collective. With say
-// the skipped ones are named with their reason. Returns 1 with ck and m, which the
-// caller frees, or 0 with err.
-static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
+// the skipped ones are named with their reason, after `who`. Returns 1 with ck and m,
+// which the caller frees, or 0 with err.
+static int checkpoint_choose(Comm *c, const char *dir, const char *who, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
     static char cands[RESUME_MAX_CANDIDATES][1100];
     char first_err[1600] = "";
     int n = checkpoint_candidates(dir, cands, RESUME_MAX_CANDIDATES, err, errn);
@@ -592,7 +688,7 @@ static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Man
         int ok = checkpoint_verify(cands[i], m, err, errn);
         if (c ? comm_agree(c, ok, err, errn) : ok) { snprintf(ck, ckn, "%s", cands[i]); return 1; }
         if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", err);
-        if (n > 1 && say) diag("warning", "--resume: skipped %s: %s", cands[i], err);
+        if (n > 1 && say) diag("warning", "%s: skipped %s: %s", who, cands[i], err);
     }
     if (n == 1) snprintf(err, errn, "%s", first_err);
     else snprintf(err, errn, "%s: none of its %d checkpoints verifies (the newest: %s)", dir, n, first_err);
@@ -609,7 +705,7 @@ static void checkpoint_load(Zero *z, const TrainConfig *tc, TrainState *st, int 
     Comm *c = z->comm;
     char err[1600] = "", ck[1100];
     Manifest m;
-    if (!checkpoint_choose(c, tc->resume_dir, ck, sizeof(ck), &m, c->rank == 0, err, sizeof(err))) fatal("%s", err);
+    if (!checkpoint_choose(c, tc->resume_dir, "--resume", ck, sizeof(ck), &m, c->rank == 0, err, sizeof(err))) fatal("%s", err);
     int ok = checkpoint_compatible(&m, ck, &z->plan, tc, st->data_tokens ? st : NULL, c->world, c->rank == 0, err, sizeof(err));
     char mpath[1200];
     snprintf(mpath, sizeof(mpath), "%s/manifest.json", ck);

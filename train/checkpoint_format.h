@@ -24,6 +24,7 @@
 // (low, high), then m and v, shard elements each, fp32.
 #pragma once
 #include "config/train_config.h"
+#include "formats/json.h"
 
 #define MANIFEST_FORMAT 2
 #define OPTIM_MAGIC 20251123
@@ -141,8 +142,10 @@ static int mf_hex(cJSON *obj, const char *key, int digits, uint64_t *out) {
 // `path` names it in messages. Returns 1, or 0 with a one-line err and m freed.
 static int manifest_parse(const char *text, size_t n, const char *path, Manifest *m, char *err, size_t errn) {
     memset(m, 0, sizeof(*m));
-    cJSON *j = cJSON_ParseWithLength(text, n);
-    if (!j || !cJSON_IsObject(j)) MF_FAIL("%s: not valid JSON (a damaged manifest)", path);
+    char why[1024];
+    cJSON *j = json_parse_strict(text, n, path, why, sizeof(why));
+    if (!j) MF_FAIL("%s (a damaged manifest)", why);
+    if (!cJSON_IsObject(j)) MF_FAIL("%s: not a JSON object (a damaged manifest)", path);
     uint64_t own;
     if (cJSON_GetObjectItemCaseSensitive(j, "manifest_crc32")) {
         if (!mf_hex(j, "manifest_crc32", 8, &own)) MF_FAIL("%s: manifest_crc32 is not 8 hex digits", path);

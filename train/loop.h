@@ -34,16 +34,33 @@ static long long config_hash(const TrainConfig *c) {
     return (long long)crc32_update(0, v, sizeof(v));
 }
 
+// The model's sizes and where they came from, for an out-of-memory message (util/common.h)
+static void model_alloc_context(const TrainConfig *tc) {
+    const ModelConfig *m = &tc->model;
+    char from[600];
+    if (strcmp(tc->preset, "config.json") == 0) hf_config_path(tc->init_path, from, sizeof(from));
+    else if (strcmp(tc->preset, "(checkpoint)") == 0) snprintf(from, sizeof(from), "the checkpoint of --resume %.500s", tc->resume_dir);
+    else if (strcmp(tc->preset, "(model file)") == 0) snprintf(from, sizeof(from), "%.500s", tc->init_path);
+    else snprintf(from, sizeof(from), "--preset %s and the flags", tc->preset);
+    snprintf(g_alloc_context, sizeof(g_alloc_context), "the model: %s, %d layers, width %d, MLP %d, vocabulary %d, %d positions, from %.500s",
+             arch_name(m->arch), m->n_layer, m->d_model, m->d_ff, m->vocab_size, m->max_seq, from);
+}
+
 // MPI, the flags, the batch over the world, the collective backend, and a check
 // that every rank was given the same model. Returns 0 when there is nothing to
 // train: --estimate-memory prints each stage's memory per rank from the plan's
 // arithmetic alone, allocates nothing, and ends the run.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
-    comm_init(comm, argc, argv);
+    comm_init_world(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     // the model of --resume's checkpoint or --init's model file (and what else the checkpoint's run sets)
     config_from_run_files(tc, tc->estimate_world > 0 ? tc->estimate_world : comm->world, *argc, *argv, comm->rank == 0);
+    model_alloc_context(tc);
+    test_stop_point("start-up");
+    comm_phase("start-up", 0);
+    comm_watchdog_start(comm, comm->rank, tc->timeout);   // from here to MPI_Finalize every collective is watched
+    comm_init_node(comm);
     if (tc->estimate_world > 0) {
         config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;
@@ -246,6 +263,8 @@ typedef struct {
     TrainState st;             // the state the loop started from; st.guard is the live one
     double t0, steps_time;     // the loop's start; the time of the steps after the first
     long long comm_bytes[N_COLL], comm_calls[N_COLL];   // the last applied step's communication
+    int last_applied;          // the last step applied (1-based; 0: none yet, the initial parameters)
+    const char *ended_skipped; // why the last step was skipped, when it was a skip --max-skips counts
 } TrainRun;
 
 // The state after optimizer step `done` (1-based), as a checkpoint records it.
@@ -279,6 +298,8 @@ static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *n
 
     R->st = load_start(m, tc, &R->train, R->say);
     if (tc->resume_dir[0]) dataloader_seek(&R->train, &R->st.data, tc->resume_dir);
+    if (tc->save_dir[0]) checkpoint_claim_dir(comm, tc->save_dir, R->st.step);   // another run's newer checkpoints set aside
+    R->last_applied = R->st.step - R->st.guard.consecutive;   // a resumed run's skips since its last applied step
     R->sample_rng.state = R->st.rng;
     R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step > 0);
     jsonl_record(&R->log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
@@ -313,10 +334,13 @@ static StepStats step_stats(const TrainRun *R, int step, const StepResult *r) {
 }
 
 // The step line, its JSONL record and ZeRO-Infinity's NVMe record for step `step`
-// (0-based); keeps the communication of the last applied step for the end report.
+// (0-based). Keeps, for the end of the run, the communication of the last applied
+// step, which step that was, and whether the run now ends on a skip.
 static void report_step(TrainRun *R, int step, const StepResult *r) {
     Comm *comm = R->m->comm;
     int first = step == R->st.step;
+    if (r->verdict.apply) R->last_applied = step + 1;
+    R->ended_skipped = r->verdict.counted ? r->verdict.skipped : NULL;
     if (!first || R->tc->steps - R->st.step == 1) R->steps_time += r->seconds;   // the mean pace leaves out the first step's warm-up
     if (r->verdict.apply || first) {   // a skipped step has no parameter all-gather
         memcpy(R->comm_bytes, comm->bytes, sizeof(R->comm_bytes));
@@ -341,17 +365,27 @@ static void train_validate(TrainRun *R, int done) {
     monitor_val(&R->mon, done, vl);
 }
 
+// "the latest checkpoint in DIR stays ckpt_X", or that there is none, for a warning
+static const char *latest_text(const char *dir, char *buf, size_t n) {
+    char name[256];
+    checkpoint_latest_name(dir, name, sizeof(name));
+    if (name[0]) snprintf(buf, n, "the latest checkpoint in %.200s stays %.60s", dir, name);
+    else snprintf(buf, n, "there is no checkpoint in %.200s", dir);
+    return buf;
+}
+
 // The checkpoint --save-every (or the last step) asks for. A skipped step leaves
 // the last applied step's state, which is saved; a step whose loss is not finite is
-// not, since its parameters are known to diverge: the last checkpoint stays latest.
+// not, since its parameters are known to diverge: the latest checkpoint stays so.
 static void train_checkpoint(TrainRun *R, int done, float loss) {
     const TrainConfig *tc = R->tc;
+    char latest[300];
     if (isfinite(loss)) {
         TrainState now = train_state_now(R, done);
         train_save(R->m, tc, &now, R->say);
     } else if (R->m->comm->rank == 0)
         diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the parameters (those of the "
-             "last applied step) diverge; the last checkpoint in %s stays the latest", done, loss, tc->save_dir);
+             "last applied step) diverge; %s", done, loss, latest_text(tc->save_dir, latest, sizeof(latest)));
 }
 
 // SIGTERM, SIGINT or SIGUSR1 on any rank (train/preempt.h): every rank polls after
@@ -367,10 +401,16 @@ static int train_signals(TrainRun *R, int done, int last, int save_due, float lo
         TrainState now = train_state_now(R, done);
         train_save(R->m, tc, &now, R->say);
     }
-    if (req & PREEMPT_STOP) {
+    if (req & PREEMPT_STOP) {   // the line says what was saved: nothing of a step whose loss is not finite
+        char what[1400], name[256];
+        checkpoint_latest_name(tc->save_dir, name, sizeof(name));
+        if (!tc->save_dir[0]) snprintf(what, sizeof(what), "nothing saved (no --save)");
+        else if (isfinite(loss)) snprintf(what, sizeof(what), "checkpoint saved, continue with --resume %s", tc->save_dir);
+        else if (name[0]) snprintf(what, sizeof(what), "no checkpoint of that step (its loss is not finite); --resume %s continues from %s",
+                                   tc->save_dir, name);
+        else snprintf(what, sizeof(what), "no checkpoint of that step (its loss is not finite), and none in %s", tc->save_dir);
         if (comm->rank == 0)
-            diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(req), done, tc->steps,
-                 tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
+            diag("note", "stopped by %s after step %d of %d: %s; exit status %d", preempt_signal_name(req), done, tc->steps, what,
                  EXIT_PREEMPTED);
         return 1;
     }
@@ -404,16 +444,37 @@ static void train_close(TrainRun *R) {
     if (R->do_val) dataloader_free(&R->val);
 }
 
+// A run whose last step was skipped, a skip --max-skips counts (a non-finite loss or
+// gradients), did not train to its end: one line on every rank says so, since which
+// step, and which checkpoint holds its parameters, those of R->last_applied.
+// Returns the exit status, 1.
+static int train_ended_skipped(const TrainRun *R) {
+    const TrainConfig *tc = R->tc;
+    int applied = R->last_applied, n = tc->steps - applied;
+    char first[32], held[1400] = "", name[256] = "";
+    if (n > 1) snprintf(first, sizeof(first), "steps %d-%d", applied + 1, tc->steps);
+    else snprintf(first, sizeof(first), "step %d", tc->steps);
+    if (tc->save_dir[0]) checkpoint_latest_name(tc->save_dir, name, sizeof(name));
+    if (!name[0]) snprintf(held, sizeof(held), "no checkpoint holds them");
+    else if (ckpt_step_of(name) >= applied)   // saved at or after it: a skipped step changes nothing
+        snprintf(held, sizeof(held), "the latest checkpoint, %s/%s, holds them", tc->save_dir, name);
+    else snprintf(held, sizeof(held), "the latest checkpoint is %s/%s, of step %d", tc->save_dir, name, ckpt_step_of(name));
+    diag("error", "the run ended on %d skipped step%s (%s, %s): its parameters are those of step %d, the last applied one; %s",
+         n, n > 1 ? "s" : "", first, R->ended_skipped, applied, held);
+    return 1;
+}
+
 // The training loop: tc->steps optimizer steps (train_step), each followed by its
 // reports and, as asked, validation, samples, a checkpoint and the signal check.
 // `name` and `workers` (each rank's threads or device) go into the start-up line.
-// Returns the exit status: 0, or EXIT_PREEMPTED when a signal stopped the run.
+// Returns the exit status: 0; EXIT_PREEMPTED when a signal stopped the run; 1 when
+// it ended on skipped steps.
 static int train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
     TrainRun R;
     train_open(&R, m, tc, name, workers);
     int status = 0;
     preempt_install();
-    comm_watchdog_start(m->comm, m->comm->rank, tc->timeout);
+    comm_watchdog_steps(1);   // any stall in the steps counts, not only waits
     R.t0 = wall_time();
     for (int step = R.st.step; step < tc->steps; step++) {
         StepResult r = train_step(m, tc, &R.train, &R.st.guard, step);
@@ -427,7 +488,10 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         if (save_due) train_checkpoint(&R, done, r.loss);
         if (train_signals(&R, done, last, save_due, r.loss)) { status = EXIT_PREEMPTED; break; }
     }
-    comm_watchdog_stop();
+    comm_watchdog_steps(0);
+    comm_phase("the end-of-run reports", tc->steps);
+    test_stop_point("shutdown");
+    if (status == 0 && R.ended_skipped) status = train_ended_skipped(&R);
     train_close(&R);
     return status;
 }

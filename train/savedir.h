@@ -4,63 +4,107 @@
 // into the same directory refuses to start instead of overwriting the first one's
 // checkpoints.
 //
-// The lock is DIR/.lock, created with O_EXCL and holding "PID HOST" of rank 0. A run
-// that finds it refuses to start, naming that pid and host. A lock left by a process
-// that no longer exists on this host is taken over with a note: after a kill -9, a
-// watchdog abort, or a machine that went down. A lock from another host cannot be
-// checked from here, so the message says to remove it once that run is gone. Rank 0
-// removes its lock when the process exits, normally or through fatal(), with an
-// atexit handler.
+// The lock is DIR/.lock. Rank 0 holds a kernel lock on it (flock) for as long as it
+// runs, and its text says "PID HOST". The kernel lock makes taking it atomic: of two
+// runs that start at once, or that both find a lock left behind, exactly one gets it,
+// and the other refuses to start, naming the holder. The kernel drops the lock when
+// its process ends, however it ends: a kill -9, a watchdog abort. So a lock file left
+// behind is taken over with a note. The text is checked too. A pid on this host that
+// still runs keeps its lock; a zombie, a rank 0 that exited and is not yet reaped,
+// does not. A lock from another host cannot be checked from here, so the message says
+// to remove it once that run is gone. Rank 0 removes its lock file when it exits,
+// normally or through fatal(), with an atexit handler.
 #pragma once
 #include "comm/comm.h"
 #include <sys/stat.h>
+#include <sys/file.h>
 #include <signal.h>
 
-static char g_lock_path[1100];   // the lock this process holds ("" if none)
+static char g_lock_path[1100];   // the lock file this process holds ("" if none)
+static int g_lock_fd = -1;       // open for the process's lifetime: it carries the kernel lock
 
 static void savedir_unlock(void) {
-    if (g_lock_path[0]) unlink(g_lock_path);
+    if (g_lock_path[0]) unlink(g_lock_path);   // before the kernel lock goes with the descriptor
+    if (g_lock_fd >= 0) close(g_lock_fd);
     g_lock_path[0] = 0;
+    g_lock_fd = -1;
 }
 
-// Takes DIR/.lock. Returns 1, with a note when a stale lock was taken over, or 0 with err.
+// Whether process pid runs on this host: it exists and is not a zombie, a process that
+// exited and whose status its parent has not collected yet (/proc/PID/stat's state Z,
+// or X while it goes).
+static int pid_running(int pid) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+    char path[64], stat_text[512] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;   // no /proc: trust kill()
+    size_t n = fread(stat_text, 1, sizeof(stat_text) - 1, f);
+    fclose(f);
+    stat_text[n] = 0;
+    const char *paren = strrchr(stat_text, ')');   // "PID (COMM) STATE ...", and COMM may hold anything
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+// Takes DIR/.lock. Returns 1, with a note when a lock left behind was taken over, or 0 with err.
 static int savedir_lock(const char *dir, char *err, size_t errn, char *note, size_t noten) {
     char path[1100], host[256] = "?", text[512];
     snprintf(path, sizeof(path), "%s/.lock", dir);
     gethostname(host, sizeof(host) - 1);
     snprintf(text, sizeof(text), "%d %s\n", (int)getpid(), host);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0) {
-            int ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text) && fsync(fd) == 0;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) { snprintf(err, errn, "%s: cannot create the lock file (%s)", path, strerror(errno)); return 0; }
+        int held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+        if (held && errno != EWOULDBLOCK) {
+            snprintf(err, errn, "%s: cannot lock the lock file (%s)", path, strerror(errno));
             close(fd);
-            if (!ok) { unlink(path); snprintf(err, errn, "%s: cannot write the lock file (%s)", path, strerror(errno)); return 0; }
-            snprintf(g_lock_path, sizeof(g_lock_path), "%s", path);
-            atexit(savedir_unlock);
-            return 1;
+            return 0;
         }
-        if (errno != EEXIST) { snprintf(err, errn, "%s: cannot create the lock file (%s)", path, strerror(errno)); return 0; }
-        // held: by a live run, or left behind by a dead one
+        // the lock of the file we opened: is it still the one at `path`? (a run that exits removes
+        // its lock file; a third run may have created a new one since)
+        struct stat a, b;
+        if (!held && (fstat(fd, &a) != 0 || stat(path, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
+            close(fd);
+            continue;
+        }
         char other[512] = "", other_host[256] = "";
         int other_pid = 0;
-        FILE *f = fopen(path, "rb");
-        if (f) { if (!fgets(other, sizeof(other), f)) other[0] = 0; fclose(f); }
-        if (sscanf(other, "%d %255s", &other_pid, other_host) != 2 || other_pid <= 0) {
-            snprintf(err, errn, "%s is locked by another run (lock file %s, unreadable: remove it if no run is using the directory)", dir, path);
+        ssize_t got = pread(fd, other, sizeof(other) - 1, 0);
+        other[got > 0 ? got : 0] = 0;
+        int parsed = sscanf(other, "%d %255s", &other_pid, other_host) == 2 && other_pid > 0;
+        int here = parsed && strcmp(other_host, host) == 0;
+        if (held || (parsed && (!here || pid_running(other_pid))) || (!parsed && other[0])) {
+            if (held && !(parsed && here && pid_running(other_pid)))
+                snprintf(err, errn, "%s is in use by another run (it holds the lock file %s): choose another --save directory "
+                         "or stop that run", dir, path);
+            else if (parsed)
+                snprintf(err, errn, "%s is in use by another run (pid %d on host %s, lock file %s): choose another --save directory%s",
+                         dir, other_pid, other_host, path, here ? " or stop that run" : "; if that run is gone, remove the lock file");
+            else
+                snprintf(err, errn, "%s is locked by another run (lock file %s, unreadable: remove it if no run is using the directory)",
+                         dir, path);
+            close(fd);
             return 0;
         }
-        int here = strcmp(other_host, host) == 0;
-        if (!here || kill(other_pid, 0) == 0 || errno != ESRCH) {
-            snprintf(err, errn, "%s is in use by another run (pid %d on host %s, lock file %s): choose another --save directory%s",
-                     dir, other_pid, other_host, path,
-                     here ? " or stop that run" : "; if that run is gone, remove the lock file");
+        if (parsed) {   // left behind by a process of this host that is gone
+            snprintf(note, noten, "%s: took over the lock of pid %d on %s, which no longer runs (a run that did not exit cleanly)",
+                     dir, other_pid, other_host);
+            test_stop_point("lock-takeover");
+        }
+        int ok = ftruncate(fd, 0) == 0 && pwrite(fd, text, strlen(text), 0) == (ssize_t)strlen(text) && fsync(fd) == 0;
+        if (!ok) {
+            snprintf(err, errn, "%s: cannot write the lock file (%s)", path, strerror(errno));
+            unlink(path);
+            close(fd);
             return 0;
         }
-        snprintf(note, noten, "%s: took over the lock of pid %d on %s, which no longer exists (a run that did not exit cleanly)",
-                 dir, other_pid, other_host);
-        unlink(path);   // then try again: if another run takes it first, O_EXCL says so
+        snprintf(g_lock_path, sizeof(g_lock_path), "%s", path);
+        g_lock_fd = fd;
+        atexit(savedir_unlock);
+        return 1;
     }
-    snprintf(err, errn, "%s: another run took the lock first", dir);
+    snprintf(err, errn, "%s: the lock file %s keeps changing (other runs starting there?)", dir, path);
     return 0;
 }
 

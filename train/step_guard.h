@@ -121,6 +121,7 @@ typedef struct {
     float norm;           // the global norm of the unscaled gradients
     double scale;         // the loss scale this step's backward used (1 without fp16)
     const char *skipped;  // why the step was skipped: "overflow", "non-finite loss", "non-finite gradients"; NULL: applied
+    int counted;          // a skip --max-skips counts (not an fp16 overflow the dynamic scaler handles)
     char stop[512];       // non-empty: the run must stop (after logging the step) with this message
 } StepVerdict;
 
@@ -148,7 +149,7 @@ static StepVerdict step_guard_check(StepGuard *g, Comm *comm, int step, float lo
     }
     g->skipped++;
     v.skipped = loss_bad ? "non-finite loss" : g->fp16 ? "overflow" : "non-finite gradients";
-    int counted = !g->fp16 || loss_bad || !g->scaler.dynamic;
+    int counted = v.counted = !g->fp16 || loss_bad || !g->scaler.dynamic;
     if (counted) g->consecutive++;
     if (counted && g->max_skips > 0 && g->consecutive >= g->max_skips && !v.stop[0])
         snprintf(v.stop, sizeof(v.stop), "step %d: %d consecutive steps skipped (%s; %s): stopping (--max-skips %d). "
@@ -168,12 +169,11 @@ static int step_guard_master_finite(Zero *z, char *where, size_t n) {
         const ZeroUnit *U = &p->u[u];
         size_t lo = (size_t)p->part * U->shard, len = lo >= U->numel ? 0 : U->numel - lo < U->shard ? U->numel - lo : U->shard;
         zero_master_read(z, u, lo, U->shard, buf);
-        for (size_t i = 0; i < len && ok; i++)
-            if (!isfinite(buf[i])) {
-                ok = 0;
-                snprintf(where, n, "the fp32 master weights hold %g (unit %s, element %zu)", buf[i],
-                         z->layout->units[u].name, lo + i);
-            }
+        size_t i = first_nonfinite(buf, len);
+        if (i < len) {
+            ok = 0;
+            snprintf(where, n, "the fp32 master weights hold %g (unit %s, element %zu)", buf[i], z->layout->units[u].name, lo + i);
+        }
     }
     free(buf);
     return comm_agree(z->comm, ok, where, n);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <signal.h>
 
 // ----------------------------------------------------------------------------
 // errors: every fatal problem is one line on stderr and a non-zero exit.
@@ -52,16 +53,40 @@ static void fatal(const char *fmt, ...) {
     exit(1);
 }
 
+// the index of the first value of v[0..n) that is not finite (Inf or NaN), or n: every
+// model input (a model file, a safetensors tensor, a checkpoint) is checked with it
+static size_t first_nonfinite(const float *v, size_t n) {
+    size_t i = 0;
+    while (i < n && isfinite(v[i])) i++;
+    return i;
+}
+
+// Tests only: ZEROC_TEST_STOP=NAME (or NAME:RANK) stops the process (or that rank) with
+// SIGSTOP at the point the code calls NAME, so that a test acts while it is stopped exactly
+// there, not after a sleep that may or may not land (tests/test_savedir.sh, test_watchdog.sh).
+static void test_stop_point(const char *name) {
+    const char *s = getenv("ZEROC_TEST_STOP");
+    size_t n = strlen(name);
+    if (!s || strncmp(s, name, n) != 0 || (s[n] != 0 && s[n] != ':')) return;
+    if (s[n] == ':' && atoi(s + n + 1) != (g_error_rank < 0 ? 0 : g_error_rank)) return;
+    kill(getpid(), SIGSTOP);
+}
+
 // a / b rounded up, and x rounded up to a multiple of m
 static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
+
+// What the program allocates for, added to an out-of-memory message: the trainer puts the
+// model's sizes and where they came from here, so that an absurd config.json is named.
+static char g_alloc_context[640];
 
 static void *xmalloc(size_t n, const char *what) {
     void *p = NULL;
     if (n == 0) n = 1;
     // 64-byte alignment: a cache line and a full AVX-512 register
-    if (posix_memalign(&p, 64, round_up(n, 64)) != 0 || !p)
-        fatal("out of memory allocating %zu bytes for %s", n, what);
+    if (n > SIZE_MAX - 64 || posix_memalign(&p, 64, round_up(n, 64)) != 0 || !p)
+        fatal("out of memory allocating %zu bytes for %s%s%s%s", n, what, g_alloc_context[0] ? " (" : "", g_alloc_context,
+              g_alloc_context[0] ? ")" : "");
     return p;
 }
 
@@ -98,6 +123,12 @@ static long long file_size_or_die(FILE *f, const char *path) {
     return n;
 }
 
+// what a path that is not a regular file is, for messages ("a FIFO (named pipe)")
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISREG(m) ? "a regular file" : "not a regular file";
+}
+
 // ----------------------------------------------------------------------------
 // checked writes: every write, flush, fsync, close and rename is checked, and the
 // first failure is kept as one line naming the file and the OS error, for the caller
@@ -111,13 +142,15 @@ static long long file_size_or_die(FILE *f, const char *path) {
 // ZEROC_FAIL_WRITE=NAME:N makes the N-th write to a file named NAME fail with ENOSPC,
 // NAME being its last path component without .tmp. NAME:last fails its final flush,
 // where stdio hands the kernel the last buffered bytes: the write a full disk refuses
-// last. Writes are counted per process.
+// last. NAME:dirsync fails the sync of its directory after its rename, with EIO.
+// Writes are counted per process.
 
 typedef struct {
     FILE *f;
     char path[1100];     // where it ends up
     char tmp[1105];      // the file being written: PATH.tmp (atomic) or PATH
     int atomic;
+    int renamed;         // out_rename moved it into place, even if syncing the directory then failed
     long long writes;    // checked writes so far, which the fault injection counts
     char err[1400];      // the first failure, "" while everything succeeded
 } OutFile;
@@ -127,7 +160,8 @@ static const char *path_base(const char *path) {
     return s ? s + 1 : path;
 }
 
-// the injected failure for this file, if any: the write number, -1 for the final flush, 0 for none
+// the injected failure for this file, if any: the write number, -1 for the final flush,
+// -2 for the sync of its directory after its rename (NAME:dirsync, EIO), 0 for none
 static long long out_injected(const OutFile *o) {
     const char *spec = getenv("ZEROC_FAIL_WRITE");
     if (!spec) return 0;
@@ -135,6 +169,7 @@ static long long out_injected(const OutFile *o) {
     const char *base = path_base(o->path);
     if (!colon || strlen(base) != (size_t)(colon - spec) || strncmp(spec, base, colon - spec) != 0) return 0;
     if (strcmp(colon + 1, "last") == 0) return -1;
+    if (strcmp(colon + 1, "dirsync") == 0) return -2;
     return atoll(colon + 1);
 }
 
@@ -217,10 +252,16 @@ static int out_finish(OutFile *o) {
     return !o->err[0];
 }
 
-// An atomic write's rename into place, then the directory synced.
+// An atomic write's rename into place, then the directory synced. On failure o->renamed
+// says whether the new file is in place already (only the sync failed).
 static int out_rename(OutFile *o) {
     if (o->err[0]) return 0;
     if (rename(o->tmp, o->path) != 0) { out_fail(o, "cannot rename into place", errno); unlink(o->tmp); return 0; }
+    o->renamed = 1;
+    if (out_injected(o) == -2) {
+        snprintf(o->err, sizeof(o->err), "%s: cannot sync the directory (%s, injected by ZEROC_FAIL_WRITE)", o->path, strerror(EIO));
+        return 0;
+    }
     return fsync_parent_dir(o->path, o->err, sizeof(o->err));
 }
 
@@ -250,14 +291,31 @@ static int mkdir_p(const char *dir, char *err, size_t errn) {
     }
 }
 
-// the forms for tools, where a failed write ends the program
+// The forms for tools, where a failed write ends the program (fatal: exit). The
+// temporary file of each atomic write not yet committed is removed on the way out,
+// so a tool that stops mid-write (a full disk) leaves no PATH.tmp behind.
 typedef OutFile AtomicFile;
+#define ATOMIC_MAX_OPEN 8
+static char g_atomic_open[ATOMIC_MAX_OPEN][sizeof(((OutFile *)0)->tmp)];
+static void atomic_remove_uncommitted(void) {
+    for (int i = 0; i < ATOMIC_MAX_OPEN; i++) if (g_atomic_open[i][0]) unlink(g_atomic_open[i]);
+}
 static AtomicFile atomic_open(const char *path) {
+    static int registered = 0;
+    if (!registered) { atexit(atomic_remove_uncommitted); registered = 1; }
     AtomicFile a;
     if (!out_open(&a, path, 1)) fatal("%s", a.err);
+    int i = 0;
+    while (i < ATOMIC_MAX_OPEN && g_atomic_open[i][0]) i++;
+    if (i == ATOMIC_MAX_OPEN) fatal("%s: more than %d files open for atomic writes", path, ATOMIC_MAX_OPEN);
+    strcpy(g_atomic_open[i], a.tmp);
     return a;
 }
-static void atomic_commit(AtomicFile *a) { if (!out_commit(a)) fatal("%s", a->err); }
+static void atomic_commit(AtomicFile *a) {
+    int ok = out_commit(a);   // renamed into place, or its temporary file removed
+    for (int i = 0; i < ATOMIC_MAX_OPEN; i++) if (!strcmp(g_atomic_open[i], a->tmp)) g_atomic_open[i][0] = 0;
+    if (!ok) fatal("%s", a->err);
+}
 
 // ----------------------------------------------------------------------------
 // floatX, llm.c's name for the storage type of parameters, gradients and

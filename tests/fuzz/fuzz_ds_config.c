@@ -1,9 +1,11 @@
-// Fuzz target: a DeepSpeed JSON config (config/ds_config.h): the whole pass over the file and the checks
-// that follow the flags, collecting messages (the trainer prints them and exits on an error).
+// Fuzz target: a DeepSpeed JSON config (config/ds_config.h): the strict parse (formats/json.h: NUL bytes,
+// trailing data, numbers out of range, duplicate keys), the whole pass over the file and the checks that
+// follow the flags, collecting messages (the trainer prints them and exits on an error).
 #include "config/flags.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    cJSON *root = cJSON_ParseWithLength((const char *)data, size);
+    char err[1400];
+    cJSON *root = json_parse_strict((const char *)data, size, "fuzz.json", err, sizeof(err));   // as the trainer reads a file
     if (root && cJSON_IsObject(root)) {
         TrainConfig c;
         train_config_defaults(&c);
