@@ -78,6 +78,9 @@ def main(argv):
             die("%s: no train records" % p)
 
     if out:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import need_modules
+        need_modules.require("matplotlib")
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
