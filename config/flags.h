@@ -180,6 +180,31 @@ static void nvme_config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_ERROR, "aio.block_size", "%lld: a multiple of 4096 bytes (O_DIRECT's alignment)", c->aio_block_size);
 }
 
+#define TRAINER_NAME (TRAINER_IS_GPU ? "train_gpt" : "train_gpt_cpu")
+
+// The path of this trainer built with ZeRO stage `stage`, in make's build/ layout (the same
+// offload and precision build for train_gpt), when that binary exists: under the working
+// directory, or under the repository this binary was run from (./train_gpt_cpu or
+// build/z0/train_gpt_cpu alike). Returns 1 with the path in out, else 0.
+static int stage_binary(int stage, char *out, size_t n) {
+    char rel[128], dir[1024];
+#if TRAINER_IS_GPU
+    snprintf(rel, sizeof(rel), "build/gpu_z%d_o%d%s/train_gpt", stage, OFFLOAD, FLOATX_FP16 ? "_fp16" : "");
+#else
+    snprintf(rel, sizeof(rel), "build/z%d/train_gpt_cpu", stage);
+#endif
+    struct stat sb;
+    if (stat(rel, &sb) == 0) { snprintf(out, n, "%s", rel); return 1; }
+    ssize_t len = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+    if (len <= 0) return 0;
+    dir[len] = 0;
+    *strrchr(dir, '/') = 0;                 // the binary's directory
+    char *build = strstr(dir, "/build/");   // build/<variant>/: the repository is above it
+    if (build) *build = 0;
+    snprintf(out, n, "%s/%s", dir, rel);
+    return stat(out, &sb) == 0;
+}
+
 // The checks that need the config file and the flags together; every problem goes
 // to the report, named by the flag or key each setting came from.
 static void config_check(TrainConfig *c, ConfigReport *r) {
@@ -223,9 +248,13 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_NOTE, c->from[FROM_BF16], "false: this train_gpt trains in bf16 (fp32 master weights and optimizer); "
                   "fp16 training is the fp16 build (make train_gpt FP16=1)");
     // ZeRO
-    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
-        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
-                  c->zero_stage, ZERO_STAGE, c->zero_stage);
+    char other[1200];
+    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE && stage_binary(c->zero_stage, other, sizeof(other)))
+        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d: run %s, "
+                  "built with ZERO=%d (or make %s ZERO=%d)", c->zero_stage, ZERO_STAGE, other, c->zero_stage, TRAINER_NAME, c->zero_stage);
+    else if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
+        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make %s ZERO=%d)",
+                  c->zero_stage, ZERO_STAGE, TRAINER_NAME, c->zero_stage);
 #if !TRAINER_IS_GPU
     // the CPU trainer's model states live in host memory already: offload has nothing to move
     // (the estimator keeps the settings: its train_gpt rows use them)

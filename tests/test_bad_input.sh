@@ -57,9 +57,17 @@ echo "== ZeRO misuse: the ranks agree on one error, nobody hangs"
 expect_error "global batch not divisible by world size" "Check batch related parameters.* 10 != 2 \\* 1 \\* 3 \\(train_batch_size from --total-batch" 3 \
     $MPIRUN -np 3 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --total-batch 10
 echo '{"zero_optimization": {"stage": 2}}' > "$TMP/z2.json"
-expect_error "config asks for another stage than compiled" "asks for ZeRO stage 2 but this binary was built with ZERO=1" 2 \
+expect_error "config asks for another stage than compiled, naming the binary that has it" \
+    "asks for ZeRO stage 2 but this binary was built with ZERO=1: run build/z2/train_gpt_cpu, built with ZERO=2" 2 \
     $MPIRUN -np 2 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --config "$TMP/z2.json"
-expect_error "--zero-stage differs from the build" "asks for ZeRO stage 3 but this binary was built with ZERO=0" 1 $T0 --zero-stage 3
+expect_error "--zero-stage differs from the build" "asks for ZeRO stage 3 but this binary was built with ZERO=0: run build/z3/train_gpt_cpu" 1 $T0 --zero-stage 3
+# from another directory: the binary of that stage beside this one, by its full path
+expect_error "--zero-stage from elsewhere: the build/ beside the binary" "run $PWD/build/z3/train_gpt_cpu, built with ZERO=3" 1 \
+    bash -c "cd '$TMP' && '$PWD/build/z0/train_gpt_cpu' --zero-stage 3"
+# a stage whose binary was not built: how to build it
+mkdir -p "$TMP/lone" && cp ./build/z0/train_gpt_cpu "$TMP/lone/"
+expect_error "--zero-stage without that build" "asks for ZeRO stage 3 but this binary was built with ZERO=0 \(rebuild: make train_gpt_cpu ZERO=3\)" 1 \
+    bash -c "cd '$TMP/lone' && ./train_gpt_cpu --zero-stage 3"
 expect_error "ranks with different model sizes" "ranks disagree on the model" 2 \
     $MPIRUN -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" : -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --layers 3
 expect_error "stage-3 live cap below one unit" "--max-live 1000 is too small" 2 \
