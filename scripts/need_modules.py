@@ -26,7 +26,9 @@ def _missing(modules):
 
 
 def _candidates():
-    seen, out = {os.path.realpath(sys.executable)}, []
+    # this interpreter is not left out: a python3 wrapper (a virtualenv, "python3 -S") may have run it
+    # without the site directories that the same binary started plainly has
+    seen, out = set(), []
     paths = [os.environ.get("PYTHON", "")]
     paths += [os.path.join(d, "python3") for d in os.environ.get("PATH", "").split(os.pathsep) if d]
     paths.append("/usr/bin/python3")
@@ -47,7 +49,7 @@ def require(*modules, status=1):
         probe = "import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))"
         for py in _candidates():
             if subprocess.run([py, "-c", probe, *modules], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
-                print("note: %s: %s has no %s; running with %s" % (script, sys.executable, ", ".join(missing), py), file=sys.stderr)
+                print("note: %s: the Python that ran it (%s) cannot import %s; running it with %s" % (script, sys.executable, ", ".join(missing), py), file=sys.stderr)
                 sys.stderr.flush()
                 os.environ[_TRIED] = "1"
                 os.execv(py, [py, *sys.argv])
