@@ -10,13 +10,13 @@
 // ----------------------------------------------------------------------------
 // command line
 
-static void print_help(const char *prog) {
-    printf("usage: %s [flags]\n\n", prog);
-    printf("model\n"
+static void print_help(FILE *f, const char *prog) {
+    fprintf(f, "usage: %s [flags]\n\n", prog);
+    fprintf(f, "model\n"
            "  --arch gpt2|llama        architecture (default gpt2)\n"
            "  --preset NAME            model size preset (default tiny):\n");
-    for (int i = 0; i < N_PRESETS; i++) printf("                             %-10s %s\n", PRESETS[i].name, PRESETS[i].what);
-    printf("  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
+    for (int i = 0; i < N_PRESETS; i++) fprintf(f, "                             %-10s %s\n", PRESETS[i].name, PRESETS[i].what);
+    fprintf(f, "  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
            "                           override one size of the preset\n"
            "data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)\n"
            "  --train PATH --val PATH  a token shard, a directory of shards or a glob (default data/brown/{train,val}.bin)\n"
@@ -58,7 +58,8 @@ static void print_help(const char *prog) {
            "sampling (also the samples of --sample-every)\n"
            "  --sample 1               sample instead of training, from --init FILE or --resume DIR; rank 0 prints\n"
            "  --prompt TEXT            the text the samples continue (default: none, after <|endoftext|>)\n"
-           "  --sample-len N           tokens generated per sample (default 64)\n"
+           "  --sample-len N           tokens generated per sample (default 64, or fewer when the model's\n"
+           "                           positions end first: a note says so)\n"
            "  --num-samples N          samples generated together (default 1)\n"
            "  --temperature X          logits / X before the softmax; 0: greedy argmax (default 1)\n"
            "  --top-k N                sample among the N most likely tokens (default 0: all)\n"
@@ -90,6 +91,44 @@ static void print_help(const char *prog) {
            "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
            "                           or auto: flash where it applies, else cuBLAS\n"
            "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
+}
+
+// The known flag closest to an unknown one, if close enough to be a likely misspelling (the
+// rule config keys follow, ds_did_you_mean): the flags are those --help lists, so that the
+// suggestions never drift from the help. Returns 1 with the flag in out.
+static int flag_did_you_mean(const char *unknown, char *out, size_t n) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return 0;
+    print_help(f, "train_gpt");
+    fclose(f);
+    int best = 4;
+    for (const char *p = text; (p = strstr(p, "--")) != NULL;) {
+        size_t k = 2;
+        while (isalnum((unsigned char)p[k]) || p[k] == '-') k++;
+        char flag[64];
+        if (k > 2 && k < sizeof(flag)) {
+            snprintf(flag, sizeof(flag), "%.*s", (int)k, p);
+            int d = edit_distance(unknown, flag);
+            if (d < best && 3 * d <= (int)k + 2) { best = d; snprintf(out, n, "%s", flag); }
+        }
+        p += k;
+    }
+    free(text);
+    return best < 4;
+}
+
+// The one line for a flag this program does not know.
+static void flag_unknown(const char *a) {
+    char name[64], dym[64], hint[160] = "";
+    const char *eq = strchr(a, '=');
+    snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);   // --lr=0.1: the flag is --lr
+    if (eq && flag_did_you_mean(name, dym, sizeof(dym)) && !strcmp(dym, name))
+        snprintf(hint, sizeof(hint), ": flags take their value after a space, as in %s %s", dym, eq + 1);
+    else if (flag_did_you_mean(name, dym, sizeof(dym)))
+        snprintf(hint, sizeof(hint), " (did you mean %s?)", dym);
+    fatal("unknown flag '%s'%s (see --help)", a, hint[0] ? hint : "");
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
@@ -316,7 +355,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     // pass 1: arch, preset and config file come first so that flags override them
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (print_rank) print_help(argv[0]); exit(0); }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (print_rank) print_help(stdout, argv[0]); exit(0); }
         if (strcmp(a, "--config-keys") == 0) { if (print_rank) ds_print_keys(stdout); exit(0); }
         if (i + 1 >= argc) continue;
         if (strcmp(a, "--arch") == 0) copy_str_or_die(c->arch, sizeof(c->arch), a, argv[i + 1]);
@@ -335,6 +374,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) fatal("unexpected argument '%s' (see --help)", a);
+        char listed[64];
+        if (i + 1 >= argc && !(flag_did_you_mean(a, listed, sizeof(listed)) && !strcmp(listed, a))) flag_unknown(a);
         if (i + 1 >= argc) fatal("%s: missing value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--arch") || !strcmp(a, "--preset") || !strcmp(a, "--config")) continue;
@@ -385,7 +426,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--val-every")) c->val_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--sample-every")) c->sample_every = flag_int(a, v, 0, 1 << 30);
-        else if (!strcmp(a, "--sample-len")) c->sample_len = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--sample-len")) { c->sample_len = flag_int(a, v, 1, 1 << 20); c->from[FROM_SAMPLE_LEN] = "--sample-len"; }
         else if (!strcmp(a, "--sample")) c->sample = flag_int(a, v, 0, 1);
         else if (!strcmp(a, "--prompt")) c->prompt = v;
         else if (!strcmp(a, "--num-samples")) c->num_samples = flag_int(a, v, 1, 4096);
@@ -431,7 +472,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             gpu_only_flags |= 1;
         }
         else if (!strcmp(a, "--gpu-baseline")) { c->gpu_baseline = flag_int(a, v, 0, 1); gpu_only_flags |= 2; }
-        else fatal("unknown flag '%s' (see --help)", a);
+        else flag_unknown(a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
     hf_config_for_init(c, argc, argv);

@@ -30,6 +30,9 @@ expect_error "--init of another model" "n_layer is 2 in the file but 3" 1 $T0 $M
 
 echo "== flags"
 expect_error "unknown flag" "unknown flag '--bogus'" 1 $T0 --bogus 1
+expect_error "a misspelt flag: did you mean" "unknown flag '--sample-length' \\(did you mean --sample-len\\?\\)" 1 $T0 --sample-length 32
+expect_error "an underscore for a dash" "unknown flag '--val_every' \\(did you mean --val-every\\?\\)" 1 $T0 --val_every 10
+expect_error "--flag=value" "unknown flag '--lr=0.1': flags take their value after a space, as in --lr 0.1" 1 $T0 --lr=0.1
 expect_error "missing value" "--steps: missing value" 1 $T0 --steps
 expect_error "not a number" "--batch: expected an integer" 1 $T0 --batch x
 expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
@@ -47,7 +50,11 @@ echo '{"zero_optimization": {"stage": "two"}}' > "$TMP/bad.json"
 expect_error "config value of the wrong type" "bad.json: zero_optimization.stage: expected an integer in \\[0, 3\\], got \"two\"" 1 $T0 --config "$TMP/bad.json"
 echo '{"zero_optimization": ' > "$TMP/broken.json"
 expect_error "malformed config file" "broken.json: not a JSON object" 1 $T0 --config "$TMP/broken.json"
-./build/z0/train_gpt_cpu --help | grep -q -- "--zero-stage"; check "--help lists the flags" $?
+# the suggestions come from --help: every flag the parser takes must be listed there
+./build/z0/train_gpt_cpu --help > "$TMP/help.txt"
+missing=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a-z0-9-]*' | sort -u |
+          while read -r f; do grep -q -- "$f\b" "$TMP/help.txt" || echo "$f"; done)
+check "--help lists every flag the parser takes (the did-you-mean candidates)${missing:+; missing: $missing}" $([ -z "$missing" ]; echo $?)
 
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--timeout -1" "--keep-last -1"; do
     expect_error "out of range: $f" "${f%% *}: expected" 1 $T0 $f
