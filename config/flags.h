@@ -1,6 +1,6 @@
-// config/flags.h: the command line, shared by train_gpt_cpu, train_gpt (CUDA) and
-// mirrored flag for flag by scripts/train_gpt.py: --help, the flags, the checks of
-// the whole configuration, and parse_args, which applies a preset, then the
+// config/flags.h: the command line of train_gpt_cpu and train_gpt, which
+// scripts/train_gpt.py mirrors flag for flag: --help, the flags, the checks of the
+// whole configuration, and parse_args. parse_args applies a preset, then the
 // DeepSpeed JSON file (--config, config/ds_config.h), then the flags.
 #pragma once
 #include "config/lr_schedule.h"
@@ -132,7 +132,7 @@ static void flag_unknown(const char *a) {
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
-// Integers below 2^31 are read as decimal integers; counts and numbers with strtod (5e8).
+// Integers below 2^31 are read as decimal integers; counts and numbers with strtod, so 5e8 works.
 static double flag_number(const char *flag, const char *s, const Range *r) {
     char *end;
     errno = 0;
@@ -170,9 +170,10 @@ static unsigned sched_users(int id) {
     }
 }
 
-// ZeRO-Infinity's settings, the config's keys and the flags together: a device "nvme"
-// needs its directory; what only NVMe offload uses says so when nothing goes to NVMe;
-// the step's tiles need their buffers; what each trainer can put on NVMe.
+// ZeRO-Infinity's settings, from the config's keys and the flags together. A device
+// "nvme" needs its directory. A setting only NVMe offload uses says so when nothing
+// goes to NVMe. The step's tiles need their buffers. Each trainer can put only some
+// states on NVMe.
 static void nvme_config_check(TrainConfig *c, ConfigReport *r) {
     for (int param = 0; param < 2; param++) {
         char *dir = param ? c->nvme_param_dir : c->nvme_optim_dir;
@@ -295,8 +296,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make %s ZERO=%d)",
                   c->zero_stage, ZERO_STAGE, TRAINER_NAME, c->zero_stage);
 #if !TRAINER_IS_GPU
-    // the CPU trainer's model states live in host memory already: offload has nothing to move
-    // (the estimator keeps the settings: its train_gpt rows use them)
+    // The CPU trainer's model states live in host memory already, so offload has nothing to
+    // move. The estimator keeps the settings, since its train_gpt rows use them.
     if (!c->estimate_world) {
     if (c->offload)
         report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD] ? c->from[FROM_OFFLOAD] : "--offload",
@@ -324,8 +325,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
 }
 
-// Sampling against the mode: --sample 1 needs weights to sample from, and the
-// flags of the other mode have no effect (one note naming them). The sampling
+// Sampling against the mode: --sample 1 needs weights to sample from, and the flags
+// of the other mode have no effect, which one note says, naming them. The sampling
 // flags also shape the samples of --sample-every.
 static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, char **argv) {
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
@@ -346,7 +347,7 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     if (c->sample && c->config_path[0]) report_at(r, MSG_NOTE, "--config", "when sampling only its ZeRO settings apply");
 }
 
-// Parse argv into c. Returns, or exits with the errors (one line each). --help and
+// Parses argv into c. Returns, or exits with the errors, one line each. --help and
 // --config-keys print and exit 0.
 
 
