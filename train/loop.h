@@ -166,11 +166,17 @@ typedef struct {
     double phase_s[4];     // forward, backward, communication wait, optimizer
 } StepResult;
 
-// Now, once the device has finished the work queued so far when --breakdown times
-// the phases (otherwise a phase would end when its kernels were only queued).
-static double phase_clock(GPT *m, const TrainConfig *tc) {
+// Phase p of the step (forward 0, backward 1, optimizer 3) ends now. With --breakdown
+// that is once the device has finished the work queued so far (otherwise a phase would
+// end when its kernels were only queued). The phase gets the time since *t less the
+// time this rank was blocked in collectives meanwhile, which goes to the communication
+// wait (2): the four phases are disjoint and add up to the step's time.
+static void phase_end(GPT *m, const TrainConfig *tc, StepResult *r, int p, double *t) {
     if (tc->breakdown) zb_sync(&m->zero.be);
-    return wall_time();
+    double now = wall_time(), wait = comm_blocked_seconds();
+    r->phase_s[p] += now - *t - wait;
+    r->phase_s[2] += wait;
+    *t = now;
 }
 
 // AdamW's settings for optimizer step `step` (0-based). A skipped step advances
@@ -189,7 +195,7 @@ static ZeroOptim step_optim(const TrainConfig *tc, const StepGuard *guard, int s
 static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, StepGuard *guard, int step) {
     StepResult r;
     memset(&r, 0, sizeof(r));
-    double t0 = wall_time(), t;
+    double t0 = wall_time(), t = t0;
     comm_blocked_seconds();          // the step's collective waits and
     comm_reset_counters(m->comm);    // bytes count from here
     // --------------- TRAINING SECTION BEGIN -----------------
@@ -199,16 +205,13 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     for (int k = 0; k < tc->accum; k++) {
         comm_phase("forward/backward", step + 1);
         dataloader_next(train, m->inputs, m->targets);
-        t = wall_time();
         gpt_forward(m, m->targets, 1);   // its loss joins the step's (gpt_step_loss)
-        r.phase_s[0] += phase_clock(m, tc) - t;
-        t = wall_time();
+        phase_end(m, tc, &r, 0, &t);
         gpt_backward(m, m->targets, dloss);
-        r.phase_s[1] += phase_clock(m, tc) - t;
         zero_micro_step_end(&m->zero);
+        phase_end(m, tc, &r, 1, &t);
     }
     comm_phase("the optimizer step", step + 1);
-    t = wall_time();
     ZeroOptim opt = step_optim(tc, guard, step);
     zero_step_reduce(&m->zero);
     step_guard_inject(guard, &m->zero, step + 1);
@@ -218,9 +221,8 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     r.verdict = step_guard_check(guard, m->comm, step + 1, r.loss, scaled_norm, tc->grad_clip);
     if (r.verdict.apply) zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
     // --------------- TRAINING SECTION END -------------------
-    r.end = phase_clock(m, tc);
-    r.phase_s[3] = r.end - t;
-    r.phase_s[2] = comm_blocked_seconds();   // already inside the phases above: each includes its own waits
+    phase_end(m, tc, &r, 3, &t);
+    r.end = t;
     r.seconds = r.end - t0;
     r.lr = opt.lr;
     return r;
