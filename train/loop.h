@@ -253,6 +253,37 @@ static TrainState train_state_now(const TrainRun *R, int done) {
     return now;
 }
 
+// What the run reads, said at start-up and added to the log's config record (its
+// "data"): the training data's shards, tokens, sequences and steps per epoch; the
+// validation data, or that there is none. Validation on the default Brown split while
+// training on other data is said in a warning: it is rarely what a run means.
+static void train_data_report(const TrainRun *R, cJSON *data) {
+    const TrainConfig *tc = R->tc;
+    char text[1600];
+    double steps_per_epoch = (double)dataloader_micro_steps_per_epoch(&R->train) / tc->accum;
+    dataloader_describe(&R->train, text, sizeof(text));
+    if (R->say) printf("       train: %s = %.4g steps of %d sequences; --steps %d: %.3g epochs\n", text, steps_per_epoch,
+                       tc->total_batch, tc->steps, tc->steps / steps_per_epoch);
+    cJSON_AddNumberToObject(data, "train_shards", R->train.n_shards);
+    cJSON_AddNumberToObject(data, "train_tokens", (double)R->train.n_tokens);
+    cJSON_AddNumberToObject(data, "sequences_per_epoch", (double)R->train.n_seq);
+    cJSON_AddNumberToObject(data, "steps_per_epoch", steps_per_epoch);
+    int default_val = !strcmp(tc->val_path, DEFAULT_VAL_PATH);
+    if (!R->do_val) {
+        if (R->say) printf("       val:   none (%s)\n", tc->val_every > 0 ? "--val-batches 0" : "--val-every N validates every N steps");
+        return;
+    }
+    dataloader_describe(&R->val, text, sizeof(text));
+    if (R->say) printf("       val:   %s%s | %d batches of %d sequences every %d steps\n", text,
+                       default_val ? " (the default, Brown's validation split: --val PATH for another)" : "",
+                       tc->val_batches, tc->B * R->m->comm->world, tc->val_every);
+    cJSON_AddNumberToObject(data, "val_shards", R->val.n_shards);
+    cJSON_AddNumberToObject(data, "val_tokens", (double)R->val.n_tokens);
+    if (default_val && strcmp(tc->train_path, DEFAULT_TRAIN_PATH) && R->m->comm->rank == 0)
+        diag("warning", "validation reads %s, the default (Brown), while training reads %s: --val PATH validates on your own data",
+             tc->val_path, tc->train_path);
+}
+
 // The start-up lines, the data (first, so that a bad file fails before anything
 // expensive), the sampler, the parameters, the log, and the plan and memory reports.
 static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
@@ -279,7 +310,9 @@ static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *n
     if (tc->resume_dir[0]) dataloader_seek(&R->train, &R->st.data, tc->resume_dir);
     R->sample_rng.state = R->st.rng;
     R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step > 0);
-    jsonl_record(&R->log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
+    cJSON *config = config_json_record(tc);   // {"type":"config"}: the resolved configuration and what the data holds
+    train_data_report(R, cJSON_GetObjectItem(config, "data"));
+    jsonl_record(&R->log, config);
     if (R->say) zero_plan_print(&m->zero);
     cJSON *memrec = zero_memory_report(&m->zero, R->say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm->rank);
