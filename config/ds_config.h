@@ -616,11 +616,8 @@ static cJSON *config_json_record(const TrainConfig *c) {
     // the model and the data: what the run trains, by zeroc's names (the start-up prints them on lines of their own)
     const ModelConfig *mc = &c->model;
     cJSON *mo = cJSON_AddObjectToObject(r, "model");
-    cJSON_AddStringToObject(mo, "arch", arch_name(mc->arch));
+    model_config_json(mo, mc);
     cJSON_AddStringToObject(mo, "preset", c->preset);
-    int sizes[] = {mc->n_layer, mc->n_head, mc->n_kv_head, mc->d_model, mc->d_ff, mc->vocab_size, mc->max_seq};
-    const char *size_names[] = {"n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "max_seq"};
-    for (int i = 0; i < 7; i++) cJSON_AddNumberToObject(mo, size_names[i], sizes[i]);
     add_f32(mo, "norm_eps", mc->norm_eps);
     if (mc->arch == ARCH_LLAMA) add_f32(mo, "rope_theta", mc->rope_theta);
     if (c->init_path[0]) cJSON_AddStringToObject(mo, "init", c->init_path);
