@@ -321,6 +321,10 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
 
 static int comm_agree(Comm *c, int ok, char *err, size_t errn);
 
+#ifndef ZERO_STAGE
+#define ZERO_STAGE 0   // the trainers are built with -DZERO_STAGE=k (make ZERO=k)
+#endif
+
 // Why this rank has no GPU to train on, in the user's terms: without a /dev/nvidia* device
 // file there is no NVIDIA GPU (or driver) at all, and the CUDA runtime's own words ("CUDA driver
 // version is insufficient for CUDA runtime version": it found no driver) would mislead.

@@ -12,6 +12,7 @@
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
 #endif
+
 // the Brown corpus that make data prepares: what trains and validates when no --train / --val says
 #define DEFAULT_TRAIN_PATH "data/brown/train.bin"
 #define DEFAULT_VAL_PATH "data/brown/val.bin"

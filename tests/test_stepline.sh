@@ -15,7 +15,7 @@ grep -qE '^step    2/4 \| loss [0-9.]+ \| lr .* \| norm [0-9.]+ \| [0-9.]+ ms \|
 check "the step line: loss, lr, norm, ms, tokens/s, GFLOP/s (no peak on the CPU), memory, elapsed, ETA" $?
 $PY - "$TMP/a.jsonl" <<'PYEOF'
 import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "train"]
 ok = len(recs) == 4 and all(r["elapsed_s"] > 0 and r["gflops"] > 0 and r["mem_bytes"] > 1e6 and "mfu" not in r for r in recs)
 ok = ok and all(b["elapsed_s"] >= a["elapsed_s"] for a, b in zip(recs, recs[1:]))
 print(f"      elapsed_s {[round(r['elapsed_s'], 3) for r in recs]}, mem_bytes {recs[-1]['mem_bytes']:.0f}")
@@ -30,7 +30,7 @@ grep -qE '\| MFU [0-9.]+% \|' "$TMP/b.out" && \
 check "--peak-tflops gives MFU; --breakdown a line of phases" $?
 $PY - "$TMP/b.jsonl" <<'PYEOF'
 import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
+recs = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "train"]
 ok = True
 for r in recs:
     mfu = r["gflops"] / (0.5e3 * 2)                       # 0.5 TFLOP/s per rank, 2 ranks
