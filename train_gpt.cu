@@ -25,14 +25,17 @@ Precision:
     scores before the softmax, the per-position losses and the mean loss are fp32.
   - The fp32 master weights, Adam's m and v live in zero.h. Its AdamW writes the
     floatX parameters with round-to-nearest-even, so a resumed run reproduces an
-    unbroken one bit for bit. Every kernel here is deterministic: no float atomics,
-    fixed reduction orders; cuBLAS is deterministic for a fixed GPU model and
-    library version.
-Every kernel runs on one stream, comm->compute, which comm_attach_device creates;
-zero.h orders its collectives against that stream. With one rank or NCCL a training
-step waits for the GPU twice, back to back, after the gradient reduction: for the
-gradient norm, and for the step's loss (gpt_step_loss), which stays on the device
-until then. docs/gpu.md lists every host synchronization and why.
+    unbroken one bit for bit (every kernel here is deterministic: no float
+    atomics, fixed reduction orders; cuBLAS is deterministic for a fixed GPU
+    model and library version).
+Every kernel runs on one stream, comm->compute, which comm_attach_device creates; zero.h
+orders its collectives against that stream. With one rank or NCCL, a training
+step waits for the GPU for the gradient norm after the gradient reduction, and
+for the loss after every micro-step's forward (the default, as first measured)
+or, with --device-loss 1, once right after the norm (gpt_step_loss); docs/gpu.md
+lists every host synchronization and why. The step's other paths that have not
+run on a GPU yet are opt-in too (--attention, --lean-step, --fuse-residual,
+--plan-cache: config/train_config.h).
 
 Reading order:
   1. the activations;
@@ -149,10 +152,10 @@ typedef struct GPT {
     void *act_memory, *scratch_memory;       // device, one allocation each, from zero_alloc, so zero.h counts them
     int recompute;                           // activation checkpointing (--recompute)
     int flash;                               // the fused attention (--attention flash; gpu_flash_attention)
-    // Residual + LN1 fusion, off with --gpu-baseline 1. A forward layer ends without its last residual
-    // add. The next step, layer l+1's LN1 or the head's final norm, adds res2 and the MLP output left in
-    // a->dbuf inside its norm kernel, and writes the layer output res3 on the way. layernorm.cuh gives
-    // the same bits as residual_forward followed by the norm.
+    // Residual + LN1 fusion (--fuse-residual 1): a forward layer ends without its last residual
+    // add; the next step (layer l+1's LN1, or the head's final norm) adds res2 + the MLP output (left in
+    // a->dbuf) inside its norm kernel, writing the layer output res3 on the way (layernorm.cuh: the
+    // same bits as residual_forward + the norm)
     floatX *res_pending;                     // res2 of the layer whose output is not written yet; NULL: none
     double peak_flops;                       // for the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
@@ -164,12 +167,12 @@ typedef struct GPT {
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
-    float *h_losses;                         // pinned host [BT]: every forward's losses with --gpu-baseline 1
+    float *h_losses;                         // pinned host [BT] (--device-loss 0: every forward's losses)
     double *d_loss;                          // device [2]: [0] the sum of this step's training mean losses, [1] an eval forward's
     double *h_loss;                          // pinned host [1]: d_loss read here
     int step_losses;                         // training forwards since the last gpt_step_loss
-    double step_loss_host;                   // --gpu-baseline 1: their sum, read on the host every micro-step
-    int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config/train_config.h)
+    double step_loss_host;                   // --device-loss 0: their sum, read on the host every micro-step
+    int fuse_residual, device_loss;          // --fuse-residual, --device-loss (config/train_config.h)
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
     float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
@@ -240,8 +243,9 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);
     matmul_setup();
-    m->gpu_baseline = tc->gpu_baseline;
-    g_matmul_cache = !tc->gpu_baseline;   // cuda/matmul.cuh's process-wide switch, set once here
+    m->fuse_residual = tc->fuse_residual;
+    m->device_loss = tc->device_loss;
+    g_matmul_cache = tc->plan_cache;   // cuda/matmul.cuh's process-wide switch (--plan-cache), set once here
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
@@ -442,9 +446,9 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
     LayerActs la = layer_acts(m, l);
     const floatX *x_res = m->res_pending;   // layer l-1's res2; its MLP output is in a->dbuf
-    int leave_res3 = !m->gpu_baseline && !m->in_backward;   // the fusion: see GPT.res_pending
-    // With flash the QKV matmul and RoPE write q|k|v straight into the saved slot, which the fused
-    // backward reads as it is. With cublas they write scratch, which attention_forward permutes into the slot.
+    int leave_res3 = m->fuse_residual && !m->in_backward;   // (the fusion: see GPT.res_pending)
+    // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
+    // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
     layer_rows(m, l, w, layer_input(m, l), x_res, la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1, leave_res3);
     m->res_pending = leave_res3 ? la.res2 : NULL;
     if (x_res) ckpt_after_layer(m, l - 1);
@@ -524,13 +528,13 @@ static double loss_to_host(GPT *m, int i) {
     return *m->h_loss;
 }
 
-// The head: the final norm, the logits through lm_head (gpt2's tied wte) and, with
-// targets, the per-position losses in fp32. In training the fused classifier leaves
-// dlogits for the coming dloss in place of the logits, the mean loss joins the step's
-// on the device, where gpt_step_loss reads it once per step, and 0 is returned.
-// Without training it returns the mean loss, read now, and the logits stay for
-// gpt_logits_host. With --gpu-baseline 1 every forward's losses come to the host and
-// are summed there, a synchronization per micro-step, as first measured.
+// the head: final norm, logits through lm_head (gpt2: the tied wte), and with
+// targets the per-position losses (fp32). Training: the fused classifier leaves
+// dlogits (for a dloss of 1/accum) in place of the logits, the mean loss joins the
+// step's on the device (gpt_step_loss reads it once per step), and 0 is returned.
+// Without training: returns the mean loss, read now; the logits stay (gpt_logits_host).
+// That is --device-loss 1; with 0 (the default, as first measured) every forward's losses
+// come to the host and are summed there, a synchronization per micro-step.
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
@@ -547,7 +551,7 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
         float dscale = m->dloss_hint / N;
         fused_classifier(m->a.logits, m->a.losses, m->d_targets, dscale, N, V, Vp, training, s);
         if (training) m->dlogits_scale = dscale;
-        if (m->gpu_baseline) {
+        if (!m->device_loss) {
             cudaCheck(cudaMemcpyAsync(m->h_losses, m->a.losses, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             double sum = 0;
@@ -683,16 +687,15 @@ static const float *gpt_decode_logits_host(GPT *m) {
 // to floatX once, already scaled; rescaling afterwards would lose what underflowed.
 static void gpt_set_dloss(GPT *m, float dloss) { m->dloss_hint = dloss; }
 
-// The mean loss of the training forwards since the last call, a step's micro-steps. It
-// reads the device's sum once, an 8-byte copy and a synchronization; train/loop.h calls
-// it after the gradient norm's synchronization, so the stream has little left to do.
-// With --gpu-baseline 1 it takes the host's sum instead. Either way each micro-batch's
-// mean, rounded to float, is added in double in micro-step order, as the CPU trainer
-// does. Only the order in which the device sums a micro-batch's positions differs
-// (loss_mean_accumulate).
+// The mean loss of the training forwards since the last call (a step's micro-steps):
+// the device's sum read once, an 8-byte copy and a synchronization (train/loop.h calls
+// this after the gradient norm's synchronization: the stream has little left to do) with
+// --device-loss 1, or the host's sum. Either way each micro-batch's mean, rounded to
+// float, is added in double in micro-step order, as the CPU trainer does; only the order
+// in which the device sums a micro-batch's positions differs (loss_mean_accumulate).
 static float gpt_step_loss(GPT *m) {
     if (m->step_losses == 0) fatal("gpt_step_loss: no training forward since the last call");
-    double sum = m->gpu_baseline ? m->step_loss_host : loss_to_host(m, 0);
+    double sum = m->device_loss ? loss_to_host(m, 0) : m->step_loss_host;
     float loss = (float)(sum / m->step_losses);
     m->step_losses = 0;
     m->step_loss_host = 0;

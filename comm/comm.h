@@ -2,17 +2,19 @@
 // through. Both trainers use it; zero.h is written against it.
 //
 // Backends
-//   MPI, in the CPU build: host buffers. Ranks come from mpirun, from srun (PMI),
-//        or from a plain ./binary run, which is a world of one.
-//   In the CUDA build (train_gpt.cu) the same calls take DEVICE buffers, and --comm
-//   chooses the backend at run time:
-//   NCCL: a communication stream ordered against the compute stream with events,
-//        so a non-blocking collective overlaps the kernels that follow. Rank 0
-//        broadcasts the ncclUniqueId over MPI.
-//   MPI:  host-staged copies, device to pinned host to MPI and back, so that several
-//        ranks can share one GPU for testing; NCCL refuses that.
-//   Scalars on the host, such as the loss, norms and config checks, always go
-//   through comm_all_reduce_host (MPI).
+//   MPI  (this file): host buffers. Ranks come from mpirun, srun (PMI) or a
+//        plain ./binary run (a world of one).
+//   In the CUDA build (train_gpt.cu) the same calls take DEVICE buffers, with
+//   a backend chosen at run time (--comm):
+//   NCCL: a communication stream ordered against the compute stream with
+//        events, so a non-blocking collective overlaps the kernels that follow;
+//        ncclUniqueId is broadcast over MPI (mpirun or srun).
+//   MPI:  host-staged copies (device -> pinned host -> MPI -> device), so that
+//        several ranks can share one GPU for testing (NCCL refuses that before
+//        2.30; from 2.30 on it allows it as an experiment: --comm nccl with
+//        NCCL_MULTI_RANK_GPU_ENABLE=1, comm_setup_backend).
+//   Scalars on the host (the loss, norms, config checks) always go through
+//   comm_all_reduce_host (MPI).
 //
 // Semantics follow NCCL so that the two backends are interchangeable:
 //   all_reduce(buf, n)            in place, every rank ends with the reduction
@@ -395,38 +397,81 @@ static void comm_attach_device(Comm *c) {
     c->has_device = 1;
 }
 
-// --comm auto|nccl|mpi. With auto, one rank needs no backend at all (comm_alone):
-// no NCCL bootstrap, no MPI. Ranks sharing a GPU get the host-staged MPI
-// collectives, since NCCL refuses two ranks on one device. Otherwise NCCL, which
-// gets its unique id from rank 0 over MPI.
+// The NCCL this process loaded, which may be newer than the nccl.h it was built with (the
+// soname is libnccl.so.2 for every 2.x): its version as text ("2.30.1") and its code
+// (ncclGetVersion: major*10000 + minor*100 + patch since 2.9, major*1000 + ... before),
+// and where it was loaded from (/proc/self/maps: "?" where that cannot be read).
+#define NCCL_SHARED_GPU_VERSION 23000   // 2.30: several ranks on one GPU, with NCCL_MULTI_RANK_GPU_ENABLE=1
+static int comm_nccl_version(char *text, size_t n) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) v = 0;
+    int big = v >= 10000;
+    snprintf(text, n, "%d.%d.%d", big ? v / 10000 : v / 1000, big ? v / 100 % 100 : v / 100 % 10, v % 100);
+    return v;
+}
+static const char *comm_nccl_path(char *path, size_t n) {
+    snprintf(path, n, "?");
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof(line), f)) {
+        char *p = strchr(line, '/');
+        if (!p || !strstr(p, "/libnccl")) continue;
+        p[strcspn(p, "\n")] = 0;
+        snprintf(path, n, "%s", p);
+        break;
+    }
+    if (f) fclose(f);
+    return path;
+}
+
+// --comm auto|nccl|mpi. auto: one rank needs no backend (comm_alone: no NCCL bootstrap, no
+// MPI); ranks sharing a GPU get the host-staged MPI collectives (NCCL refuses two ranks on
+// one GPU before 2.30, and from 2.30 on allows it only as an experiment the user asks for:
+// --comm nccl with NCCL_MULTI_RANK_GPU_ENABLE=1); otherwise NCCL, which gets its unique id
+// from rank 0 over MPI.
 static void comm_setup_backend(Comm *c, const char *name) {
     int automatic = strcmp(name, "auto") == 0;
     if (strcmp(name, "mpi") == 0 || (automatic && c->world == 1)) { c->backend = COMM_BACKEND_MPI; return; }
     int ndev = 0;
     cudaCheck(cudaGetDeviceCount(&ndev));
-    // Every rank decides from the same number, the most crowded node's ranks, so all
-    // take the same backend or all stop, and none hangs in init.
+    // decided on every rank from the same numbers (the most crowded node; whether every rank may share
+    // a GPU): all ranks take the same backend or all stop; none hangs in init
     int crowded = c->local_world > ndev ? c->local_world : 0;
     MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, c->mpi);
-    if (crowded && automatic) {
-        if (c->rank == 0)
-            printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm mpi); "
-                   "NCCL needs one GPU per rank\n", crowded);
-        c->backend = COMM_BACKEND_MPI;
-        return;
+    char ver[32], path[512];
+    int code = comm_nccl_version(ver, sizeof(ver));
+    if (crowded) {
+        const char *env = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+        int shares = code >= NCCL_SHARED_GPU_VERSION && env && strcmp(env, "1") == 0;
+        MPI_Allreduce(MPI_IN_PLACE, &shares, 1, MPI_INT, MPI_MIN, c->mpi);
+        if (automatic) {
+            if (c->rank == 0)
+                printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm auto): NCCL %s %s\n", crowded, ver,
+                       code < NCCL_SHARED_GPU_VERSION ? "refuses several ranks on one GPU (2.30 and later allow it)"
+                                                      : "runs them only as an experiment (--comm nccl with NCCL_MULTI_RANK_GPU_ENABLE=1)");
+            c->backend = COMM_BACKEND_MPI;
+            return;
+        }
+        if (code < NCCL_SHARED_GPU_VERSION)
+            fatal("--comm nccl: %d ranks share %d GPU%s on this node, and the library loaded here is NCCL %s, which refuses that "
+                  "before 2.30 (2.30 and later allow it with NCCL_MULTI_RANK_GPU_ENABLE=1); use --comm mpi (host-staged collectives)",
+                  crowded, ndev, ndev == 1 ? "" : "s", ver);
+        if (!shares)
+            fatal("--comm nccl: %d ranks share %d GPU%s on this node: NCCL %s runs them only with NCCL_MULTI_RANK_GPU_ENABLE=1 "
+                  "in every rank's environment (experimental); set it, or use --comm mpi (host-staged collectives)",
+                  crowded, ndev, ndev == 1 ? "" : "s", ver);
     }
-    if (crowded)
-        fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
-              "use --comm mpi (host-staged collectives) to test several ranks on one GPU",
-              crowded, ndev, ndev == 1 ? "" : "s");
     ncclUniqueId id;
     if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
     ncclResult_t r = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
     if (r != ncclSuccess)
-        fatal("NCCL: ncclCommInitRank failed: %s%s", ncclGetErrorString(r),
+        fatal("NCCL %s: ncclCommInitRank failed: %s%s", ver, ncclGetErrorString(r),
               r == ncclInvalidUsage ? " (two ranks on one GPU? use --comm mpi)" : "");
     c->backend = COMM_BACKEND_NCCL;
+    if (c->rank == 0)
+        printf("zeroc: NCCL %s (%s), %d rank%s%s\n", ver, comm_nccl_path(path, sizeof(path)), c->world, c->world > 1 ? "s" : "",
+               crowded ? ", several on one GPU: NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental)" : "");
 }
 
 // the watchdog, before MPI_Abort: NCCL's kernels may be spinning on a dead peer

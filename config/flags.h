@@ -85,12 +85,18 @@ static void print_help(FILE *f, const char *prog) {
            "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
            "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
-           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n"
+           "                           ranks sharing a GPU: host-staged MPI, with a notice; nccl there needs\n"
+           "                           NCCL 2.30+ and NCCL_MULTI_RANK_GPU_ENABLE=1, experimental)\n"
+           "GPU step paths (train_gpt; the defaults have run on a GPU, the others not yet: docs/gpu.md)\n"
            "  --attention cublas|flash|auto\n"
-           "                           GPU attention: cuBLAS with the scores materialized (default), the fused\n"
-           "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
-           "                           or auto: flash where it applies, else cuBLAS\n"
-           "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
+           "                           cuBLAS with the scores materialized (default), the fused flash attention\n"
+           "                           (cuda/flash_attention.cuh: bf16, head size 64 or 128), or auto: flash where\n"
+           "                           it applies, else cuBLAS\n"
+           "  --lean-step 0|1          1: the global norm and AdamW in one launch each over the partition (default 0)\n"
+           "  --fuse-residual 0|1      1: a layer's last residual add inside the next norm's kernel (default 0)\n"
+           "  --device-loss 0|1        1: the loss summed on the device, read once per step (default 0: per micro-step)\n"
+           "  --plan-cache 0|1         1: cuBLASLt plans cached per call shape (default 0: the heuristic per call)\n",
+           ZERO_STAGE);
 }
 
 // The known flag closest to an unknown one, if close enough to be a likely misspelling (the
@@ -370,7 +376,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
-    int ffn_set = 0, gpu_only_flags = 0;
+    int ffn_set = 0;
+    const char *gpu_path_given[5] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache (as given)
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -470,9 +477,12 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             if (strcmp(v, "cublas") && strcmp(v, "flash") && strcmp(v, "auto"))
                 fatal("%s: expected cublas, flash or auto, got '%s'", a, v);
             strcpy(c->attention, v);
-            gpu_only_flags |= 1;
+            gpu_path_given[0] = a;
         }
-        else if (!strcmp(a, "--gpu-baseline")) { c->gpu_baseline = flag_int(a, v, 0, 1); gpu_only_flags |= 2; }
+        else if (!strcmp(a, "--lean-step")) { c->lean_step = flag_int(a, v, 0, 1); gpu_path_given[1] = a; }
+        else if (!strcmp(a, "--fuse-residual")) { c->fuse_residual = flag_int(a, v, 0, 1); gpu_path_given[2] = a; }
+        else if (!strcmp(a, "--device-loss")) { c->device_loss = flag_int(a, v, 0, 1); gpu_path_given[3] = a; }
+        else if (!strcmp(a, "--plan-cache")) { c->plan_cache = flag_int(a, v, 0, 1); gpu_path_given[4] = a; }
         else flag_unknown(a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
@@ -489,10 +499,11 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
     if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
 #if !TRAINER_IS_GPU
-    if (gpu_only_flags & 1) report_at(&rep, MSG_NOTE, "--attention", "picks the GPU trainer's attention kernels (train_gpt); the CPU trainer has one");
-    if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");
+    // the GPU step's path flags: accepted (a command line works for both trainers), and said to do nothing here
+    for (int i = 0; i < 5; i++)
+        if (gpu_path_given[i]) report_at(&rep, MSG_NOTE, gpu_path_given[i], "picks one of the GPU trainer's step paths (train_gpt); the CPU trainer has one");
 #endif
-    (void)gpu_only_flags;
+    (void)gpu_path_given;
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);

@@ -137,13 +137,17 @@ typedef struct {
     // activations (train/activations.h)
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
-    char comm[8];                   // GPU trainer: "auto", "nccl" or "mpi" (comm_setup_backend)
-    // GPU trainer: which kernels a step runs (train_gpt.cu), for comparison and measurement
-    char attention[8];              // --attention cublas|flash|auto: cuBLAS with the scores materialized, fused flash
-                                    // attention, or flash where its kernels apply (gpu_flash_attention)
-    int gpu_baseline;               // --gpu-baseline 1: the step as first measured, bench/gpu_train.sh's same-run
-                                    // baseline: per-segment optimizer kernels, a host read of each micro-step's loss,
-                                    // cuBLASLt's heuristic on every call, the unfused residual + norm
+    char comm[8];                   // "auto", "nccl" or "mpi" (GPU trainer; comm_setup_backend)
+    // GPU trainer: which paths a step runs (train_gpt.cu). The defaults are the paths a GPU run has validated
+    // (docs/gpu.md, "Validated and opt-in paths"); each of these turns on one that has not run on a GPU yet
+    char attention[8];              // --attention cublas|flash|auto: the cuBLAS path (scores materialized), fused flash
+                                    // attention, or flash where its kernels apply (train/activations.h: gpu_flash_attention)
+    int lean_step;                  // --lean-step 1: the global norm and AdamW in one launch each over the partition
+                                    // (zero/device.cuh's zb_lean_*); 0: segment by segment
+    int fuse_residual;              // --fuse-residual 1: a layer's last residual add inside the next norm's kernel
+    int device_loss;                // --device-loss 1: the step's loss summed on the device, read once per step;
+                                    // 0: each micro-step's B*T losses copied to the host and summed there
+    int plan_cache;                 // --plan-cache 1: cuBLASLt plans cached per call shape; 0: the heuristic on every call
     char tokenizer_path[512];
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
@@ -177,8 +181,14 @@ static void train_config_defaults(TrainConfig *c) {
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
     strcpy(c->comm, "auto");
-    // to become "auto" (flash where its kernels apply) once docs/gpu.md's "Flash attention" checks pass on a GPU
+    // The GPU step's paths: each default is what a GPU run has validated. A path becomes the default by
+    // changing its one line here, in the commit that records the device run it passed (docs/gpu.md,
+    // "Validated and opt-in paths"); attention's becomes "auto" (flash where its kernels apply).
     strcpy(c->attention, "cublas");
+    c->lean_step = 0;
+    c->fuse_residual = 0;
+    c->device_loss = 0;
+    c->plan_cache = 0;
     c->offload = OFFLOAD;
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero/device.cuh)
     c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults

@@ -62,11 +62,9 @@ static int flash_attention_applies(const ModelConfig *c, int T) {
     return !FLOATX_FP16 && (hd == 64 || hd == 128) && T <= FLASH_MAX_T;
 }
 
-// Whether the GPU trainer runs the fused attention: with --attention flash (train_gpt refuses a model
-// it does not apply to), or with auto where it applies. Never with --gpu-baseline 1, which is the step
-// as first measured and always uses the cuBLAS attention.
+// The GPU trainer runs the fused attention: --attention flash (train_gpt refuses a model it does not
+// apply to), or auto where it applies.
 static int gpu_flash_attention(const TrainConfig *tc) {
-    if (tc->gpu_baseline) return 0;
     if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model, tc->T);
     return !strcmp(tc->attention, "flash");
 }
