@@ -341,6 +341,20 @@ static void dataloader_reset(DataLoader *d) {
     d->next = 0;
 }
 
+// What the loader opened, for the start-up: "PATH: 1 shard, N tokens, S sequences of T per epoch";
+// for a directory or a glob, how many shards it matched, the first and the last. The micro-steps
+// of an epoch: its sequences over the world * B that each micro-step reads.
+static long long dataloader_micro_steps_per_epoch(const DataLoader *d) { return d->n_seq / ((long long)d->world * d->B); }
+static void dataloader_describe(const DataLoader *d, char *out, size_t n) {
+    const char *first = d->shards[0].path, *last = d->shards[d->n_shards - 1].path;
+    const char *f = strrchr(first, '/'), *l = strrchr(last, '/');
+    char shards[400];
+    if (d->n_shards == 1 && !strcmp(first, d->spec)) snprintf(shards, sizeof(shards), "1 shard");
+    else if (d->n_shards == 1) snprintf(shards, sizeof(shards), "1 shard (%.300s)", f ? f + 1 : first);
+    else snprintf(shards, sizeof(shards), "%d shards (%.150s ... %.150s)", d->n_shards, f ? f + 1 : first, l ? l + 1 : last);
+    snprintf(out, n, "%.600s: %s, %lld tokens, %lld sequences of %d per epoch", d->spec, shards, d->n_tokens, d->n_seq, d->T);
+}
+
 static void dataloader_free(DataLoader *d) {
     for (int i = 0; i < d->n_shards; i++) munmap(d->shards[i].map, d->shards[i].map_bytes);
     free(d->shards); free(d->order); free(d->start); free(d->first); free(d->perm); free(d->buf);

@@ -94,6 +94,7 @@ typedef struct {
     int32_t *vmap;              // open addressing: token bytes -> id (EOT excluded), -1 = empty
     uint32_t vmap_mask;
     int byte_token[256];        // id of each single byte
+    int rank_limit;             // merges of this rank and above are not applied (tokenizer_merge_pair)
     // pre-tokenizer
     pcre2_code *re;
     pcre2_match_data *md;
@@ -164,7 +165,7 @@ static int tokenizer_load(Tokenizer *t, const char *path, const unsigned char *f
         uint32_t ck = tok_fnv32(2166136261u, raw, (size_t)payload);
         if (ck != (uint32_t)header[5]) TK_FAIL("%s: checksum mismatch (file is corrupt)", path);
     }
-    t->vocab_size = V; t->eot = eot;
+    t->vocab_size = V; t->eot = eot; t->rank_limit = V;
     t->offs = (uint32_t *)xmalloc(sizeof(uint32_t) * (V + 1), "tokenizer offsets");
     t->bytes = (unsigned char *)xmalloc((size_t)payload, "tokenizer bytes");
     long long p = 0, nb = 0;
@@ -309,7 +310,7 @@ static void tok_push_pair(Tokenizer *t, const unsigned char *s, int n, int i, si
     if (j >= n) return;
     int end = t->p_next[j];
     int r = tok_lookup(t, s + i, (size_t)(end - i));
-    if (r < 0) return;
+    if (r < 0 || r >= t->rank_limit) return;
     TokHeapItem it = { r, i, t->p_ver[i], t->p_ver[j] };
     tok_heap_push(t, hn, it);
 }
@@ -318,7 +319,7 @@ static void tok_push_pair(Tokenizer *t, const unsigned char *s, int n, int i, si
 static void tok_bpe(Tokenizer *t, const unsigned char *s, int n, TokVec *v) {
     if (n == 1) { tokvec_push(v, t->byte_token[s[0]]); return; }
     int whole = tok_lookup(t, s, (size_t)n);
-    if (whole >= 0) { tokvec_push(v, whole); return; }
+    if (whole >= 0 && whole < t->rank_limit) { tokvec_push(v, whole); return; }
     if ((size_t)n > t->p_cap) {
         size_t nc = t->p_cap * 2 > (size_t)n ? t->p_cap * 2 : (size_t)n;
         t->p_next = (int *)realloc(t->p_next, nc * sizeof(int));
@@ -417,4 +418,40 @@ static size_t tokenizer_encode(Tokenizer *t, const char *text, size_t len, int *
     }
     *out = v.a;
     return v.n;
+}
+
+// ----------------------------------------------------------------------------
+// GPT-2's own files (encoder.json, vocab.bpe; Hugging Face's vocab.json, merges.txt), written
+// from this tokenizer by tools/export_model.c
+
+// GPT-2's bytes_to_unicode (Radford et al. 2019, encoder.py): its files spell every token as
+// text, one character per byte. The printable bytes ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF)
+// stand for themselves; the other 68 (controls, space, U+00A0, U+00AD) are U+0100, U+0101, ...
+// in byte order, so a space is 'Ġ' (U+0120) and a newline 'Ċ' (U+010A).
+static int gpt2_byte_printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+static int gpt2_byte_to_unicode(int b) {
+    if (gpt2_byte_printable(b)) return b;
+    int below = 0;   // the non-printable bytes before b
+    for (int c = 0; c < b; c++) below += !gpt2_byte_printable(c);
+    return 256 + below;
+}
+
+// The merge that made token `id`: the two tokens byte pair merging makes of its bytes when only
+// the merges before it may apply (GPT-2's ids are merge ranks, so those are the ids below `id`).
+// Token 256 + k is vocab.bpe's merge k, and for GPT-2 this recovers all 50000 of them exactly
+// (tests/test_hf_tokenizer.sh compares them with the original file). Returns 0 for a byte's
+// token and for EOT, which no merge made.
+static int tokenizer_merge_pair(Tokenizer *t, int id, int *left, int *right) {
+    size_t n = 0;
+    const unsigned char *s = tokenizer_decode(t, id, &n);
+    if (n < 2 || id == t->eot) return 0;
+    TokVec v = {NULL, 0, 0};
+    t->rank_limit = id;
+    tok_bpe(t, s, (int)n, &v);
+    t->rank_limit = t->vocab_size;
+    int ok = v.n == 2;
+    if (ok) { *left = v.a[0]; *right = v.a[1]; }
+    free(v.a);
+    if (!ok) fatal("%s: token %d is not the merge of two earlier tokens (%zu parts): not a GPT-2 style vocabulary", t->path, id, v.n);
+    return 1;
 }

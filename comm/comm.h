@@ -38,6 +38,8 @@
 #include "util/common.h"
 #include <mpi.h>
 #include <pthread.h>
+#include <ctype.h>
+#include <glob.h>
 #ifdef __CUDACC__
 #define COMM_DEVICE 1
 #include "cuda/common.cuh"
@@ -58,6 +60,7 @@ static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 ||
 typedef struct {
     int rank, world;
     int local_rank, local_world;   // within the node: selects the GPU
+    int argc; char **argv;         // the command line (after MPI_Init), for messages that repeat it
     MPI_Comm mpi;
     long long bytes[N_COLL];       // counted bytes since the last comm_reset_counters
     long long calls[N_COLL];
@@ -212,6 +215,8 @@ static void comm_init_world(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    c->argc = *argc;
+    c->argv = *argv;
     c->mpi = MPI_COMM_WORLD;
     MPI_Comm_rank(c->mpi, &c->rank);
     MPI_Comm_size(c->mpi, &c->world);
@@ -350,14 +355,73 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
 // CUDA build: buffers are device memory.
 #define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
 
+static int comm_agree(Comm *c, int ok, char *err, size_t errn);
+
+#ifndef ZERO_STAGE
+#define ZERO_STAGE 0   // the trainers are built with -DZERO_STAGE=k (make ZERO=k)
+#endif
+
+// Why this rank has no GPU to train on, in the user's terms: without a /dev/nvidia* device
+// file there is no NVIDIA GPU (or driver) at all, and the CUDA runtime's own words ("CUDA driver
+// version is insufficient for CUDA runtime version": it found no driver) would mislead.
+static void comm_no_gpu_reason(const Comm *c, cudaError_t e, char *out, size_t n) {
+    char host[64] = "";
+    if (c->local_world < c->world) {   // several nodes: say which one
+        char name[MPI_MAX_PROCESSOR_NAME];
+        int len;
+        MPI_Get_processor_name(name, &len);
+        snprintf(host, sizeof(host), " on %.40s (rank %d)", name, c->rank);
+    }
+    glob_t g;
+    int devices = glob("/dev/nvidia[0-9]*", 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    globfree(&g);
+    if (!devices) snprintf(out, n, "no NVIDIA GPU found%s (no /dev/nvidia*)", host);
+    else snprintf(out, n, "no usable NVIDIA GPU%s: /dev/nvidia* exists, but the CUDA runtime says \"%s\" "
+                  "(this build needs a driver for CUDA %d.%d: nvidia-smi shows the installed one)", host,
+                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+}
+
+// The command that runs this same job on the CPU trainer: its build at this ZeRO stage, then
+// mpirun with what Open MPI needs as root (--allow-run-as-root) and for more ranks than cores
+// (--oversubscribe), and this run's own flags, quoted for the shell where they need it.
+static void comm_cpu_command(const Comm *c, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "make train_gpt_cpu ZERO=%d && ", ZERO_STAGE);
+    if (c->world > 1 && k < n)
+        k += (size_t)snprintf(out + k, n - k, "mpirun %s--oversubscribe -np %d ", geteuid() == 0 ? "--allow-run-as-root " : "", c->world);
+    if (k < n) k += (size_t)snprintf(out + k, n - k, "./train_gpt_cpu");
+    for (int i = 1; i < c->argc && k + 4 < n; i++) {
+        const char *a = c->argv[i];
+        int plain = a[0] != 0;
+        for (const char *p = a; *p; p++) plain &= isalnum((unsigned char)*p) || strchr("_./=:,+-", *p) != NULL;
+        if (plain) { k += (size_t)snprintf(out + k, n - k, " %s", a); continue; }
+        k += (size_t)snprintf(out + k, n - k, " '");
+        for (const char *p = a; *p && k + 5 < n; p++) {
+            if (*p == '\'') k += (size_t)snprintf(out + k, n - k, "'\\''");
+            else out[k++] = *p;
+        }
+        if (k + 1 < n) { out[k++] = '\''; out[k] = 0; }
+    }
+}
+
 // This rank's GPU, its streams and events. It comes after the flags, so that what
 // needs no GPU (--help, the estimator, a bad flag) answers on a machine without one.
+// Without a GPU the ranks agree on it; rank 0 says so once, with the CPU trainer's
+// command for the same run, and every rank exits with status 1.
 static void comm_attach_device(Comm *c) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev == 0)
-        fatal("no CUDA device (%s): the GPU trainer needs one; ./train_gpt_cpu trains on the CPU",
-              e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    char why[1024] = "";
+    int ok = e == cudaSuccess && ndev > 0;
+    if (!ok) comm_no_gpu_reason(c, e, why, sizeof(why));
+    if (!comm_agree(c, ok, why, sizeof(why))) {
+        if (c->rank == 0) {
+            char cmd[4096];
+            comm_cpu_command(c, cmd, sizeof(cmd));
+            diag("error", "%s: train_gpt needs an NVIDIA GPU per rank; the CPU trainer runs the same job:", why);
+            fprintf(stderr, "  %s\n", cmd);
+        }
+        exit(1);
+    }
     c->device = c->local_rank % ndev;   // one GPU per local rank; ranks beyond the GPU count share
     cudaCheck(cudaSetDevice(c->device));
     cudaCheck(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));

@@ -636,6 +636,23 @@ static cJSON *config_json_record(const TrainConfig *c) {
     cJSON_AddNumberToObject(r, "steps", c->steps);
     cJSON_AddNumberToObject(r, "seq", c->T);
     add_f32(r, "gradient_clipping", c->grad_clip);
+    cJSON_AddNumberToObject(r, "seed", (double)c->seed);
+
+    // the model and the data: what the run trains, by zeroc's names (the start-up prints them on lines of their own)
+    const ModelConfig *mc = &c->model;
+    cJSON *mo = cJSON_AddObjectToObject(r, "model");
+    model_config_json(mo, mc);
+    cJSON_AddStringToObject(mo, "preset", c->preset);
+    add_f32(mo, "norm_eps", mc->norm_eps);
+    if (mc->arch == ARCH_LLAMA) add_f32(mo, "rope_theta", mc->rope_theta);
+    if (c->init_path[0]) cJSON_AddStringToObject(mo, "init", c->init_path);
+    if (c->resume_dir[0]) cJSON_AddStringToObject(mo, "resume", c->resume_dir);
+    cJSON *da = cJSON_AddObjectToObject(r, "data");
+    cJSON_AddStringToObject(da, "train", c->train_path);
+    cJSON_AddStringToObject(da, "val", c->val_path);
+    cJSON_AddBoolToObject(da, "shuffle", c->shuffle);
+    cJSON_AddNumberToObject(da, "val_every", c->val_every);
+    cJSON_AddNumberToObject(da, "val_batches", c->val_batches);
 
     cJSON *opt = cJSON_AddObjectToObject(r, "optimizer");
     cJSON_AddStringToObject(opt, "type", c->adam_w_mode && c->opt_type != OPT_ADAM ? "AdamW" : "Adam");
@@ -757,6 +774,7 @@ static void config_print_resolved(const TrainConfig *c, FILE *f) {
     fprintf(f, "  %s\n", line);
     for (const cJSON *v = r->child; v; v = v->next) {
         line[0] = 0;
+        if (!strcmp(v->string, "model") || !strcmp(v->string, "data")) continue;   // their own start-up lines say them
         if (cJSON_IsObject(v)) json_flatten(v, "", line, sizeof(line));
         else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) json_text(v, line, sizeof(line));
         else if (cJSON_IsString(v) && strcmp(v->string, "type") && strcmp(v->string, "config_file")) snprintf(line, sizeof(line), "%s", v->valuestring);

@@ -10,13 +10,13 @@
 // ----------------------------------------------------------------------------
 // command line
 
-static void print_help(const char *prog) {
-    printf("usage: %s [flags]\n\n", prog);
-    printf("model\n"
+static void print_help(FILE *f, const char *prog) {
+    fprintf(f, "usage: %s [flags]\n\n", prog);
+    fprintf(f, "model\n"
            "  --arch gpt2|llama        architecture (default gpt2)\n"
            "  --preset NAME            model size preset (default tiny):\n");
-    for (int i = 0; i < N_PRESETS; i++) printf("                             %-10s %s\n", PRESETS[i].name, PRESETS[i].what);
-    printf("  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
+    for (int i = 0; i < N_PRESETS; i++) fprintf(f, "                             %-10s %s\n", PRESETS[i].name, PRESETS[i].what);
+    fprintf(f, "  --layers N --heads N --kv-heads N --dim N --ffn N --vocab N --max-seq N\n"
            "                           override one size of the preset\n"
            "data and batch (any two of --batch, --accum, --total-batch derive the third, as DeepSpeed does)\n"
            "  --train PATH --val PATH  a token shard, a directory of shards or a glob (default data/brown/{train,val}.bin)\n"
@@ -63,7 +63,8 @@ static void print_help(const char *prog) {
            "sampling (also the samples of --sample-every)\n"
            "  --sample 1               sample instead of training, from --init FILE or --resume DIR; rank 0 prints\n"
            "  --prompt TEXT            the text the samples continue (default: none, after <|endoftext|>)\n"
-           "  --sample-len N           tokens generated per sample (default 64)\n"
+           "  --sample-len N           tokens generated per sample (default 64, or fewer when the model's\n"
+           "                           positions end first: a note says so)\n"
            "  --num-samples N          samples generated together (default 1)\n"
            "  --temperature X          logits / X before the softmax; 0: greedy argmax (default 1)\n"
            "  --top-k N                sample among the N most likely tokens (default 0: all)\n"
@@ -101,6 +102,44 @@ static void print_help(const char *prog) {
            "  --device-loss 0|1        1: the loss summed on the device, read once per step (default 0: per micro-step)\n"
            "  --plan-cache 0|1         1: cuBLASLt plans cached per call shape (default 0: the heuristic per call)\n",
            ZERO_STAGE);
+}
+
+// The known flag closest to an unknown one, if close enough to be a likely misspelling (the
+// rule config keys follow, ds_did_you_mean): the flags are those --help lists, so that the
+// suggestions never drift from the help. Returns 1 with the flag in out.
+static int flag_did_you_mean(const char *unknown, char *out, size_t n) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return 0;
+    print_help(f, "train_gpt");
+    fclose(f);
+    int best = 4;
+    for (const char *p = text; (p = strstr(p, "--")) != NULL;) {
+        size_t k = 2;
+        while (isalnum((unsigned char)p[k]) || p[k] == '-') k++;
+        char flag[64];
+        if (k > 2 && k < sizeof(flag)) {
+            snprintf(flag, sizeof(flag), "%.*s", (int)k, p);
+            int d = edit_distance(unknown, flag);
+            if (d < best && 3 * d <= (int)k + 2) { best = d; snprintf(out, n, "%s", flag); }
+        }
+        p += k;
+    }
+    free(text);
+    return best < 4;
+}
+
+// The one line for a flag this program does not know.
+static void flag_unknown(const char *a) {
+    char name[64], dym[64], hint[160] = "";
+    const char *eq = strchr(a, '=');
+    snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);   // --lr=0.1: the flag is --lr
+    if (eq && flag_did_you_mean(name, dym, sizeof(dym)) && !strcmp(dym, name))
+        snprintf(hint, sizeof(hint), ": flags take their value after a space, as in %s %s", dym, eq + 1);
+    else if (flag_did_you_mean(name, dym, sizeof(dym)))
+        snprintf(hint, sizeof(hint), " (did you mean %s?)", dym);
+    fatal("unknown flag '%s'%s (see --help)", a, hint[0] ? hint : "");
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
@@ -194,6 +233,31 @@ static void nvme_config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_ERROR, "aio.block_size", "%lld: a multiple of 4096 bytes (O_DIRECT's alignment)", c->aio_block_size);
 }
 
+#define TRAINER_NAME (TRAINER_IS_GPU ? "train_gpt" : "train_gpt_cpu")
+
+// The path of this trainer built with ZeRO stage `stage`, in make's build/ layout (the same
+// offload and precision build for train_gpt), when that binary exists: under the working
+// directory, or under the repository this binary was run from (./train_gpt_cpu or
+// build/z0/train_gpt_cpu alike). Returns 1 with the path in out, else 0.
+static int stage_binary(int stage, char *out, size_t n) {
+    char rel[128], dir[1024];
+#if TRAINER_IS_GPU
+    snprintf(rel, sizeof(rel), "build/gpu_z%d_o%d%s/train_gpt", stage, OFFLOAD, FLOATX_FP16 ? "_fp16" : "");
+#else
+    snprintf(rel, sizeof(rel), "build/z%d/train_gpt_cpu", stage);
+#endif
+    struct stat sb;
+    if (stat(rel, &sb) == 0) { snprintf(out, n, "%s", rel); return 1; }
+    ssize_t len = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+    if (len <= 0) return 0;
+    dir[len] = 0;
+    *strrchr(dir, '/') = 0;                 // the binary's directory
+    char *build = strstr(dir, "/build/");   // build/<variant>/: the repository is above it
+    if (build) *build = 0;
+    snprintf(out, n, "%s/%s", dir, rel);
+    return stat(out, &sb) == 0;
+}
+
 // The checks that need the config file and the flags together; every problem goes
 // to the report, named by the flag or key each setting came from.
 static void config_check(TrainConfig *c, ConfigReport *r) {
@@ -237,9 +301,13 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_NOTE, c->from[FROM_BF16], "false: this train_gpt trains in bf16 (fp32 master weights and optimizer); "
                   "fp16 training is the fp16 build (make train_gpt FP16=1)");
     // ZeRO
-    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
-        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
-                  c->zero_stage, ZERO_STAGE, c->zero_stage);
+    char other[1200];
+    if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE && stage_binary(c->zero_stage, other, sizeof(other)))
+        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d: run %s, "
+                  "built with ZERO=%d (or make %s ZERO=%d)", c->zero_stage, ZERO_STAGE, other, c->zero_stage, TRAINER_NAME, c->zero_stage);
+    else if (c->zero_stage >= 0 && c->zero_stage != ZERO_STAGE)
+        report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make %s ZERO=%d)",
+                  c->zero_stage, ZERO_STAGE, TRAINER_NAME, c->zero_stage);
 #if !TRAINER_IS_GPU
     // The CPU trainer's model states live in host memory already, so offload has nothing to
     // move. The estimator keeps the settings, since its train_gpt rows use them.
@@ -326,7 +394,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     // pass 1: arch, preset and config file come first so that flags override them
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (print_rank) print_help(argv[0]); exit(0); }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { if (print_rank) print_help(stdout, argv[0]); exit(0); }
         if (strcmp(a, "--config-keys") == 0) { if (print_rank) ds_print_keys(stdout); exit(0); }
         if (i + 1 >= argc) continue;
         if (strcmp(a, "--arch") == 0) copy_str_or_die(c->arch, sizeof(c->arch), a, argv[i + 1]);
@@ -346,6 +414,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) fatal("unexpected argument '%s' (see --help)", a);
+        char listed[64];
+        if (i + 1 >= argc && !(flag_did_you_mean(a, listed, sizeof(listed)) && !strcmp(listed, a))) flag_unknown(a);
         if (i + 1 >= argc) fatal("%s: missing value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--arch") || !strcmp(a, "--preset") || !strcmp(a, "--config")) continue;
@@ -404,7 +474,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--val-every")) c->val_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--sample-every")) c->sample_every = flag_int(a, v, 0, 1 << 30);
-        else if (!strcmp(a, "--sample-len")) c->sample_len = flag_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--sample-len")) { c->sample_len = flag_int(a, v, 1, 1 << 20); c->from[FROM_SAMPLE_LEN] = "--sample-len"; }
         else if (!strcmp(a, "--sample")) c->sample = flag_int(a, v, 0, 1);
         else if (!strcmp(a, "--prompt")) c->prompt = v;
         else if (!strcmp(a, "--num-samples")) c->num_samples = flag_int(a, v, 1, 4096);
@@ -453,7 +523,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--fuse-residual")) { c->fuse_residual = flag_int(a, v, 0, 1); gpu_path_given[2] = a; }
         else if (!strcmp(a, "--device-loss")) { c->device_loss = flag_int(a, v, 0, 1); gpu_path_given[3] = a; }
         else if (!strcmp(a, "--plan-cache")) { c->plan_cache = flag_int(a, v, 0, 1); gpu_path_given[4] = a; }
-        else fatal("unknown flag '%s' (see --help)", a);
+        else flag_unknown(a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
     hf_config_for_init(c, argc, argv);

@@ -2,6 +2,7 @@
 // named presets that fill them in (--preset).
 #pragma once
 #include "util/common.h"
+#include <cjson/cJSON.h>
 
 // ----------------------------------------------------------------------------
 // model
@@ -23,6 +24,19 @@ typedef struct {
 } ModelConfig;
 
 static const char *arch_name(int arch) { return arch == ARCH_LLAMA ? "llama" : "gpt2"; }
+
+// The architecture and sizes into the JSON object o, by these names: a checkpoint's manifest
+// and the log's config record describe the model alike.
+static void model_config_json(cJSON *o, const ModelConfig *mc) {
+    cJSON_AddStringToObject(o, "arch", arch_name(mc->arch));
+    cJSON_AddNumberToObject(o, "n_layer", mc->n_layer);
+    cJSON_AddNumberToObject(o, "n_head", mc->n_head);
+    cJSON_AddNumberToObject(o, "n_kv_head", mc->n_kv_head);
+    cJSON_AddNumberToObject(o, "d_model", mc->d_model);
+    cJSON_AddNumberToObject(o, "d_ff", mc->d_ff);
+    cJSON_AddNumberToObject(o, "vocab_size", mc->vocab_size);
+    cJSON_AddNumberToObject(o, "max_seq", mc->max_seq);
+}
 
 // d_ff defaults: gpt2 4C; llama 8C/3 rounded up to a multiple of 64
 static int default_ffn(int arch, int C) { return arch == ARCH_LLAMA ? (int)round_up(8 * C / 3, 64) : 4 * C; }

@@ -12,6 +12,11 @@
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
 #endif
+
+// the Brown corpus that make data prepares: what trains and validates when no --train / --val says
+#define DEFAULT_TRAIN_PATH "data/brown/train.bin"
+#define DEFAULT_VAL_PATH "data/brown/val.bin"
+
 #ifndef OFFLOAD
 #define OFFLOAD 0       // make train_gpt OFFLOAD=1 turns optimizer offload on by default; --offload 0 turns it off
 #endif
@@ -71,7 +76,7 @@ enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PA
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
        FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16,
        FROM_NVME_OPTIM, FROM_NVME_PARAM, FROM_NVME_OPTIM_KEY, FROM_NVME_PARAM_KEY, FROM_NVME_BUFFERS, FROM_NVME_PARAM_BUFFERS,
-       FROM_AIO, FROM_NVME_TILE, N_FROM };
+       FROM_AIO, FROM_NVME_TILE, FROM_SAMPLE_LEN, N_FROM };
 
 typedef struct {
     ModelConfig model;
@@ -174,8 +179,8 @@ static void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof(*c));
     strcpy(c->arch, "gpt2");
     strcpy(c->preset, "tiny");
-    strcpy(c->train_path, "data/brown/train.bin");
-    strcpy(c->val_path, "data/brown/val.bin");
+    strcpy(c->train_path, DEFAULT_TRAIN_PATH);
+    strcpy(c->val_path, DEFAULT_VAL_PATH);
     strcpy(c->tokenizer_path, "data/gpt2_tokenizer.bin");
     c->T = 64; c->steps = 50;   // B (4) and accum (1) come from config_resolve_batch
     c->lr = 6e-4f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->eps = 1e-8f; c->weight_decay = 0.1f; c->grad_clip = 1.0f;

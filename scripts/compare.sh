@@ -5,16 +5,17 @@
 #   make compare ARCH=gpt2|llama STEPS=200            (or: ARCH=llama bash scripts/compare.sh)
 #
 # 1. ./train_gpt_cpu --steps 0 --save DIR writes the initial weights DIR/ckpt_00000000/model.bin
-# 2. both trainers train from them (--init) and log JSONL to out/compare/{c,torch}_$ARCH.jsonl
-# 3. scripts/plot_losses.py draws out/compare/loss_$ARCH.png
+# 2. both trainers train from them (--init) and log JSONL to $OUT/{c,torch}_$ARCH.jsonl
+# 3. scripts/plot_losses.py draws $OUT/loss_$ARCH.png
 # The last line printed is "max |loss diff| over N steps: X".
-# Variables: ARCH (gpt2), STEPS (200), PYTHON (/usr/bin/python3), THREADS (all cores), PRESET (tiny),
-# BATCH (4), SEQ (64), VAL_EVERY (50), ZERO (0: the ZeRO stage of the C binary), EXTRA (more flags for both).
+# Variables: ARCH (gpt2), STEPS (200), PYTHON (python3: the scripts then run with one that has torch,
+# numpy and matplotlib, scripts/need_modules.py), THREADS (all cores), PRESET (tiny), BATCH (4), SEQ (64),
+# VAL_EVERY (50), ZERO (0: the ZeRO stage of the C binary), EXTRA (more flags for both), OUT (out/compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARCH=${ARCH:-gpt2}
 STEPS=${STEPS:-200}
-PYTHON=${PYTHON:-/usr/bin/python3}
+PYTHON=${PYTHON:-python3}
 THREADS=${THREADS:-$(nproc)}
 PRESET=${PRESET:-tiny}
 BATCH=${BATCH:-4}
@@ -23,12 +24,11 @@ VAL_EVERY=${VAL_EVERY:-50}
 ZERO=${ZERO:-0}
 EXTRA=${EXTRA:-}
 MAKE=${MAKE:-make}
-OUT=out/compare
+OUT=${OUT:-out/compare}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 die() { echo "compare: $*" >&2; exit 1; }
 case "$ARCH" in gpt2|llama) ;; *) die "ARCH must be gpt2 or llama, got '$ARCH'";; esac
-"$PYTHON" -c "import torch, numpy, matplotlib" 2>/dev/null || die "$PYTHON cannot import torch, numpy and matplotlib"
 
 $MAKE -s train_gpt_cpu ZERO="$ZERO" || die "cannot build ./train_gpt_cpu"
 if [ ! -f data/brown/train.bin ] || [ ! -f data/brown/val.bin ]; then

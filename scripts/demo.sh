@@ -4,19 +4,29 @@
 # CPU trainer on 4 MPI ranks with ZeRO stage $ZERO (default 3), so that the run
 # shows the sharding at work (the plan, memory and communication tables), ending
 # with a summary of the loss curve against what word frequencies alone give.
-#   make demo [ZERO=k] [STEPS=N]
+# Each demo starts from scratch: the previous demo's checkpoints are moved aside to
+# $OUT/demo_ckpt.prev (replacing older ones there), so that no old checkpoint sits beside the
+# new ones, and the logs are written anew.
+#   make demo [ZERO=k] [STEPS=N]        (OUT=DIR: the output folder, default out; NP=N: CPU ranks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
+OUT=${OUT:-out}
 bash scripts/prepare_data.sh
-mkdir -p out
+mkdir -p "$OUT"
+if [ -d "$OUT/demo_ckpt" ]; then
+    rm -rf "$OUT/demo_ckpt.prev"
+    mv "$OUT/demo_ckpt" "$OUT/demo_ckpt.prev"
+    echo "demo: starting from scratch; the previous demo's checkpoints are now in $OUT/demo_ckpt.prev" \
+         "(latest $(cat "$OUT/demo_ckpt.prev/latest" 2>/dev/null || echo none))"
+fi
 if nvidia-smi -L > /dev/null 2>&1; then
     STEPS=${STEPS:-300}
     ZERO=${ZERO:-0}
     echo "demo: GPU found ($(nvidia-smi -L | head -1)); GPT-2 124M on the Brown data, ZeRO stage $ZERO"
     $MAKE -s train_gpt ZERO="$ZERO"
     ./train_gpt --preset gpt2-124m --batch 16 --seq 1024 --total-batch 32 --steps "$STEPS" --lr 6e-4 --warmup 30 \
-        --val-every 50 --val-batches 8 --sample-every 100 --sample-len 64 --log out/demo_gpu.jsonl
+        --val-every 50 --val-batches 8 --sample-every 100 --sample-len 64 --log "$OUT/demo_gpu.jsonl"
 else
     # Preset mini (llama, 4 layers, C=64; 6.6M parameters, most of them the 50k-row embedding and head):
     # its cost per token is mostly the 50304-way softmax, so a wider model learns little more per
@@ -31,9 +41,10 @@ else
     t0=$(date +%s)
     mpirun --allow-run-as-root --oversubscribe -np "$NP" ./train_gpt_cpu --arch llama --preset mini --batch $((32 / NP)) --seq 64 \
         --steps "$STEPS" --lr 5e-3 --warmup 20 --shuffle 1 --val-every 50 --val-batches 8 --sample-every $((STEPS / 2)) --sample-len 40 \
-        --log out/demo_cpu.jsonl --save out/demo_ckpt
+        --log "$OUT/demo_cpu.jsonl" --save "$OUT/demo_ckpt"
     echo "demo: trained in $(( $(date +%s) - t0 )) s"
-    /usr/bin/python3 scripts/demo_summary.py out/demo_cpu.jsonl data/brown/train.bin data/brown/val.bin
+    [ "$STEPS" -eq 0 ] && { echo "demo: STEPS=0: nothing trained; the initial weights are in $OUT/demo_ckpt"; exit 0; }
+    python3 scripts/demo_summary.py "$OUT/demo_cpu.jsonl" data/brown/train.bin data/brown/val.bin
 fi
-log=$(ls -t out/demo_*.jsonl | head -1)
-/usr/bin/python3 scripts/plot_losses.py "$log" --out out/demo.png > /dev/null && echo "demo: loss curve in out/demo.png, log in $log"
+log=$(ls -t "$OUT"/demo_*.jsonl | head -1)
+python3 scripts/plot_losses.py "$log" --out "$OUT/demo.png" > /dev/null && echo "demo: loss curve in $OUT/demo.png, log in $log"

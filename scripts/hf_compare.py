@@ -17,9 +17,11 @@ transformers it says so and exits 77 (skip).
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import need_modules  # noqa: E402
+
+need_modules.require("numpy", "torch", "transformers", status=77)   # without transformers: nothing to compare, a skip
+import numpy as np  # noqa: E402
 import train_gpt as R  # noqa: E402
 
 # buffers transformers may report as not loaded: they are not parameters (model/hf.h hf_ignorable) or tied
@@ -114,11 +116,7 @@ def run(argv, transformers):
 
 
 def main():
-    try:
-        import transformers
-    except ImportError:
-        print("skip: transformers is not installed (python3 -c 'import transformers' fails); nothing compared")
-        return 77
+    import transformers
     try:
         return run(sys.argv, transformers)
     except R.Fatal as e:

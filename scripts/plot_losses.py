@@ -6,7 +6,10 @@
 
 Logs are the --log files of train_gpt_cpu, train_gpt and scripts/train_gpt.py: one JSON object per
 line, {"type":"train","step":S,"loss":L,...} and {"type":"val","step":S,"val_loss":V}.
-Prints, as its last line, the max |loss diff| between the first two logs over their common steps.
+A run and its resume are one curve, whether the resume appended to the same --log or wrote another
+file given right after the first (it starts past step 1, inside or just after the first): from the
+resume's first step on its records replace the earlier ones; a dotted line marks where it took over.
+With two curves, prints as its last line the max |loss diff| between them over their common steps.
 Errors are one line on stderr and exit status 1.
 """
 import json
@@ -20,7 +23,11 @@ def die(msg):
 
 
 def read_log(path):
-    train, val = {}, {}
+    """{step: loss}, {step: val_loss} and the steps where a resumed run took over: a run resumed with the same
+    --log appends to it, after a new config record; from its first step on its records replace the earlier ones
+    (a resume from an earlier checkpoint runs those steps again)."""
+    train, val, resumes = {}, {}, []
+    resumed = False
     try:
         f = open(path)
     except OSError as e:
@@ -33,13 +40,47 @@ def read_log(path):
             try:
                 r = json.loads(line)
                 kind = r.get("type")
-                if kind == "train":
-                    train[int(r["step"])] = float(r["loss"])
+                if kind == "config" and train:
+                    resumed = True
+                elif kind == "train":
+                    step = int(r["step"])
+                    if resumed:
+                        take_over(train, val, resumes, step)
+                        resumed = False
+                    train[step] = float(r["loss"])
                 elif kind == "val":
                     val[int(r["step"])] = float(r["val_loss"])
             except (ValueError, KeyError, TypeError, AttributeError):
                 die("%s:%d: not a training log record: %.60s" % (path, n, line))
-    return train, val
+    return train, val, resumes
+
+
+def take_over(train, val, resumes, step):
+    """the run resumed at `step`: the earlier records from there on are gone"""
+    for d in (train, val):
+        for s in [s for s in d if s >= step]:
+            del d[s]
+    resumes.append(step)
+
+
+def join_resumes(logs, labels, data):
+    """A log that starts after step 1, past the first step of the log before it and at most one step after its last,
+    is that run resumed into another --log file: the two are one curve (take_over), labelled "a + b"."""
+    out = []
+    for path, label, (train, val, resumes) in zip(logs, labels, data):
+        first = min(train) if train else 0
+        if out and first > 1:
+            plabel, (ptrain, pval, presumes) = out[-1]
+            if ptrain and min(ptrain) < first <= max(ptrain) + 1:
+                take_over(ptrain, pval, presumes, first)
+                ptrain.update(train)
+                pval.update(val)
+                presumes.extend(resumes)
+                out[-1] = (plabel + " + " + label, (ptrain, pval, presumes))
+                print("%s continues %s from step %d (a resumed run): joined" % (path, plabel, first))
+                continue
+        out.append((label, (train, val, resumes)))
+    return [lab for lab, _ in out], [d for _, d in out]
 
 
 def main(argv):
@@ -72,10 +113,15 @@ def main(argv):
         labels = [os.path.splitext(os.path.basename(p))[0] for p in logs]
     if len(labels) != len(logs):
         die("--labels: %d labels for %d logs" % (len(labels), len(logs)))
+    if out:   # before anything is printed: it may run the script again under another Python
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import need_modules
+        need_modules.require("matplotlib")
     data = [read_log(p) for p in logs]
-    for p, (tr, _) in zip(logs, data):
+    for p, (tr, _, _) in zip(logs, data):
         if not tr:
             die("%s: no train records" % p)
+    labels, data = join_resumes(logs, labels, data)
 
     if out:
         import matplotlib
@@ -85,13 +131,15 @@ def main(argv):
         fig, axes = plt.subplots(2 if two else 1, 1, figsize=(9, 8 if two else 5), squeeze=False,
                                  gridspec_kw={"height_ratios": [3, 1]} if two else None)
         ax = axes[0][0]
-        for k, ((tr, va), lab) in enumerate(zip(data, labels)):
+        for k, ((tr, va, resumes), lab) in enumerate(zip(data, labels)):
             steps = sorted(tr)
             line, = ax.plot(steps, [tr[s] for s in steps], label=lab + " train", lw=1.2,
                             ls="-" if k == 0 else "--")
             if va:
                 vs = sorted(va)
                 ax.plot(vs, [va[s] for s in vs], "o", color=line.get_color(), ms=4, label=lab + " val")
+            for r in resumes:   # where a resumed run took over
+                ax.axvline(r - 0.5, color=line.get_color(), ls=":", lw=0.8)
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
         ax.grid(alpha=0.3)
@@ -115,14 +163,15 @@ def main(argv):
             die("%s: cannot write (%s)" % (out, e.strerror))
         print("wrote %s" % out)
 
-    for (tr, va), lab, p in zip(data, labels, logs):
+    for (tr, va, resumes), lab in zip(data, labels):
         steps = sorted(tr)
-        print("%s: %d steps, loss %.6f -> %.6f%s" % (lab, len(steps), tr[steps[0]], tr[steps[-1]],
-                                                     ", last val %.6f" % va[max(va)] if va else ""))
+        print("%s: %d steps, loss %.6f -> %.6f%s%s" % (lab, len(steps), tr[steps[0]], tr[steps[-1]],
+                                                       ", last val %.6f" % va[max(va)] if va else "",
+                                                       "".join(", resumed at step %d" % r for r in sorted(resumes))))
     if len(data) >= 2:
         common = sorted(set(data[0][0]) & set(data[1][0]))
         if not common:
-            die("%s and %s have no common steps" % (logs[0], logs[1]))
+            die("%s and %s have no common steps" % (labels[0], labels[1]))
         diffs = [abs(data[0][0][s] - data[1][0][s]) for s in common]
         worst = max(range(len(common)), key=lambda j: diffs[j])
         print("largest |loss diff| at step %d: %.6f vs %.6f" % (common[worst], data[0][0][common[worst]], data[1][0][common[worst]]))

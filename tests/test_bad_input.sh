@@ -35,6 +35,9 @@ expect_error "--init of another model" "--layers 3 disagrees with the model file
 
 echo "== flags"
 expect_error "unknown flag" "unknown flag '--bogus'" 1 $T0 --bogus 1
+expect_error "a misspelt flag: did you mean" "unknown flag '--sample-length' \\(did you mean --sample-len\\?\\)" 1 $T0 --sample-length 32
+expect_error "an underscore for a dash" "unknown flag '--val_every' \\(did you mean --val-every\\?\\)" 1 $T0 --val_every 10
+expect_error "--flag=value" "unknown flag '--lr=0.1': flags take their value after a space, as in --lr 0.1" 1 $T0 --lr=0.1
 expect_error "missing value" "--steps: missing value" 1 $T0 --steps
 expect_error "not a number" "--batch: expected an integer" 1 $T0 --batch x
 expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
@@ -62,7 +65,11 @@ echo '{"zero_optimization": {"stage": "two"}}' > "$TMP/bad.json"
 expect_error "config value of the wrong type" "bad.json: zero_optimization.stage: expected an integer in \\[0, 3\\], got \"two\"" 1 $T0 --config "$TMP/bad.json"
 echo '{"zero_optimization": ' > "$TMP/broken.json"
 expect_error "malformed config file" "broken.json:2:1: the document ends early" 1 $T0 --config "$TMP/broken.json"
-./build/z0/train_gpt_cpu --help | grep -q -- "--zero-stage"; check "--help lists the flags" $?
+# the suggestions come from --help: every flag the parser takes must be listed there
+./build/z0/train_gpt_cpu --help > "$TMP/help.txt"
+missing=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a-z0-9-]*' | sort -u |
+          while read -r f; do grep -q -- "$f\b" "$TMP/help.txt" || echo "$f"; done)
+check "--help lists every flag the parser takes (the did-you-mean candidates)${missing:+; missing: $missing}" $([ -z "$missing" ]; echo $?)
 
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--timeout -1" "--keep-last -1"; do
     expect_error "out of range: $f" "${f%% *}: expected" 1 $T0 $f
@@ -72,9 +79,17 @@ echo "== ZeRO misuse: the ranks agree on one error, nobody hangs"
 expect_error "global batch not divisible by world size" "Check batch related parameters.* 10 != 2 \\* 1 \\* 3 \\(train_batch_size from --total-batch" 3 \
     $MPIRUN -np 3 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --total-batch 10
 echo '{"zero_optimization": {"stage": 2}}' > "$TMP/z2.json"
-expect_error "config asks for another stage than compiled" "asks for ZeRO stage 2 but this binary was built with ZERO=1" 2 \
+expect_error "config asks for another stage than compiled, naming the binary that has it" \
+    "asks for ZeRO stage 2 but this binary was built with ZERO=1: run build/z2/train_gpt_cpu, built with ZERO=2" 2 \
     $MPIRUN -np 2 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --config "$TMP/z2.json"
-expect_error "--zero-stage differs from the build" "asks for ZeRO stage 3 but this binary was built with ZERO=0" 1 $T0 --zero-stage 3
+expect_error "--zero-stage differs from the build" "asks for ZeRO stage 3 but this binary was built with ZERO=0: run build/z3/train_gpt_cpu" 1 $T0 --zero-stage 3
+# from another directory: the binary of that stage beside this one, by its full path
+expect_error "--zero-stage from elsewhere: the build/ beside the binary" "run $PWD/build/z3/train_gpt_cpu, built with ZERO=3" 1 \
+    bash -c "cd '$TMP' && '$PWD/build/z0/train_gpt_cpu' --zero-stage 3"
+# a stage whose binary was not built: how to build it
+mkdir -p "$TMP/lone" && cp ./build/z0/train_gpt_cpu "$TMP/lone/"
+expect_error "--zero-stage without that build" "asks for ZeRO stage 3 but this binary was built with ZERO=0 \(rebuild: make train_gpt_cpu ZERO=3\)" 1 \
+    bash -c "cd '$TMP/lone' && ./train_gpt_cpu --zero-stage 3"
 expect_error "ranks with different model sizes" "ranks disagree on the model" 2 \
     $MPIRUN -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" : -np 1 ./build/z1/train_gpt_cpu $M --train "$TMP/ok.bin" --layers 3
 expect_error "stage-3 live cap below one unit" "--max-live 1000 is too small" 2 \

@@ -86,6 +86,16 @@ want_b=$("$PY" -c "import math; print(math.floor(0.25 * $n_bin + 0.5))")
 [ $((a + b)) -eq $n_bin ] && [ $b -eq $want_b ] || fail "one-document split is $a + $b tokens, expected $((n_bin - want_b)) + $want_b"
 cat <(tail -c +1025 "$tmp/user_train.bin") <(tail -c +1025 "$tmp/user_val.bin") | cmp -s - <(tail -c +1025 "$tmp/out/user.bin") || fail "one-document split is not the token stream cut in two"
 echo "--val-fraction 0.25 on a single document: last $b of $n_bin tokens to val"
+# fewer documents than --val-fraction's period (2 documents, one in 20 to val): no split is empty,
+# the tokens are split instead (through scripts/prepare_data.sh, as a user runs it)
+printf 'The first document, short.<|endoftext|>The second one, a little longer than the first.\n' >"$tmp/two_docs.txt"
+bash scripts/prepare_data.sh --input "$tmp/two_docs.txt" --out "$tmp/twod" --val-fraction 0.05 >/dev/null 2>&1 || fail "--val-fraction 0.05 on 2 documents"
+./prepare_data --quiet --input "$tmp/two_docs.txt" --out "$tmp/twod_all" || fail "2 documents"
+n2=$(( ($(stat -c %s "$tmp/twod_all.bin") - 1024) / 2 ))
+a=$(( ($(stat -c %s "$tmp/twod_train.bin") - 1024) / 2 )); b=$(( ($(stat -c %s "$tmp/twod_val.bin") - 1024) / 2 ))
+cat <(tail -c +1025 "$tmp/twod_train.bin") <(tail -c +1025 "$tmp/twod_val.bin") | cmp -s - <(tail -c +1025 "$tmp/twod_all.bin") &&
+    [ $b -ge 1 ] && [ $a -ge 1 ] || fail "2 documents, --val-fraction 0.05: $a + $b tokens, not the stream of $n2 cut in two"
+echo "--val-fraction 0.05 on 2 documents (none would go to val by documents): last $b of $n2 tokens to val, no empty shard"
 
 for k in 0 1 2 3 4 5 6 7 8 9; do printf '<|endoftext|>Document number %d.\nSome text for it.\n' $k; done >"$tmp/docs.txt"
 tail -c +14 "$tmp/docs.txt" >"$tmp/docs_noleading.txt"     # same without the leading separator
@@ -171,7 +181,10 @@ expect_error "truncated vocab.bpe" "$tmp/short.bpe" ./prepare_data --make-tokeni
 expect_error "--val-fraction out of range" "--val-fraction" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --val-fraction 1.5
 expect_error "unknown flag" "--bogus" ./prepare_data --bogus 1
 expect_error "--shard-tokens 0" "--shard-tokens: expected a token count" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --shard-tokens 0
-expect_error "one document split by tokens into shards" "one document" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --val-fraction 0.1 --shard-tokens 10
+expect_error "one document split by tokens into shards" "and the input has 1 document (separated by <|endoftext|>): the validation split would be empty" ./prepare_data --input "$tmp/user.txt" --out "$tmp/x" --val-fraction 0.1 --shard-tokens 10
+expect_error "2 documents, --val-fraction 0.05 --shard-tokens: refused before writing" "one document in 20 to validation, and the input has 2 documents" \
+    ./prepare_data --input "$tmp/two_docs.txt" --out "$tmp/x" --val-fraction 0.05 --shard-tokens 10
+[ -z "$(ls "$tmp" | grep '^x_')" ] || fail "a refused --val-fraction left shards behind: $(ls "$tmp" | grep '^x_')"
 expect_error "--input without --out" "--out" ./prepare_data --input "$tmp/user.txt"
 expect_error "missing input through scripts/prepare_data.sh" "$tmp/nope.txt" bash scripts/prepare_data.sh --input "$tmp/nope.txt" --out "$tmp/x"
 [ ! -e "$tmp/x.bin" ] || fail "a failed run left $tmp/x.bin behind"

@@ -37,10 +37,28 @@ if ! nvidia-smi -L 2>/dev/null | grep -q GPU && [ -x build/z0/train_gpt_cpu ]; t
     a=$(grep '"estimate"' "$TMP/est_gpu.jsonl"); b=$(grep '"estimate"' "$TMP/est_cpu.jsonl")
     [ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: train_gpt's and train_gpt_cpu's estimates differ"; exit 1; }
     echo "  train_gpt --estimate-memory runs without a GPU and equals train_gpt_cpu's estimate"
+    # the README's GPU line on a machine without a usable GPU: one error line (not one per rank, not the CUDA
+    # runtime's "driver version is insufficient"), then the CPU trainer's command for the same run, which runs
+    NOGPU="error: no (NVIDIA GPU found \\(no /dev/nvidia\\*\\)|usable NVIDIA GPU: .*): train_gpt needs an NVIDIA GPU per rank"
     ./build/gpu_z0_o0/train_gpt --preset tiny --steps 1 > "$TMP/nogpu.out" 2>&1
-    [ $? -ne 0 ] && [ "$(wc -l < "$TMP/nogpu.out")" -eq 1 ] && grep -q "^error: no CUDA device" "$TMP/nogpu.out" ||
+    [ $? -eq 1 ] && [ "$(wc -l < "$TMP/nogpu.out")" -eq 2 ] && grep -Eq "^$NOGPU" "$TMP/nogpu.out" &&
+        [ "$(tail -1 "$TMP/nogpu.out")" = "  make train_gpt_cpu ZERO=0 && ./train_gpt_cpu --preset tiny --steps 1" ] ||
         { echo "FAIL: train_gpt without a GPU: $(cat "$TMP/nogpu.out")"; exit 1; }
     echo "  train_gpt without a GPU: $(cat "$TMP/nogpu.out")"
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
+    $MPIRUN -np 4 ./build/gpu_z3_o0/train_gpt --preset tiny --steps 1 --threads 1 --prompt "it's" > "$TMP/nogpu4.out" 2>&1
+    rc=$?
+    cmd=$(grep "^  make train_gpt_cpu" "$TMP/nogpu4.out" | sed 's/^  //')
+    root=; [ "$(id -u)" = 0 ] && root="--allow-run-as-root "
+    [ $rc -ne 0 ] && [ "$(grep -c "error" "$TMP/nogpu4.out")" -eq 1 ] && grep -Eq "^$NOGPU" "$TMP/nogpu4.out" &&
+        ! grep -q "insufficient" "$TMP/nogpu4.out" &&
+        [ "$cmd" = "make train_gpt_cpu ZERO=3 && mpirun ${root}--oversubscribe -np 4 ./train_gpt_cpu --preset tiny --steps 1 --threads 1 --prompt 'it'\\''s'" ] ||
+        { echo "FAIL: mpirun -np 4 train_gpt without a GPU (exit $rc):"; cat "$TMP/nogpu4.out"; exit 1; }
+    echo "  mpirun -np 4 train_gpt without a GPU: one error line, then: $cmd"
+    (eval "${cmd/make /make -s }") > "$TMP/cpu_cmd.out" 2>&1 && grep -q "^step    1/1" "$TMP/cpu_cmd.out" ||
+        { echo "FAIL: the printed CPU command did not train:"; tail -5 "$TMP/cpu_cmd.out"; exit 1; }
+    echo "  ... and that command trains on the CPU: $(grep -m1 "^step    1/1" "$TMP/cpu_cmd.out" | cut -d'|' -f1-2)"
+    make -s train_gpt_cpu > /dev/null   # ./train_gpt_cpu back to the default build (ZERO=0)
 fi
 # scripts/gpu_env.sh (the lent GPU machine) refuses carried libraries that need a newer glibc, in one line
 R="$TMP/repo"; mkdir -p "$R/scripts" "$R/.gpu_deps" "$TMP/pkg/DEBIAN" "$TMP/pkg/usr/lib/x86_64-linux-gnu"

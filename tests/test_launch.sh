@@ -27,6 +27,22 @@ grep -q "(OMP_NUM_THREADS ignored: $cores cores\? / 1 rank on the node)" "$TMP/t
 OMP_NUM_THREADS=1 $MPIRUN -np 2 -x OMP_NUM_THREADS $TR $M > "$TMP/t5.out" || exit 1
 grep -q "2 ranks x 1 thread (OMP_NUM_THREADS)" "$TMP/t5.out"; st=$?; check "under mpirun -x OMP_NUM_THREADS=1: $(line "$TMP/t5.out" | cut -d'|' -f2)" $st
 
+echo "== the ranks' process name"
+# the program executes itself again to set its OpenMP wait policy (util/cpu_threads.h); the kernel would
+# name it "exe" after /proc/self/exe, so ps, top and pgrep would not find train_gpt_cpu
+$MPIRUN -np 2 $TR $M --steps 400 --log "$TMP/names.jsonl" > "$TMP/names.out" 2>&1 &
+launcher=$!
+if wait_train_steps "$TMP/names.jsonl" 1 $launcher; then
+    ranks=$(pgrep -P $launcher -f -- "--log $TMP/names.jsonl" | sort)   # the ranks: mpirun's children
+    names=$(for p in $ranks; do cat /proc/$p/comm; done | sort | uniq -c | sed 's/^ *//')
+    by_name=$(pgrep -x train_gpt_cpu | sort)
+    check "ps, top and pgrep name the 2 ranks train_gpt_cpu, not exe: $names" \
+        $([ "$names" = "2 train_gpt_cpu" ] && [ -z "$(comm -23 <(echo "$ranks") <(echo "$by_name"))" ]; echo $?)
+else
+    check "ps/top/pgrep name the ranks train_gpt_cpu (the run did not start: $(tail -1 "$TMP/names.out"))" 1
+fi
+kill $launcher 2>/dev/null; wait $launcher 2>/dev/null
+
 echo "== one node"
 $MPIRUN -np 4 $TR $M --log "$TMP/one.jsonl" > "$TMP/one.out" 2>&1 || { cat "$TMP/one.out"; exit 1; }
 grep -q "1 node: $(hostname | cut -c1-63) ranks 0-3$" "$TMP/one.out"; st=$?; check "4 ranks on one node: $(grep -m1 "node" "$TMP/one.out" | sed 's/^ *//')" $st

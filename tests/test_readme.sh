@@ -5,7 +5,9 @@
 #   3. the GPU line (make train_gpt ZERO=3 && mpirun -np 4 ./train_gpt) comes before the CPU path;
 #   4. every relative link in README.md and docs/*.md resolves: the file exists and, for a link into a
 #      markdown file, the #anchor is one of its headings (GitHub's slugs);
-#   5. every repository path README.md names in `code` (zero.h, train/loop.h, zero/ ...) exists.
+#   5. every repository path README.md names in `code` (zero.h, train/loop.h, zero/ ...) exists;
+#   6. every command README.md shows runs as written, or shortened as tests/readme_examples.py states
+#      for each (fewer steps, outputs in a scratch folder, stand-ins for the user's files).
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 
@@ -77,5 +79,11 @@ st=$?
 echo "$out" | sed 's/^/  /'
 ! echo "$out" | grep -q '^PROBLEM'; st=$((st + $?))
 check "every relative link in README.md and docs/*.md resolves, and every path README.md names exists ($(echo "$out" | head -1))" $st
+
+make -s all zero-bins prepare_data export_model > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; exit 1; }
+$PY tests/readme_examples.py "$TMP/examples" > "$TMP/examples.out" 2>&1
+st=$?
+sed 's/^/  /' "$TMP/examples.out"
+check "the README's commands run ($(tail -1 "$TMP/examples.out"))" $st
 
 [ $fails -eq 0 ]

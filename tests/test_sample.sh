@@ -110,6 +110,13 @@ expect_error "--sample-len past --max-seq" "--sample-len 61 after a context of 5
     $T0 $B --sample 1 --resume "$CK" --prompt "$PROMPT" --sample-len 61
 expect_error "--sample-len past --max-seq, 2 ranks" "needs 65 positions; the model has 64" 2 \
     $MPIRUN -np 2 $T3 $B --sample 1 --resume "$CK" --prompt "$PROMPT" --sample-len 61
+# the default --sample-len (64) after a prompt on a model of 64 positions (the README's sampling line on
+# the demo's model): a note, once, and the tokens that fit
+$MPIRUN -np 2 $T3 $B --sample 1 --resume "$CK" --prompt "$PROMPT" > "$TMP/fit.out" 2> "$TMP/fit.err"
+st=$?
+check "the default --sample-len past --max-seq: one note, $(wc -c < "$TMP/fit.out") bytes of samples: $(cat "$TMP/fit.err")" \
+    $([ $st -eq 0 ] && [ "$(grep -c . "$TMP/fit.err")" -eq 1 ] &&
+      grep -q "^note: --sample-len 64 (the default) after a context of 5 tokens .* needs 68 positions; the model has 64 (--max-seq): 60 tokens per sample" "$TMP/fit.err"; echo $?)
 make_shard "$TMP/train250.bin" 2000 250
 $T0 --preset tiny --vocab 250 --train "$TMP/train250.bin" --steps 0 --quiet 1 --save "$TMP/ck250" > /dev/null 2>&1
 expect_error "a prompt token outside the model's vocabulary" "--prompt: token 464 \('The'\) is outside the model's vocabulary of 250 tokens" 1 \

@@ -101,6 +101,36 @@ $TR $M --batch 4 --steps 10 --train "$TMP/whole.bin" --resume "$TMP/old/ckpt_000
 [ "$(grep '"type":"train"' "$TMP/old.jsonl" | tail -n 5 | grep -o '"loss":[^,]*')" = "$(grep -o '"loss":[^,]*' "$TMP/old2.jsonl")" ]
 check "a manifest with the older \"data_pos\": 640 resumes with the same 5 losses" $?
 
+echo "== what is read: said at start-up and in the log's config record"
+# 4 shards of 3000 tokens at batch 4 x 32, 2 ranks, accumulation 2: 93 sequences per epoch, 11 micro-steps
+# of 8 sequences, 5.5 optimizer steps of 16
+$MPIRUN -np 2 $TR --preset tiny --vocab 250 --seq 32 --threads 1 --batch 4 --accum 2 --steps 2 --seed 11 --train "$TMP/shards" \
+    --val "$TMP/whole.bin" --val-every 1 --val-batches 2 --log "$TMP/said.jsonl" > "$TMP/said.out" 2>&1
+grep -E "^       (train|val):" "$TMP/said.out" | sed 's/^/     /'
+grep -qF "train: $TMP/shards: 4 shards (train_000000.bin ... train_000003.bin), 3000 tokens, 93 sequences of 32 per epoch = 5.5 steps of 16 sequences; --steps 2: 0.364 epochs" "$TMP/said.out" &&
+    grep -qF "val:   $TMP/whole.bin: 1 shard, 3000 tokens, 93 sequences of 32 per epoch | 2 batches of 8 sequences every 1 steps" "$TMP/said.out" &&
+    ! grep -q "warning" "$TMP/said.out"
+check "start-up: the training data's shards, tokens, sequences and steps per epoch; the validation data" $?
+$PY - "$TMP/said.jsonl" "$TMP/shards" "$TMP/whole.bin" <<'PYEOF'
+import json, sys
+c = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "config"][0]
+m, d = c["model"], c["data"]
+ok = (m["arch"], m["preset"], m["n_layer"], m["n_head"], m["d_model"], m["vocab_size"], m["max_seq"]) == ("gpt2", "tiny", 2, 4, 64, 250, 64)
+ok = ok and c["seed"] == 11 and (d["train"], d["val"], d["val_every"], d["val_batches"]) == (sys.argv[2], sys.argv[3], 1, 2)
+ok = ok and (d["train_shards"], d["train_tokens"], d["sequences_per_epoch"], d["steps_per_epoch"], d["val_tokens"]) == (4, 3000, 93, 5.5, 3000)
+print("       config record: model %s, seed %s, data %s" % (m, c["seed"], d))
+sys.exit(0 if ok else 1)
+PYEOF
+check "the JSONL config record holds the architecture, sizes, data paths, what they hold, and the seed" $?
+# training on other data while validating on the default Brown split: said, not silent
+$TR --preset tiny --vocab 50257 --seq 32 --threads 1 --batch 2 --steps 1 --train "$TMP/shards" --val-every 1 --val-batches 1 > "$TMP/dv.out" 2>&1
+grep -q "(the default, Brown's validation split: --val PATH for another)" "$TMP/dv.out" &&
+    grep -q "^warning: validation reads data/brown/val.bin, the default (Brown), while training reads $TMP/shards" "$TMP/dv.out"
+check "without --val: validation on Brown is said: $(grep -m1 warning "$TMP/dv.out" | cut -c1-90)..." $?
+$TR $M --batch 4 --steps 1 --train "$TMP/whole.bin" --quiet 0 > "$TMP/nv.out" 2>&1
+grep -q "^       val:   none (--val-every N validates every N steps)" "$TMP/nv.out"
+check "no validation: said" $?
+
 echo "== bad data specs: one line"
 expect_error "directory without shards" "other: directory holds no .bin" 1 $TR $M --train "$TMP/other"
 expect_error "glob that matches nothing" "nothing_\*.bin: no file matches" 1 $TR $M --train "$TMP/nothing_*.bin"

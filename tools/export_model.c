@@ -3,17 +3,22 @@ tools/export_model.c: a zeroc checkpoint to Hugging Face's format, the way DeepS
 llm.c's export_hf do it for theirs:
 
     make export_model
-    ./export_model CKPT OUT_DIR [--dtype fp32|bf16]
+    ./export_model CKPT OUT_DIR [--dtype fp32|bf16] [--tokenizer FILE]
 
 CKPT is a --save directory (its latest checkpoint), a ckpt_ directory (the model file is checked
 against the manifest's size and CRC-32 first), or a model file (also scripts/train_gpt.py --save's).
 OUT_DIR gets model.safetensors (Hugging Face names and layouts, model/hf.h; fp32, or bf16 rounded to
 nearest even) and config.json, loadable with GPT2LMHeadModel / LlamaForCausalLM.from_pretrained(OUT_DIR)
-and with zeroc's --init OUT_DIR/model.safetensors. Whatever the stage and world size the checkpoint
+and with zeroc's --init OUT_DIR/model.safetensors. With them go the tokenizer files
+(tools/hf_tokenizer.h: vocab.json, merges.txt, tokenizer.json, tokenizer_config.json,
+special_tokens_map.json) made from zeroc's GPT-2 tokenizer file (--tokenizer, default
+data/gpt2_tokenizer.bin), so that AutoTokenizer.from_pretrained(OUT_DIR) loads the folder too;
+a model whose vocabulary is not the tokenizer's gets none, with a note. Whatever the stage and world size the checkpoint
 was saved at, its model file holds the full fp32 weights; the export reads it one tensor at a time
 and never holds more than one tensor (twice: read and rearranged).
 */
 #include "train/checkpoint.h"
+#include "tools/hf_tokenizer.h"
 
 // ----------------------------------------------------------------------------
 // the model file, tensor by tensor: the export's one view of a checkpoint's weights. Today the file
@@ -91,14 +96,37 @@ static void resolve_model_file(const char *ckpt, char *out, size_t n) {
     snprintf(out, n, "%s/model.bin", ck);
 }
 
+// The tokenizer the export writes the files of (tools/hf_tokenizer.h), loaded into t before
+// anything is written: 1, or 0 when there is none to write (a note says why). An explicit
+// --tokenizer that cannot be used is an error; the default one missing is a note.
+static int export_tokenizer_open(Tokenizer *t, const char *flag_path, const ModelConfig *mc, const char *out_dir) {
+    const char *path = flag_path ? flag_path : "data/gpt2_tokenizer.bin";
+    struct stat sb;
+    if (!flag_path && stat(path, &sb) != 0) {
+        diag("note", "%s not found: no tokenizer files written, so AutoTokenizer will not load %s (make data, or --tokenizer FILE)",
+             path, out_dir);
+        return 0;
+    }
+    tokenizer_init(t, path);
+    char err[1200];
+    if (!hf_tokenizer_usable(t, err, sizeof(err))) fatal("%s", err);
+    if (mc->vocab_size == t->vocab_size) return 1;
+    if (flag_path) fatal("--tokenizer %s: %d tokens, but the model's vocabulary has %d", path, t->vocab_size, mc->vocab_size);
+    diag("note", "the model's vocabulary has %d tokens, the tokenizer (%s) %d: no tokenizer files written", mc->vocab_size, path, t->vocab_size);
+    tokenizer_free(t);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *ckpt = NULL, *out_dir = NULL;
+    const char *ckpt = NULL, *out_dir = NULL, *tok_path = NULL;
     int dtype = ST_F32;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s CKPT OUT_DIR [--dtype fp32|bf16]\n"
+            printf("usage: %s CKPT OUT_DIR [--dtype fp32|bf16] [--tokenizer FILE]\n"
                    "  CKPT: a --save directory, a ckpt_ directory or a model file\n"
-                   "  writes OUT_DIR/model.safetensors and OUT_DIR/config.json (Hugging Face GPT2LMHeadModel / LlamaForCausalLM)\n", argv[0]);
+                   "  writes OUT_DIR/model.safetensors and OUT_DIR/config.json (Hugging Face GPT2LMHeadModel / LlamaForCausalLM)\n"
+                   "  and the tokenizer files (vocab.json, merges.txt, tokenizer.json, tokenizer_config.json,\n"
+                   "  special_tokens_map.json) from --tokenizer FILE (default data/gpt2_tokenizer.bin)\n", argv[0]);
             return 0;
         }
         if (!strcmp(argv[i], "--dtype")) {
@@ -107,6 +135,9 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "fp32")) dtype = ST_F32;
             else if (!strcmp(v, "bf16")) dtype = ST_BF16;
             else fatal("--dtype: expected fp32 or bf16, got '%s'", v);
+        } else if (!strcmp(argv[i], "--tokenizer")) {
+            if (i + 1 >= argc) fatal("--tokenizer: missing value");
+            tok_path = argv[++i];
         } else if (!strncmp(argv[i], "--", 2)) fatal("unknown flag '%s' (see --help)", argv[i]);
         else if (!ckpt) ckpt = argv[i];
         else if (!out_dir) out_dir = argv[i];
@@ -119,6 +150,8 @@ int main(int argc, char **argv) {
     ModelReader r;
     model_reader_open(&r, model_path);
     const ModelLayout *L = &r.L;
+    Tokenizer tok;
+    int with_tokenizer = export_tokenizer_open(&tok, tok_path, &L->cfg, out_dir);
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) fatal("%s: cannot create directory (%s)", out_dir, strerror(errno));
     snprintf(st_path, sizeof(st_path), "%s/model.safetensors", out_dir);
     snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", out_dir);
@@ -162,6 +195,11 @@ int main(int argc, char **argv) {
     printf("%s -> %s (%s, %d tensors, %zu parameters: %s vocabulary %d of %d rows%s) + config.json (%s)\n",
            model_path, st_path, ST_DTYPE_NAMES[dtype], n, exported, arch_name(mc->arch), mc->vocab_size, mc->padded_vocab,
            mc->arch == ARCH_GPT2 ? ", head tied to wte" : "", mc->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
+    if (with_tokenizer) {
+        hf_tokenizer_write(&tok, out_dir, mc->max_seq);
+        printf("%s -> %s/{vocab.json, merges.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json}\n", tok.path, out_dir);
+        tokenizer_free(&tok);
+    }
     free(zt); free(ht); free(hb); free(spec); free(map);
     model_reader_close(&r);
     return 0;

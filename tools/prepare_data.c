@@ -94,15 +94,10 @@ static void mkdir_parents(const char *path) {
 // ----------------------------------------------------------------------------
 // --make-tokenizer: encoder.json + vocab.bpe -> tokenizer file (format in tokenizer.h)
 
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + k
+// the inverse of GPT-2's bytes_to_unicode (tokenizer.h): code point -> byte, -1 for none
 static void gpt2_byte_decoder(int inv[512]) {
     for (int i = 0; i < 512; i++) inv[i] = -1;
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        if (printable) inv[b] = b;
-        else inv[256 + n++] = b;
-    }
+    for (int b = 0; b < 256; b++) inv[gpt2_byte_to_unicode(b)] = b;
 }
 
 // decodes a GPT-2 unicode-mapped string into bytes; returns the length or -1
@@ -376,10 +371,13 @@ static const char *map_text(const char *path, size_t *len) {
     return (const char *)p;
 }
 
-// does the text hold a separator after its first document starts (more than one document)?
-static int has_second_document(const char *text, size_t len) {
+// the documents of one input file: the first, and one more after each separator (encode_file's count)
+static long long count_documents(const char *text, size_t len) {
     size_t pos = len >= EOT_TEXT_LEN && memcmp(text, EOT_TEXT, EOT_TEXT_LEN) == 0 ? EOT_TEXT_LEN : 0;
-    return memmem(text + pos, len - pos, EOT_TEXT, EOT_TEXT_LEN) != NULL;
+    long long docs = 1;
+    for (const char *sep; (sep = (const char *)memmem(text + pos, len - pos, EOT_TEXT, EOT_TEXT_LEN)); docs++)
+        pos = (size_t)(sep - text) + EOT_TEXT_LEN;
+    return docs;
 }
 
 static void run_input(char **inputs, int n_inputs, const char *prefix, double val_fraction, long long shard_tokens,
@@ -388,32 +386,34 @@ static void run_input(char **inputs, int n_inputs, const char *prefix, double va
     memset(&e, 0, sizeof(e));
     e.chunk_bytes = chunk_bytes; e.quiet = quiet;
     // check every input before the slow part
-    int several_docs = n_inputs > 1;
+    long long docs = 0;
     for (int i = 0; i < n_inputs; i++) {
         size_t len;
         const char *text = map_text(inputs[i], &len);
         e.bytes_total += len;
-        several_docs |= has_second_document(text, len);
+        docs += count_documents(text, len);
         munmap((void *)text, len);
     }
-    // --val-fraction: every P-th document to val; a single document: its last X of tokens (known
-    // only at the end, so the whole input stays in memory: not with --shard-tokens)
+    // --val-fraction: every P-th document to val. With fewer than P documents (one undivided text,
+    // say) none would go: then the last X of the tokens do instead (known only at the end, so the
+    // whole input stays in memory: not with --shard-tokens, which refuses before writing anything).
+    // Either way neither split is ever empty.
     ShardWriter train, val;
     char path[1100];
-    int split_tokens = val_fraction > 0 && !several_docs;
+    long long period = val_fraction > 0 ? llround(1.0 / val_fraction) : 0;
+    if (val_fraction > 0 && period < 2) period = 2;
+    int split_tokens = val_fraction > 0 && docs < period;
     if (split_tokens && shard_tokens)
-        fatal("%s: --val-fraction with --shard-tokens needs documents separated by %s, and the input is one document",
-              inputs[0], EOT_TEXT);
+        fatal("%s: --val-fraction %g with --shard-tokens sends one document in %lld to validation, and the input has %lld "
+              "document%s (separated by %s): the validation split would be empty; without --shard-tokens the tokens are split instead",
+              inputs[0], val_fraction, period, docs, docs == 1 ? "" : "s", EOT_TEXT);
     if (val_fraction > 0) {
         snprintf(path, sizeof(path), "%s_train", prefix);
         writer_init(&train, path, shard_tokens, quiet);
         snprintf(path, sizeof(path), "%s_val", prefix);
         writer_init(&val, path, shard_tokens, quiet);
         e.val = &val;
-        if (!split_tokens) {
-            e.val_period = llround(1.0 / val_fraction);
-            if (e.val_period < 2) e.val_period = 2;
-        }
+        if (!split_tokens) e.val_period = period;
     } else writer_init(&train, prefix, shard_tokens, quiet);
     e.train = &train;
     tokenizer_init(&e.tok, tok_path);
@@ -430,7 +430,7 @@ static void run_input(char **inputs, int n_inputs, const char *prefix, double va
     if (!quiet)
         fprintf(stderr, "prepare_data: %d file(s), %.2f MB, %lld documents -> %lld tokens in %.2f s (%.1f MB/s, %.0f tokens/s)\n",
                 n_inputs, e.bytes_total / 1e6, e.docs, N, secs, e.bytes_total / 1e6 / (secs > 0 ? secs : 1e-9), N / (secs > 0 ? secs : 1e-9));
-    if (split_tokens) {   // one document: its last round(X * N) tokens (all still in train's buffer) to val
+    if (split_tokens) {   // too few documents: the last round(X * N) tokens (all still in train's buffer) to val
         long long nv = llround(val_fraction * N);
         if (nv < 1) nv = 1;
         if (nv >= N) fatal("--val-fraction %g leaves no training tokens out of %lld", val_fraction, N);
@@ -440,7 +440,7 @@ static void run_input(char **inputs, int n_inputs, const char *prefix, double va
         writer_push(&val, tail, (size_t)nv);
         free(tail);
     } else if (e.val && val.docs == 0)
-        fprintf(stderr, "warning: %lld documents and --val-fraction %g: the validation shard is empty\n", e.docs, val_fraction);
+        fatal("internal error: %lld documents and --val-fraction %g left the validation split empty", e.docs, val_fraction);
     writer_finish(&train);
     if (e.val) writer_finish(&val);
     tokenizer_free(&e.tok);

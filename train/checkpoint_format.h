@@ -79,15 +79,7 @@ static char *manifest_text(const Manifest *m, const ModelConfig *mc, const Train
     cJSON_AddNumberToObject(j, "partitions", m->partitions);
     cJSON_AddNumberToObject(j, "align", m->align);
     cJSON_AddNumberToObject(j, "num_params", (double)m->num_params);
-    cJSON *mo = cJSON_AddObjectToObject(j, "model");
-    cJSON_AddStringToObject(mo, "arch", arch_name(mc->arch));
-    cJSON_AddNumberToObject(mo, "n_layer", mc->n_layer);
-    cJSON_AddNumberToObject(mo, "n_head", mc->n_head);
-    cJSON_AddNumberToObject(mo, "n_kv_head", mc->n_kv_head);
-    cJSON_AddNumberToObject(mo, "d_model", mc->d_model);
-    cJSON_AddNumberToObject(mo, "d_ff", mc->d_ff);
-    cJSON_AddNumberToObject(mo, "vocab_size", mc->vocab_size);
-    cJSON_AddNumberToObject(mo, "max_seq", mc->max_seq);
+    model_config_json(cJSON_AddObjectToObject(j, "model"), mc);
     cJSON *tr = cJSON_AddObjectToObject(j, "train");
     cJSON_AddNumberToObject(tr, "batch", tc->B);
     cJSON_AddNumberToObject(tr, "seq", tc->T);

@@ -186,11 +186,17 @@ typedef struct {
     double phase_s[4];     // forward, backward, communication wait, optimizer
 } StepResult;
 
-// Now, once the device has finished the work queued so far when --breakdown times
-// the phases (otherwise a phase would end when its kernels were only queued).
-static double phase_clock(GPT *m, const TrainConfig *tc) {
+// Phase p of the step (forward 0, backward 1, optimizer 3) ends now. With --breakdown
+// that is once the device has finished the work queued so far (otherwise a phase would
+// end when its kernels were only queued). The phase gets the time since *t less the
+// time this rank was blocked in collectives meanwhile, which goes to the communication
+// wait (2): the four phases are disjoint and add up to the step's time.
+static void phase_end(GPT *m, const TrainConfig *tc, StepResult *r, int p, double *t) {
     if (tc->breakdown) zb_sync(&m->zero.be);
-    return wall_time();
+    double now = wall_time(), wait = comm_blocked_seconds();
+    r->phase_s[p] += now - *t - wait;
+    r->phase_s[2] += wait;
+    *t = now;
 }
 
 // AdamW's settings for optimizer step `step` (0-based). A skipped step advances
@@ -209,7 +215,7 @@ static ZeroOptim step_optim(const TrainConfig *tc, const StepGuard *guard, int s
 static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, StepGuard *guard, int step) {
     StepResult r;
     memset(&r, 0, sizeof(r));
-    double t0 = wall_time(), t;
+    double t0 = wall_time(), t = t0;
     comm_blocked_seconds();          // the step's collective waits and
     comm_reset_counters(m->comm);    // bytes count from here
     // --------------- TRAINING SECTION BEGIN -----------------
@@ -219,16 +225,13 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     for (int k = 0; k < tc->accum; k++) {
         comm_phase("forward/backward", step + 1);
         dataloader_next(train, m->inputs, m->targets);
-        t = wall_time();
         gpt_forward(m, m->targets, 1);   // its loss joins the step's (gpt_step_loss)
-        r.phase_s[0] += phase_clock(m, tc) - t;
-        t = wall_time();
+        phase_end(m, tc, &r, 0, &t);
         gpt_backward(m, m->targets, dloss);
-        r.phase_s[1] += phase_clock(m, tc) - t;
         zero_micro_step_end(&m->zero);
+        phase_end(m, tc, &r, 1, &t);
     }
     comm_phase("the optimizer step", step + 1);
-    t = wall_time();
     ZeroOptim opt = step_optim(tc, guard, step);
     zero_step_reduce(&m->zero);
     step_guard_inject(guard, &m->zero, step + 1);
@@ -238,9 +241,8 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     r.verdict = step_guard_check(guard, m->comm, step + 1, r.loss, scaled_norm, tc->grad_clip);
     if (r.verdict.apply) zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
     // --------------- TRAINING SECTION END -------------------
-    r.end = phase_clock(m, tc);
-    r.phase_s[3] = r.end - t;
-    r.phase_s[2] = comm_blocked_seconds();   // already inside the phases above: each includes its own waits
+    phase_end(m, tc, &r, 3, &t);
+    r.end = t;
     r.seconds = r.end - t0;
     r.lr = opt.lr;
     return r;
@@ -274,6 +276,37 @@ static TrainState train_state_now(const TrainRun *R, int done) {
     return now;
 }
 
+// What the run reads, said at start-up and added to the log's config record (its
+// "data"): the training data's shards, tokens, sequences and steps per epoch; the
+// validation data, or that there is none. Validation on the default Brown split while
+// training on other data is said in a warning: it is rarely what a run means.
+static void train_data_report(const TrainRun *R, cJSON *data) {
+    const TrainConfig *tc = R->tc;
+    char text[1600];
+    double steps_per_epoch = (double)dataloader_micro_steps_per_epoch(&R->train) / tc->accum;
+    dataloader_describe(&R->train, text, sizeof(text));
+    if (R->say) printf("       train: %s = %.4g steps of %d sequences; --steps %d: %.3g epochs\n", text, steps_per_epoch,
+                       tc->total_batch, tc->steps, tc->steps / steps_per_epoch);
+    cJSON_AddNumberToObject(data, "train_shards", R->train.n_shards);
+    cJSON_AddNumberToObject(data, "train_tokens", (double)R->train.n_tokens);
+    cJSON_AddNumberToObject(data, "sequences_per_epoch", (double)R->train.n_seq);
+    cJSON_AddNumberToObject(data, "steps_per_epoch", steps_per_epoch);
+    int default_val = !strcmp(tc->val_path, DEFAULT_VAL_PATH);
+    if (!R->do_val) {
+        if (R->say) printf("       val:   none (%s)\n", tc->val_every > 0 ? "--val-batches 0" : "--val-every N validates every N steps");
+        return;
+    }
+    dataloader_describe(&R->val, text, sizeof(text));
+    if (R->say) printf("       val:   %s%s | %d batches of %d sequences every %d steps\n", text,
+                       default_val ? " (the default, Brown's validation split: --val PATH for another)" : "",
+                       tc->val_batches, tc->B * R->m->comm->world, tc->val_every);
+    cJSON_AddNumberToObject(data, "val_shards", R->val.n_shards);
+    cJSON_AddNumberToObject(data, "val_tokens", (double)R->val.n_tokens);
+    if (default_val && strcmp(tc->train_path, DEFAULT_TRAIN_PATH) && R->m->comm->rank == 0)
+        diag("warning", "validation reads %s, the default (Brown), while training reads %s: --val PATH validates on your own data",
+             tc->val_path, tc->train_path);
+}
+
 // The start-up lines, the data (first, so that a bad file fails before anything
 // expensive), the sampler, the parameters, the log, and the plan and memory reports.
 static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
@@ -302,7 +335,9 @@ static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *n
     R->last_applied = R->st.step - R->st.guard.consecutive;   // a resumed run's skips since its last applied step
     R->sample_rng.state = R->st.rng;
     R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step > 0);
-    jsonl_record(&R->log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
+    cJSON *config = config_json_record(tc);   // {"type":"config"}: the resolved configuration and what the data holds
+    train_data_report(R, cJSON_GetObjectItem(config, "data"));
+    jsonl_record(&R->log, config);
     if (R->say) zero_plan_print(&m->zero);
     cJSON *memrec = zero_memory_report(&m->zero, R->say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm->rank);

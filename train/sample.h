@@ -67,6 +67,16 @@ static void sampler_init(Sampler *s, GPT *m, const TrainConfig *tc) {
     s->temperature = tc->temperature; s->top_k = tc->top_k; s->top_p = tc->top_p;
     s->n_ctx = 1 + (int)np;
     long long positions = (long long)s->n_ctx + s->len - 1;   // every token but the last one generated is fed
+    if (positions > c->max_seq && !tc->from[FROM_SAMPLE_LEN] && s->n_ctx <= c->max_seq) {
+        // the default length, not asked for: as many tokens as the model's positions leave
+        int fit = c->max_seq - s->n_ctx + 1;
+        if (m->comm->rank == 0)
+            diag("note", "--sample-len %d (the default) after a context of %d token%s (<|endoftext|> and %zu of --prompt) needs %lld "
+                 "positions; the model has %d (--max-seq): %d tokens per sample", s->len, s->n_ctx, s->n_ctx > 1 ? "s" : "", np,
+                 positions, c->max_seq, fit);
+        s->len = fit;
+        positions = c->max_seq;
+    }
     if (positions > c->max_seq)
         fatal("--sample-len %d after a context of %d token%s (<|endoftext|> and %zu of --prompt) needs %lld positions; the model has %d (--max-seq)",
               s->len, s->n_ctx, s->n_ctx > 1 ? "s" : "", np, positions, c->max_seq);

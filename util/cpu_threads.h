@@ -31,12 +31,23 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <cblas.h>
 
 // what a waiting OpenMP thread does: sleep at once (libgomp's default spins about 300000 times first)
 #define CPU_WAIT_POLICY "passive"
 
+// The kernel names a process after the file it executes: the re-execution through /proc/self/exe
+// below would show the ranks as "exe" in ps, top and pgrep. argv[0] is kept by execv; the name
+// (what ps -e, top and pgrep match) is set back to its last component, as first started.
+static void cpu_keep_name(char **argv) {
+    const char *slash = strrchr(argv[0], '/');
+    prctl(PR_SET_NAME, slash ? slash + 1 : argv[0], 0, 0, 0);   // at most 15 characters are kept
+}
+
 static void cpu_wait_policy(char **argv) {
+    cpu_keep_name(argv);
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;   // the user's choice
     if (setenv("OMP_WAIT_POLICY", CPU_WAIT_POLICY, 0) != 0) return;
     execv("/proc/self/exe", argv);
