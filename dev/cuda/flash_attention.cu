@@ -36,19 +36,6 @@ struct CublasAttention {
     }
 };
 
-// dq, dk, dv of two [B,T,(H+2KV)*hd] gradients, each part checked on its own
-static void check_dqkv(const char *what, const std::vector<float> &got, const std::vector<float> &ref,
-                       int B, int T, int H, int KV, int hd, double nrel) {
-    const int nh = H + 2 * KV;
-    const char *names[3] = {"dq", "dk", "dv"};
-    const int h0[3] = {0, H, H + KV}, h1[3] = {H, H + KV, nh};
-    for (int i = 0; i < 3; i++) {
-        char name[64];
-        snprintf(name, sizeof(name), "%s %s", what, names[i]);
-        check_close(name, heads(got, B, T, nh, hd, h0[i], h1[i]), heads(ref, B, T, nh, hd, h0[i], h1[i]), 1e-2f, 5e-2f, nrel);
-    }
-}
-
 static void run_case(int B, int T, int H, int KV, int hd) {
     printf("B=%d T=%d H=%d KV=%d hd=%d\n", B, T, H, KV, hd);
     const int nh = H + 2 * KV;
