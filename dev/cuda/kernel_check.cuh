@@ -118,9 +118,10 @@ template <class F> static float time_us(F f, int iters = 50, int rounds = 5) {
 
 // two ways to compute the same thing, timed alternately (A B A B A B) so that a drift of the
 // clock or of the machine touches both: the median of three time_us medians each
-template <class FA, class FB> static void time_us_alternating(FA fa, FB fb, float *us_a, float *us_b) {
+template <class FA, class FB>
+static void time_us_alternating(FA fa, FB fb, float *us_a, float *us_b, int iters = 50, int rounds = 5) {
     float a[3], b[3];
-    for (int r = 0; r < 3; r++) { a[r] = time_us(fa); b[r] = time_us(fb); }
+    for (int r = 0; r < 3; r++) { a[r] = time_us(fa, iters, rounds); b[r] = time_us(fb, iters, rounds); }
     std::sort(a, a + 3);
     std::sort(b, b + 3);
     *us_a = a[1];
