@@ -115,6 +115,35 @@ static Timing time_case(int B, int T, int H, int KV, int hd) {
     return r;
 }
 
+// The ceiling the predictions of dev/cuda/NOTES.md start from: the tensor cores' rate through
+// mma.sync.m16n8k16 bf16 (the instruction the flash kernels use; Hopper's wgmma is faster).
+// Each warp runs 8 independent accumulator chains (enough to cover the mma latency), 4 warps a
+// block, 8 blocks per SM; the sums are stored so that nothing is optimized away.
+__global__ void __launch_bounds__(128) mma_sync_rate_kernel(float *out, const uint32_t *in, int iters) {
+    const int lane = threadIdx.x % 32;
+    const uint32_t a[4] = {in[lane], in[lane + 32], in[lane + 64], in[lane + 96]}, b0 = in[lane + 128], b1 = in[lane + 160];
+    float c[8][4] = {};
+    for (int i = 0; i < iters; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) fa_mma(c[j], a, b0, b1);
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+static void time_mma_sync_rate(void) {
+    const int blocks = 8 * cuda_num_sms(), iters = 128;  // about 30 ms a launch
+    std::vector<uint32_t> h(192);
+    for (uint32_t &x : h) x = 0x3c003c00u ^ (uint32_t)(dev_rand_u64() & 0x00ff00ffu);  // bf16 pairs near 0.0078
+    uint32_t *in = dev_alloc<uint32_t>(h.size());
+    cudaCheck(cudaMemcpy(in, h.data(), h.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    float *out = dev_alloc<float>((size_t)blocks * 128);
+    const float us = time_us([&] { mma_sync_rate_kernel<<<blocks, 128>>>(out, in, iters); cudaCheckLaunch(); }, 5, 5);
+    report_flops("mma.sync bf16 ceiling", us, (double)blocks * 4 * iters * 8 * 4096);
+    cudaCheck(cudaFree(in)); cudaCheck(cudaFree(out));
+}
+
 // --checks-only: no timings (for compute-sanitizer's memcheck / racecheck, which are slow)
 int main(int argc, char **argv) {
     const int timings = !(argc > 1 && strcmp(argv[1], "--checks-only") == 0);
@@ -128,6 +157,7 @@ int main(int argc, char **argv) {
     run_case(1, 1024, 12, 4, 128);     // GQA, hd 128, T = 1024
     std::vector<Timing> t;
     if (timings) {
+        time_mma_sync_rate();
         t.push_back(time_case(8, 1024, 12, 12, 64));   // the shape of bench/gpu_check_*'s attention line
         t.push_back(time_case(16, 1024, 12, 12, 64));  // gpt2 124M at B=16
         t.push_back(time_case(8, 1024, 12, 4, 64));
