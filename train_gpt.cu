@@ -166,6 +166,7 @@ typedef struct GPT {
     int step_losses;                         // training forwards since the last gpt_step_loss
     double step_loss_host;                   // --gpu-baseline 1: their sum, read on the host every micro-step
     int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config/flags.h)
+    int bias_grad_noted;                     // the note that --bias-grad-epilogue fell back to the kernel was printed
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
     float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
@@ -237,7 +238,8 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     zero_init(&m->zero, &m->layout, tc, comm);
     matmul_setup();
     m->gpu_baseline = tc->gpu_baseline;
-    g_matmul_cache = !tc->gpu_baseline;   // cuda/matmul.cuh's process-wide switch, set once here
+    g_matmul_cache = !tc->gpu_baseline;   // cuda/matmul.cuh's process-wide switches, set once here
+    g_matmul_bias_grad_epilogue = tc->bias_grad_epilogue && !tc->gpu_baseline;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
@@ -688,6 +690,12 @@ static float gpt_step_loss(GPT *m) {
     float loss = (float)(sum / m->step_losses);
     m->step_losses = 0;
     m->step_loss_host = 0;
+    // --bias-grad-epilogue 1 where cuBLASLt had no BGRADB algorithm: the flag did not do all it says
+    if (g_matmul_bias_grad_fallbacks > 0 && !m->bias_grad_noted && m->comm->rank == 0) {
+        fprintf(stderr, "note: --bias-grad-epilogue: cuBLASLt had no BGRADB algorithm for %ld bias gradients so far; "
+                "the column-sum kernel computed them\n", g_matmul_bias_grad_fallbacks);
+        m->bias_grad_noted = 1;
+    }
     return loss;
 }
 
@@ -701,8 +709,9 @@ static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_
     omp_set_num_threads(threads);
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, comm->device));
-    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention", p.name, p.major, p.minor, threads,
-             threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS");
+    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention%s", p.name, p.major, p.minor, threads,
+             threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS",
+             tc->bias_grad_epilogue && !tc->gpu_baseline ? ", bias gradients in the GEMM epilogue" : "");
 }
 
 #ifndef TESTING

@@ -89,6 +89,8 @@ static void print_help(const char *prog) {
            "                           GPU attention: cuBLAS with the scores materialized (default), the fused\n"
            "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
            "                           or auto: flash where it applies, else cuBLAS\n"
+           "  --bias-grad-epilogue 0|1 GPU trainer: the bias gradients from the weight-gradient GEMMs' cuBLASLt\n"
+           "                           epilogue (BGRADB) instead of a separate pass over each layer's output gradient\n"
            "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
 }
 
@@ -401,6 +403,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             strcpy(c->attention, v);
             gpu_only_flags |= 1;
         }
+        else if (!strcmp(a, "--bias-grad-epilogue")) { c->bias_grad_epilogue = flag_int(a, v, 0, 1); gpu_only_flags |= 4; }
         else if (!strcmp(a, "--gpu-baseline")) { c->gpu_baseline = flag_int(a, v, 0, 1); gpu_only_flags |= 2; }
         else fatal("unknown flag '%s' (see --help)", a);
     }
@@ -420,6 +423,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
 #if !TRAINER_IS_GPU
     if (gpu_only_flags & 1) report_at(&rep, MSG_NOTE, "--attention", "picks the GPU trainer's attention kernels (train_gpt); the CPU trainer has one");
     if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");
+    if (gpu_only_flags & 4) report_at(&rep, MSG_NOTE, "--bias-grad-epilogue", "picks how the GPU trainer computes bias gradients (train_gpt); the CPU trainer has one way");
 #endif
     (void)gpu_only_flags;
     config_check(c, &rep);

@@ -135,6 +135,8 @@ typedef struct {
     // GPU trainer: which kernels a step runs (train_gpt.cu), for comparison and measurement
     char attention[8];              // --attention cublas|flash|auto: the cuBLAS path (scores materialized), fused flash
                                     // attention, or flash where its kernels apply (train/activations.h: gpu_flash_attention)
+    int bias_grad_epilogue;         // --bias-grad-epilogue 1: the bias gradients from the dweight GEMMs' cuBLASLt BGRADB
+                                    // epilogue instead of the column-sum kernel (cuda/matmul.cuh; opt-in, not yet run)
     int gpu_baseline;               // --gpu-baseline 1: the step as first measured (per-segment optimizer kernels, a host
                                     // read of each micro-step's loss, cuBLASLt's heuristic on every call, the unfused
                                     // residual + norm): bench/gpu_train.sh's same-run baseline

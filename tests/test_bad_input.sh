@@ -36,9 +36,9 @@ expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
 expect_error "unknown arch" "unknown architecture" 1 $T0 --arch gpt5
 expect_error "unknown preset" "unknown preset" 1 $T0 --preset huge
 expect_error "unknown attention kernels" "--attention: expected cublas, flash or auto" 1 $T0 --attention fast
-$T0 $M --train "$TMP/ok.bin" --steps 0 --attention flash --gpu-baseline 1 > "$TMP/gpuflags.txt" 2>&1
-[ "$(grep -c "^note: --attention: .*the CPU trainer has one\|^note: --gpu-baseline: .*the CPU trainer has one" "$TMP/gpuflags.txt")" -eq 2 ]
-check "the CPU trainer says that --attention and --gpu-baseline are the GPU trainer's" $?
+$T0 $M --train "$TMP/ok.bin" --steps 0 --attention flash --gpu-baseline 1 --bias-grad-epilogue 1 > "$TMP/gpuflags.txt" 2>&1
+[ "$(grep -c "^note: --attention: .*the CPU trainer has one\|^note: --gpu-baseline: .*the CPU trainer has one\|^note: --bias-grad-epilogue: .*the CPU trainer has one" "$TMP/gpuflags.txt")" -eq 3 ]
+check "the CPU trainer says that --attention, --gpu-baseline and --bias-grad-epilogue are the GPU trainer's" $?
 expect_error "heads do not divide width" "not divisible by --heads" 1 $T0 --dim 50 --heads 4
 expect_error "kv heads do not divide heads" "not divisible by --kv-heads" 1 $T0 --arch llama --heads 4 --kv-heads 3
 expect_error "sequence longer than the model's" "exceeds the model's maximum" 1 $T0 --seq 100000

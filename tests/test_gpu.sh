@@ -26,7 +26,10 @@
 #      the measured allocations, the one-line errors
 #  12. residual + LN1 fusion across layer boundaries (the default) against --gpu-baseline 1: final weights
 #      bitwise, losses and validation within 1e-6 (recompute, CPU checkpoints; gpt2 and llama, stages 0 and 3)
-#   GPU_TEST_ONLY=loss,lean,flash,fusion runs only those of sections 9-12 (one or more keys).
+#  13. --bias-grad-epilogue 1 (the bias gradients from the dweight GEMMs' cuBLASLt BGRADB epilogue) against
+#      the default: the first step's loss bitwise, the losses within 5e-4 over 6 steps (gpt2, stages 0
+#      and 3); llama (no biases) bitwise
+#   GPU_TEST_ONLY=loss,lean,flash,fusion,bgrad runs only those of sections 9-13 (one or more keys).
 # On the lent GPU machine run it through scripts/gpu_check.sh, which sets up .gpu_deps first.
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "GPU"; then
@@ -255,6 +258,27 @@ fusion_checks() {
       done
     done
 }
+bgrad_checks() {
+    section "== 13. --bias-grad-epilogue 1: bias gradients from the dweight GEMMs' epilogue against the kernel"
+    # The column sums of dout in another order (cuBLASLt's), rounded once more where cuBLASLt writes them in
+    # bf16 (dev/cuda/matmul checks the gradients themselves): the first step's loss is the same forward,
+    # bitwise; later losses move by the updates' differences, within flash's tolerance against cublas.
+    # llama has no biases: the flag changes nothing there, bitwise.
+    local arch v M tag base tol
+    for arch in gpt2 llama; do
+      for v in z0_o0 z3_o0; do
+        M="$(model $arch) --train $TMP/train.bin --batch 4 --accum 2 --steps 6 --quiet 1 --lr 1e-3"
+        [ $v = z3_o0 ] && M="$M --persistence-threshold 0"
+        tag="$TMP/bg_${arch}_${v}_1"; base="$TMP/bg_${arch}_${v}_0"
+        $TO ./build/gpu_$v/train_gpt $M --bias-grad-epilogue 1 --log "$tag.jsonl" > "$tag.out" 2>&1 || tail -n 20 "$tag.out"
+        $TO ./build/gpu_$v/train_gpt $M --log "$base.jsonl" > "$base.out" 2>&1 || tail -n 20 "$base.out"
+        grep -h "^note: --bias-grad-epilogue: cuBLASLt" "$tag.out" | head -1 | sed 's/^/    /'   # the kernel ran instead
+        tol=5e-4; [ $arch = llama ] && tol=0
+        cmp_losses "$arch ${v%_o0}: --bias-grad-epilogue 1 vs 0" "$tag.jsonl" "$base.jsonl" $tol 0
+        st=$?; check "$arch ${v%_o0}: --bias-grad-epilogue 1: step 1 bitwise, $([ $arch = llama ] && echo 'every loss bitwise (no biases)' || echo "losses within $tol of the column-sum kernel's over 6 steps")" $st
+      done
+    done
+}
 # Sections 9 and 10 (the step loss on the device and cached plans; the lean optimizer step), defined here
 # so that GPU_TEST_ONLY can run them alone
 loss_checks() {
@@ -370,12 +394,13 @@ else
     echo "  (no mpirun: the 2-rank comparison skipped)"
 fi
 }
-# GPU_TEST_ONLY=loss,lean,flash,fusion: only sections 9, 10, 11 and/or 12 (a rerun of what failed)
+# GPU_TEST_ONLY=loss,lean,flash,fusion,bgrad: only sections 9, 10, 11, 12 and/or 13 (a rerun of what failed)
 if [ -n "${GPU_TEST_ONLY:-}" ]; then
     [[ ",$GPU_TEST_ONLY," == *,loss,* ]] && loss_checks
     [[ ",$GPU_TEST_ONLY," == *,lean,* ]] && lean_checks
     [[ ",$GPU_TEST_ONLY," == *,flash,* ]] && flash_checks
     [[ ",$GPU_TEST_ONLY," == *,fusion,* ]] && fusion_checks
+    [[ ",$GPU_TEST_ONLY," == *,bgrad,* ]] && bgrad_checks
     section "== done"
     echo "$fails check(s) failed"
     [ $fails -eq 0 ]; exit
@@ -627,6 +652,8 @@ lean_checks
 flash_checks
 
 fusion_checks
+
+bgrad_checks
 section "== done"
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The plumbing of tests/test_gpu.sh, checked here where there is no GPU: its sections 9, 10 and 12
-# (each compares the GPU trainer's default path with --gpu-baseline 1) run in a copy of the tree whose
-# build/gpu_*/train_gpt are the CPU trainer of the same ZeRO stage, with a stand-in nvidia-smi and a
-# make that builds nothing. The CPU trainer has one path (--gpu-baseline only prints a note), so every
-# comparison must come out equal: a failure here is a broken script (a checkpoint path, a log field, a
-# flag), found before a GPU session spends its device time on it. The one kind of check that must fail
+# (each compares the GPU trainer's default path with --gpu-baseline 1) and 13 (--bias-grad-epilogue 1
+# against the default) run in a copy of the tree whose build/gpu_*/train_gpt are the CPU trainer of the
+# same ZeRO stage, with a stand-in nvidia-smi and a make that builds nothing. The CPU trainer has one
+# path (--gpu-baseline and --bias-grad-epilogue only print a note), so every comparison must come out
+# equal: a failure here is a broken script (a checkpoint path, a log field, a flag), found before a GPU
+# session spends its device time on it. The one kind of check that must fail
 # is the lean step's start-up notice, which only the GPU trainer prints: exactly one per lean run.
 # What the comparisons find on a real GPU is test_gpu.sh's business (scripts/gpu_check.sh).
 cd "$(dirname "$0")/.."
@@ -26,12 +27,12 @@ printf '#!/bin/sh\necho "GPU 0: stand-in for tests/test_gpu_dryrun.sh (UUID: non
 printf '#!/bin/sh\nexit 0\n' > "$TMP/bin/make"
 chmod +x "$TMP/bin/nvidia-smi" "$TMP/bin/make"
 
-(cd "$T" && PATH="$TMP/bin:$PATH" GPU_TEST_ONLY=loss,lean,fusion timeout 600 bash tests/test_gpu.sh) > "$TMP/out.txt" 2>&1
+(cd "$T" && PATH="$TMP/bin:$PATH" GPU_TEST_ONLY=loss,lean,fusion,bgrad timeout 600 bash tests/test_gpu.sh) > "$TMP/out.txt" 2>&1
 rc=$?
 grep -E "^== |^  (ok|FAIL)" "$TMP/out.txt"
 grep -q "^== done" "$TMP/out.txt"
-check "test_gpu.sh ran sections 9, 10 and 12 to the end (exit $rc)" $?
-for s in 9 10 12; do
+check "test_gpu.sh ran sections 9, 10, 12 and 13 to the end (exit $rc)" $?
+for s in 9 10 12 13; do
     grep -q "^== $s\. " "$TMP/out.txt"
     check "section $s ran" $?
 done
