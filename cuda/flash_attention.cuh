@@ -229,6 +229,17 @@ __device__ __forceinline__ void fa_load_a_frags(uint32_t a[HD / 16][MT][4], cons
         for (int mt = 0; mt < MT; mt++) fa_load_a<HD>(a[k][mt], s, r0 + 16 * mt, 16 * k, lane);
 }
 
+// the backward's two A operands a warp keeps in registers for its whole loop (K and V in dK/dV,
+// Q and dO in dQ: 16 rows from r0 each), when REGS; at hd 128 they are re-read per product instead
+#define FA_FRAGS(REGS, HD) ((REGS) ? (HD) / 16 : 1)
+template <int HD, bool REGS>
+__device__ __forceinline__ void fa_keep_a_frags(uint32_t a[FA_FRAGS(REGS, HD)][1][4], uint32_t b[FA_FRAGS(REGS, HD)][1][4],
+                                                const floatX *sa, const floatX *sb, int r0, int lane) {
+    if (!REGS) return;  // (array parameters are pointers: the shapes agree for the compiler either way)
+    fa_load_a_frags<HD, 1>(a, sa, r0, lane);
+    fa_load_a_frags<HD, 1>(b, sb, r0, lane);
+}
+
 template <int MT, int N8> __device__ __forceinline__ void fa_zero(float x[MT][N8][4]) {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -513,11 +524,8 @@ FA_KERNEL(FA_THREADS, 1) flash_bwd_dkdv_kernel(floatX *dqkv, const floatX *qkv, 
     fa_cp_async_commit();
     fa_cp_async_wait<1>();  // K and V have landed
     fa_sync();
-    uint32_t kf[KV_REGS ? HD / 16 : 1][1][4], vf[KV_REGS ? HD / 16 : 1][1][4];
-    if (KV_REGS) {
-        fa_load_a_frags<HD, 1>(kf, sK, warp * 16, lane);
-        fa_load_a_frags<HD, 1>(vf, sV, warp * 16, lane);
-    }
+    uint32_t kf[FA_FRAGS(KV_REGS, HD)][1][4], vf[FA_FRAGS(KV_REGS, HD)][1][4];
+    fa_keep_a_frags<HD, KV_REGS>(kf, vf, sK, sV, warp * 16, lane);
 
     float dk[1][HD / 8][4], dv[1][HD / 8][4];
     fa_zero<1, HD / 8>(dk);
@@ -595,11 +603,8 @@ FA_KERNEL(FA_THREADS, 1) flash_bwd_dq_kernel(floatX *dqkv, const floatX *qkv, co
     const float Dr[2] = {row_a < T ? Dh[row_a] : 0.0f, row_b < T ? Dh[row_b] : 0.0f};
     fa_cp_async_wait<1>();  // Q and dO have landed
     fa_sync();
-    uint32_t qf[QO_REGS ? HD / 16 : 1][1][4], dof[QO_REGS ? HD / 16 : 1][1][4];
-    if (QO_REGS) {
-        fa_load_a_frags<HD, 1>(qf, sQ, warp * 16, lane);
-        fa_load_a_frags<HD, 1>(dof, sdO, warp * 16, lane);
-    }
+    uint32_t qf[FA_FRAGS(QO_REGS, HD)][1][4], dof[FA_FRAGS(QO_REGS, HD)][1][4];
+    fa_keep_a_frags<HD, QO_REGS>(qf, dof, sQ, sdO, warp * 16, lane);
 
     float dq[1][HD / 8][4];
     fa_zero<1, HD / 8>(dq);
