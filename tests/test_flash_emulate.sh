@@ -36,7 +36,7 @@ s = open("cuda/flash_attention.cuh").read()
 if s.count(a) != 1: sys.exit("the text to replace is not in the header once: %r" % a)
 open(path, "w").write(s.replace(a, b))
 PYEOF
-    ${CXX:-g++} -O2 -std=c++17 -I"$TMP/$1" -I. -w -fno-strict-aliasing -U_FORTIFY_SOURCE -fopenmp \
+    ${CXX:-g++} -O1 -std=c++17 -I"$TMP/$1" -I. -w -fno-strict-aliasing -U_FORTIFY_SOURCE -fopenmp \
         dev/cuda/flash_emulate.cpp -o "$TMP/$1/emu" || return 2
     "$TMP/$1/emu" --quick > "$TMP/$1/out.txt" 2>&1
 }
