@@ -4,12 +4,13 @@ $(BUILD)/config_test: tests/config_test.c $(wildcard config/*.h) train/loss_scal
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# README.md's table of DeepSpeed keys, regenerated from config/ds_config.h (tests/test_config.sh checks they agree)
-.PHONY: readme-config-keys
-readme-config-keys: $(BUILD)/config_test
+# docs/config.md's table of DeepSpeed keys, regenerated from config/ds_config.h (tests/test_config.sh checks they agree)
+CONFIG_KEYS_DOC := docs/config.md
+.PHONY: docs-config-keys
+docs-config-keys: $(BUILD)/config_test
 	@$(BUILD)/config_test lr --config-keys > $(BUILD)/config_keys.md
 	@awk -v f=$(BUILD)/config_keys.md '/<!-- config-keys -->/ { print; while ((getline l < f) > 0) print l; skip = 1; next } \
-	     /<!-- \/config-keys -->/ { skip = 0 } !skip' README.md > README.md.tmp && mv README.md.tmp README.md
+	     /<!-- \/config-keys -->/ { skip = 0 } !skip' $(CONFIG_KEYS_DOC) > $(CONFIG_KEYS_DOC).tmp && mv $(CONFIG_KEYS_DOC).tmp $(CONFIG_KEYS_DOC)
 
 # The same configuration code as the GPU trainer compiles it (nvcc: TRAINER_IS_GPU, and the fp16 build's
 # FLOATX_FP16): the precision checks of train_gpt run here without a GPU (tests/test_fp16.sh)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DeepSpeed configs as users write them (config/*.h, config/ds_config.h, train/loss_scaler.h):
-#   1. README's table of keys is the code's table (--config-keys)
+#   1. docs/config.md's table of keys is the code's table (--config-keys)
 #   2. DeepSpeed's schedules: zeroc's lr at every step equals tests/deepspeed_ref.py (flags and config)
 #   3. DeepSpeed's loss scaler: the scale, hysteresis and skips over overflow sequences equal the reference
 #   4. DeepSpeed's batch rules: derivations and errors equal the reference
@@ -15,18 +15,18 @@ make -s build/config_test build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 
 CT=./build/config_test
 export TMP
 
-echo "== 1. README's config section is the key table of config/ds_config.h"
+echo "== 1. docs/config.md's key table is the table of config/ds_config.h"
 $CT lr --config-keys > "$TMP/keys.md"
-awk '/<!-- config-keys -->/{on=1; next} /<!-- \/config-keys -->/{on=0} on' README.md > "$TMP/readme_keys.md"
+awk '/<!-- config-keys -->/{on=1; next} /<!-- \/config-keys -->/{on=0} on' docs/config.md > "$TMP/doc_keys.md"
 rows=$(grep -c '^| `' "$TMP/keys.md")
-if cmp -s "$TMP/keys.md" "$TMP/readme_keys.md"; then
-    echo "  ok   README.md lists the same $rows keys as --config-keys"
+if cmp -s "$TMP/keys.md" "$TMP/doc_keys.md"; then
+    echo "  ok   docs/config.md lists the same $rows keys as --config-keys"
     printf '       %s keys: %s honoured, %s no effect, %s unsupported\n' "$rows" \
         "$(grep -c '| honoured |' "$TMP/keys.md")" "$(grep -c '| no effect |' "$TMP/keys.md")" \
         "$(grep -c '| unsupported |' "$TMP/keys.md")"
 else
-    echo "  FAIL README.md's config table differs from the code (regenerate: make readme-config-keys)"
-    diff "$TMP/keys.md" "$TMP/readme_keys.md" | head -10 | sed 's/^/       /'
+    echo "  FAIL docs/config.md's key table differs from the code (regenerate: make docs-config-keys)"
+    diff "$TMP/keys.md" "$TMP/doc_keys.md" | head -10 | sed 's/^/       /'
     fails=$((fails+1))
 fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory, all of it (README "Memory"):
+# Memory, all of it (docs/memory.md):
 #   - activation checkpointing: losses and every checkpoint byte (parameters, m, v) bitwise
 #     identical with and without --recompute, gpt2 and llama, stages 0 and 3, 1 and 2 ranks;
 #   - sharded initialization: the initial model is bitwise the same whether one rank generates

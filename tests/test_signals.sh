@@ -59,7 +59,7 @@ check "SIGINT: exit 75, a second checkpoint ($(cat "$TMP/u/latest"))" $st
 
 echo "== SIGTERM to mpirun (which passes it on to the ranks)"
 # Open MPI's mpirun passes SIGTERM on to the ranks and kills them about odls_base_sigkill_timeout
-# seconds later (default 1): a job whose step and save take longer raises it (README)
+# seconds later (default 1): a job whose step and save take longer raises it (docs/failures.md)
 $MPIRUN --mca odls_base_sigkill_timeout 10 -np $NP $B $M --quiet 1 --steps 1000000 --save "$TMP/m" --log "$TMP/m.jsonl" > /dev/null 2> "$TMP/m.err" &
 run=$!; pids="$run"
 wait_train_steps "$TMP/m.jsonl" 3 $run

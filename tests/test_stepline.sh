@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The step line and the JSONL train record (README "The step line"): tokens/s, GFLOP/s or MFU
+# The step line and the JSONL train record (docs/training.md, "The step line"): tokens/s, GFLOP/s or MFU
 # against --peak-tflops, memory in use, elapsed time and ETA; --breakdown (and the config's
 # wall_clock_breakdown) adds forward, backward, communication-wait and optimizer times.
 set -u

@@ -1,6 +1,7 @@
 // Fuzz target: a checkpoint's manifest.json (train/checkpoint_format.h). A manifest that parses is written
 // back with manifest_text and must parse again (the writer's output is always readable).
 #include "train/checkpoint_format.h"
+#include "config/ds_config.h"   // config_resolve_batch
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Manifest m;
