@@ -49,7 +49,6 @@
 //   void adamw_cpu_step_tiled(float *param, const void *grad, int grad_is_bf16, float *m, float *v,
 //                             uint16_t *param_bf16, size_t n, AdamWParams hp, size_t tile_elems,
 //                             void (*on_tile)(size_t offset, size_t n, void *ctx), void *ctx);
-//   void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems);
 //   int  adamw_cpu_set_path(int path);  int adamw_cpu_path(void);  int adamw_cpu_path_supported(int path);
 //   const char *adamw_path_name(int path);   // ADAMW_PATH_AUTO / _SCALAR / _AVX2 / _AVX512
 //   float adamw_bf16_round(float);   (the bf16 conversion itself is util/common.h's float_to_bf16_rne / bf16_to_float)
@@ -342,7 +341,7 @@ static void adamw_range(int path, const AdamWConsts *k, float *p, const float *g
 // is cut into one contiguous chunk per thread at ADAMW_CHUNK-element
 // granularity (256 B of fp32: whole cache lines when the arrays are 64-byte
 // aligned, so threads never share a line they write); the same thread gets the
-// same chunk on every step (cache / NUMA locality, see adamw_cpu_first_touch).
+// same chunk on every step (cache and NUMA locality).
 
 #define ADAMW_CHUNK 64
 #define ADAMW_PAR_MIN ((size_t)1 << 15)   // below this many elements run single-threaded
@@ -430,26 +429,6 @@ static void adamw_cpu_step(float *param, const float *grad, float *m, float *v, 
 static void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v, uint16_t *param_bf16,
                                     size_t n, AdamWParams hp) {
     adamw_cpu_step_tiled(param, grad, 1, m, v, param_bf16, n, hp, 0, NULL, NULL);
-}
-
-// Zero-fill a float buffer with the same thread partition the step uses for
-// this n and tile_elems: on a NUMA host, first touch puts each page on the node
-// of the thread that will update it. Use for master weights' copy-in target, m and v.
-static void adamw_cpu_first_touch(float *buf, size_t n, size_t tile_elems) {
-    int nthreads = adamw_threads_for(n);
-    if (nthreads <= 1) { if (n) memset(buf, 0, n * sizeof(float)); return; }
-#ifdef _OPENMP
-    size_t tile = tile_elems == 0 || tile_elems >= n ? n : round_up(tile_elems, ADAMW_CHUNK);
-    #pragma omp parallel num_threads(nthreads)
-    {
-        const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        for (size_t off = 0; off < n; off += tile) {
-            size_t len = n - off < tile ? n - off : tile, a, b;
-            adamw_chunk(len, tid, nt, &a, &b);
-            if (b > a) memset(buf + off + a, 0, (b - a) * sizeof(float));
-        }
-    }
-#endif
 }
 
 // ----------------------------------------------------------------------------

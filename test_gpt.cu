@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
     m.zero.observer_ctx = &m;
     zero_step_begin(&m.zero);
     gpt_forward(&m, targets, 1);
-    float loss_train = gpt_step_loss(&m);   // (read on the device unless --gpu-baseline 1)
+    float loss_train = gpt_step_loss(&m);   // (read on the device with --device-loss 1)
     ok = loss_train == loss_eval; fails += !ok;
     printf("  %-24s %.7f  %s\n", "loss of training forward", loss_train, ok ? "ok (bitwise the same)" : "FAIL (differs from the eval forward)");
     gpt_backward(&m, targets, 1.0f);

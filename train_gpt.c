@@ -7,12 +7,16 @@ at every world size matches the single-process run.
     make train_gpt_cpu ZERO=3
     mpirun -np 4 ./train_gpt_cpu --preset small
 
-Reading order: the kernels (forward and backward of every operation), the model
-(the activations, then the compute of each step of a pass: the embedding, one
-transformer layer, the head, forward and backward), the passes (train/passes.h walks
-model/model.h's schedule with zero.h's fetch/release and grads_open/grads_close around
-these steps), the training loop (train/loop.h), then main. The exact model is
-specified in docs/model.md.
+Reading order:
+  1. the kernels: forward and backward of every operation;
+  2. the model: its activations, then the compute of each step of a pass (the
+     embedding, one transformer layer, the head), forward and backward;
+  3. the passes: train/passes.h walks model/model.h's schedule and calls zero.h's
+     fetch/release and grads_open/grads_close around these steps;
+  4. the training step: train_step in train/loop.h, between TRAINING SECTION BEGIN
+     and END (forward, backward, then reduce, guard, update), and the loop around it;
+  5. main, at the end of this file.
+The exact model is specified in docs/model.md.
 */
 #include <omp.h>
 #include <cblas.h>
@@ -28,15 +32,15 @@ specified in docs/model.md.
 #include "train/activations.h"
 #include "util/cpu_threads.h"
 
-// OpenBLAS (the openmp build) has this; it keeps BLAS on our thread count.
+// OpenBLAS's openmp build has this; it keeps BLAS on our thread count.
 void openblas_set_num_threads(int num_threads);
 
 // ----------------------------------------------------------------------------
 // kernels: fp32, OpenMP. Every reduction of these kernels runs in a fixed order
-// whatever the thread count; the GEMMs' tiling depends on it (util/cpu_threads.h). So
-// runs are bitwise repeatable at a given thread count (resume relies on it). The
-// loops take their iterations in chunks (cpu_chunk): a thread that another process
-// slows down takes fewer of them.
+// whatever the thread count; only the GEMMs' tiling depends on it (util/cpu_threads.h).
+// So runs are bitwise repeatable at a given thread count, which resume relies on.
+// The loops take their iterations in chunks (cpu_chunk), so a thread that another
+// process slows down takes fewer of them.
 
 // out[N,OC] = inp[N,C] @ w[OC,C]^T (+ bias)
 static void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
@@ -47,8 +51,8 @@ static void matmul_forward(float *out, const float *inp, const float *w, const f
     }
 }
 
-// dinp[N,C] = dout @ w (overwritten); dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout. With
-// grads_first (zero_grads_first_write) dw and dbias are written: = 0 + ..., the bits of an add to zeros.
+// dinp[N,C] = dout @ w, overwritten; dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout. With
+// grads_first (zero_grads_first_write) dw and dbias are written as 0 + ..., the bits of an add to zeros.
 static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                             int N, int C, int OC, int grads_first) {
     if (dinp) cpu_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, w, C, 0.0f, dinp, C);
@@ -73,8 +77,8 @@ static void encoder_forward(float *out, const int *tok, const float *wte, const 
     }
 }
 
-// scatter-add into the embedding rows; threads take blocks of 16 channels (a
-// cache line) so the order of additions per element is fixed
+// scatter-add into the embedding rows. Threads take blocks of 16 channels, a cache
+// line, so the order of additions per element is fixed.
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tok, int B, int T, int C) {
     #pragma omp parallel for schedule(dynamic, 1)
     for (int c0 = 0; c0 < C; c0 += 16) {
@@ -104,8 +108,8 @@ static void layernorm_forward(float *out, float *mean, float *rstd, const float 
     }
 }
 
-// dinp += ... (with dinp_first: dinp = 0 + ..., the head's first write, no memset before); dw, db += ...
-// (with grads_first: written, as matmul_backward's)
+// dinp += ...; dw, db += .... With dinp_first, dinp = 0 + ...: the head's first write, so no memset
+// is needed before it. With grads_first dw and db are written, as in matmul_backward.
 static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                                const float *mean, const float *rstd, int N, int C, int dinp_first, int grads_first) {
     #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
@@ -189,14 +193,14 @@ static void rope_apply(float *qkv, const float *cos_t, const float *sin_t, int B
     }
 }
 
-// glibc's libmvec has AVX2 and AVX-512 versions of expf: declaring them lets the
-// compiler vectorize the `omp simd` loops below that call it (softmaxes, GELU, SwiGLU)
+// glibc's libmvec has AVX2 and AVX-512 versions of expf. Declaring them lets the
+// compiler vectorize the `omp simd` loops below that call it: softmaxes, GELU, SwiGLU.
 #pragma omp declare simd notinbranch
 extern float expf(float);
 
 // One query's attention over n keys and values whose rows lie `stride` floats
-// apart: a[0..n) the softmax probabilities, o[hd] the output. Both the forward
-// and the decode step (KV cache) call it, so they compute the same bits.
+// apart, into a[0..n), the softmax probabilities, and o[hd], the output. Both the
+// forward and the KV cache's decode step call it, so they compute the same bits.
 static inline void attend(float *o, float *a, const float *q, const float *k, const float *v, size_t stride,
                           int n, int hd, float scale) {
     float mx = -INFINITY;
@@ -277,12 +281,13 @@ static void attention_backward(float *dqkv, float *datt, const float *dout, cons
 }
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
-// GELU's tanh form, 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), through the identity
-// 0.5 (1 + tanh(u)) = 1 / (1 + e^{-2u}) = s: out = x s, and since 1 - tanh^2 = 4 s (1 - s), the
-// derivative is s + 2 x s (1 - s) du/dx. One vector expf per element (glibc's tanhf has no vector
-// version, and a scalar tanhf per element was most of GELU's time); and no 1 + tanh(u) that cancels
-// for negative x (within 1.4e-6 of the double-precision value where |GELU| > 1e-4, on [-8, 8];
-// with tanhf: 5.8e-4). For |u| large e^{-2u} is 0 or inf and s exactly 1 or 0.
+// GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), computed through
+// the identity 0.5 (1 + tanh(u)) = 1 / (1 + e^{-2u}) = s. Then out = x s, and since
+// 1 - tanh^2 = 4 s (1 - s), the derivative is s + 2 x s (1 - s) du/dx. That costs one vector expf
+// per element: glibc's tanhf has no vector version, and a scalar tanhf per element was most of
+// GELU's time. It also avoids 1 + tanh(u), which cancels for negative x: on [-8, 8], where
+// |GELU| > 1e-4, it is within 1.4e-6 of the double-precision value, against 5.8e-4 with tanhf.
+// For large |u|, e^{-2u} is 0 or inf and s exactly 1 or 0.
 static inline float gelu_sigmoid(float x) {
     float u = GELU_SCALE * (x + 0.044715f * x * x * x);
     return 1.0f / (1.0f + expf(-2.0f * u));
@@ -330,7 +335,7 @@ static void residual_forward(float *out, const float *a, const float *b, size_t 
 }
 
 // Cross-entropy over the first V of Vp logits: losses[n] per position. With
-// keep_probs (training) the logits are replaced by the softmax in the same pass,
+// keep_probs, in training, the logits are replaced by the softmax in the same pass,
 // which is all the backward needs; padded columns become 0.
 static void crossentropy_forward(float *losses, float *logits, const int *targets, int N, int V, int Vp, int keep_probs) {
     #pragma omp parallel for schedule(dynamic, cpu_chunk(N))
@@ -369,8 +374,8 @@ static void crossentropy_softmax_backward(float *probs, const int *targets, floa
 // ----------------------------------------------------------------------------
 // the model
 
-// What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
-// with recompute) and for the head, then scratch, in train/activations.h's order.
+// What the forward pass keeps for the backward pass, per layer ([L][...], or [1][...]
+// with recompute) and for the head, then the scratch, in train/activations.h's order.
 typedef struct {
     float *encoded;                          // [BT, C]
     float *ln1, *ln1_mean, *ln1_rstd;        // [L][BT, C], [L][BT] (mean: gpt2 only)
@@ -381,18 +386,18 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;        // [L][BT, C], [L][BT]
     float *fch;                              // [L][BT, FC] MLP pre-activation (llama: gate and up, FC = 2F)
     float *fch_act;                          // [L][BT, F] after GELU / SwiGLU
-    float *res3;                             // [L][BT, C] layer output (always every layer: the next one's input)
+    float *res3;                             // [L][BT, C] layer output, kept for every layer: the next one's input
     float *lnf, *lnf_mean, *lnf_rstd;        // [BT, C], [BT]
     float *logits;                           // [BT, Vp]; training: the softmax, then dlogits in backward
     float *losses;                           // [BT]
-    // scratch: one layer's backward, and the RoPE tables [maxT, hd/2] (llama)
+    // scratch: one layer's backward, and llama's RoPE tables [maxT, hd/2]
     float *dres, *dbuf, *dqkv, *datt, *dfch, *dfch_act;
     float *rope_cos, *rope_sin;
 } Activations;
 
-// Decoding (sampling, train/sample.h): a step runs the model on one new position of
-// each of B sequences, so its activations are B rows; the keys and values of
-// the earlier positions wait in the KV cache (gpt_decode_alloc).
+// Decoding, for sampling (train/sample.h): a step runs the model on one new position
+// of each of B sequences, so its activations are B rows. The keys and values of the
+// earlier positions wait in the KV cache (gpt_decode_alloc).
 typedef struct {
     int B, max_len;                          // sequences decoded together, positions the cache holds
     float *k, *v;                            // [L][B][max_len][KV*hd]: keys (after RoPE for llama) and values
@@ -411,9 +416,9 @@ typedef struct GPT {
     int B, T;
     int QKV, FC, hd;
     Activations a;
-    void *act_memory, *scratch_memory;       // one allocation each (zero_alloc: counted by zero.h)
+    void *act_memory, *scratch_memory;       // one allocation each, from zero_alloc, so zero.h counts them
     int recompute;                           // activation checkpointing (--recompute)
-    double peak_flops;                       // the step line's MFU: --peak-tflops (0: none, GFLOP/s instead)
+    double peak_flops;                       // --peak-tflops, for the step line's MFU; 0: GFLOP/s instead
     Decode dec;                              // sampling with a KV cache (gpt_decode_alloc)
     int *inputs, *targets;
     double step_loss_sum;                    // the training forwards' mean losses since the last gpt_step_loss
@@ -471,8 +476,8 @@ static void gpt_free(GPT *m) {
 // layer l's slices of the saved activations
 typedef struct { float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act, *res3; } LayerActs;
 
-// layer l's slices of the saved activations; with recompute, every layer uses
-// the one set (the layer being computed), except its output
+// layer l's slices of the saved activations. With recompute every layer uses the
+// one set, for the layer being computed, except for its output.
 static LayerActs layer_acts(GPT *m, int l) {
     Activations *a = &m->a;
     size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model, i = m->recompute ? 0 : (size_t)l;
@@ -485,14 +490,14 @@ static LayerActs layer_acts(GPT *m, int l) {
     return s;
 }
 
-// the input of layer l (l == n_layer: of the head)
+// the input of layer l; l == n_layer: of the head
 static const float *layer_input(GPT *m, int l) {
     return l == 0 ? m->a.encoded : m->a.res3 + (size_t)(l - 1) * m->B * m->T * m->cfg.d_model;
 }
 
-// A decode step's attention (pos >= 0): the new positions' q and k rotated to
-// `pos` (llama), their k and v appended to layer l's KV cache, and each query head
-// attending to positions 0..pos of its kv head (the forward's attend()).
+// A decode step's attention, pos >= 0. For llama the new positions' q and k are
+// rotated to `pos`. Their k and v join layer l's KV cache, and each query head
+// attends to positions 0..pos of its kv head with the forward's attend().
 static void attention_decode(GPT *m, int l, float *atty, float *att, float *qkv, int pos) {
     const ModelConfig *c = &m->cfg;
     Decode *d = &m->dec;
@@ -516,9 +521,9 @@ static void attention_decode(GPT *m, int l, float *atty, float *att, float *qkv,
 }
 
 // One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
-// decode step's B rows, one new position `pos` per sequence whose attention reads
-// the earlier positions from the KV cache. s: where the activations go; buf:
-// [rows, C] scratch; w: the layer's parameters.
+// decode step's B rows, one new position `pos` per sequence, whose attention reads
+// the earlier positions from the KV cache. s says where the activations go, buf is
+// [rows, C] of scratch, w the layer's parameters.
 static void layer_rows(GPT *m, int l, LayerView w, const float *x, LayerActs s, float *buf, int B, int T, int pos) {
     const ModelConfig *c = &m->cfg;
     int C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, N = B * T;
@@ -552,8 +557,8 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     layer_rows(m, l, w, layer_input(m, l), layer_acts(m, l), m->a.dbuf, m->B, m->T, -1);
 }
 
-// one transformer layer, backward. a->dres holds d(layer output) and leaves as
-// d(layer input); g: where this layer's parameter gradients accumulate
+// one transformer layer, backward. a->dres comes in as d(layer output) and leaves as
+// d(layer input); g is where this layer's parameter gradients accumulate.
 static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     const float *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
@@ -581,12 +586,12 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     else layernorm_backward(a->dres, g.t[T_LN1_W], g.t[T_LN1_B], a->dbuf, x, w.t[T_LN1_W], ln1_mean, ln1_rstd, N, C, 0, gf);
 }
 
-// the embedding: x = wte[tokens] (+ wpe)
+// the embedding: x = wte[tokens], plus wpe for gpt2
 static void embed_forward(GPT *m, EmbedView w) {
     encoder_forward(m->a.encoded, m->inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model);
 }
 
-// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte)
+// the final norm and the logits of N rows x, through lm_head, which is gpt2's tied wte
 static void head_rows(GPT *m, HeadView w, const float *x, float *ln, float *mean, float *rstd, float *logits, int N) {
     const ModelConfig *c = &m->cfg;
     int C = c->d_model;
@@ -595,8 +600,8 @@ static void head_rows(GPT *m, HeadView w, const float *x, float *ln, float *mean
     matmul_forward(logits, ln, w.lm_head, NULL, N, C, c->padded_vocab);
 }
 
-// the head: final norm, logits, and with targets the mean loss (training: the
-// softmax stays for the backward, the loss joins the step's: gpt_step_loss)
+// the head: final norm, logits and, with targets, the mean loss. In training the
+// softmax stays for the backward and the loss joins the step's (gpt_step_loss).
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
@@ -617,9 +622,9 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
     Activations *a = &m->a;
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
     crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
-    const ModelLayout *L = &m->layout;   // gpt2's lm_head is wte: the embedding's gradient, added to
+    const ModelLayout *L = &m->layout;   // gpt2's lm_head is wte, so this is the embedding's gradient
     matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp, zero_grads_first_write(&m->zero, L->lm_head.unit));
-    const float *x = layer_input(m, c->n_layer);   // d(last layer's output) starts here: written, not added
+    const float *x = layer_input(m, c->n_layer);   // d(last layer's output) starts here, written, not added
     int gf = zero_grads_first_write(&m->zero, L->lnf_w.unit);
     if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, 1, gf);
     else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, 1, gf);
@@ -631,8 +636,8 @@ static void embed_backward(GPT *m, EmbedView g) {
 }
 
 // ----------------------------------------------------------------------------
-// decoding with a KV cache (train/sample.h): the steps of gpt_decode (train/passes.h), on the
-// B rows of m->dec with the forward's kernels; only attention differs.
+// decoding with a KV cache (train/sample.h): the steps of gpt_decode (train/passes.h) on the
+// B rows of m->dec, with the forward's kernels. Only attention differs.
 
 // The KV cache and a step's activations for B sequences of up to max_len positions.
 static void gpt_decode_alloc(GPT *m, int B, int max_len) {
@@ -654,7 +659,7 @@ static void gpt_decode_free(GPT *m) {
     memset(&m->dec, 0, sizeof(m->dec));
 }
 
-// x = wte[tokens] (+ wpe[pos])
+// x = wte[tokens], plus wpe[pos] for gpt2
 static void embed_decode(GPT *m, EmbedView w, const int *tokens, int pos) {
     int C = m->cfg.d_model;
     encoder_forward(m->dec.x, tokens, w.wte, w.wpe ? w.wpe + (size_t)pos * C : NULL, m->dec.B, 1, C);
@@ -677,7 +682,7 @@ static void head_decode(GPT *m, HeadView w) {
 // ----------------------------------------------------------------------------
 // what train/loop.h needs besides the passes, and main
 
-// logits of position t of sequence b after a forward without training, on the host (sampling)
+// for sampling: the logits of position t of sequence b after a forward without training, on the host
 static const float *gpt_logits_host(GPT *m, int b, int t) { return m->a.logits + ((size_t)b * m->T + t) * m->cfg.padded_vocab; }
 // the logits [dec.B, Vp] of the last decode step, on the host
 static const float *gpt_decode_logits_host(GPT *m) { return m->dec.logits; }
@@ -685,7 +690,7 @@ static const float *gpt_decode_logits_host(GPT *m) { return m->dec.logits; }
 // nothing to prepare: the CPU's head_backward applies dloss to the softmax the forward kept
 static void gpt_set_dloss(GPT *m, float dloss) {}
 
-// the mean loss of the training forwards since the last call (a step's micro-steps)
+// the mean loss of the training forwards since the last call: a step's micro-steps
 static float gpt_step_loss(GPT *m) {
     if (m->step_losses == 0) fatal("gpt_step_loss: no training forward since the last call");
     float loss = (float)(m->step_loss_sum / m->step_losses);
@@ -696,7 +701,7 @@ static float gpt_step_loss(GPT *m) {
 
 #include "train/loop.h"
 
-// OpenMP and BLAS threads: --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (comm/launch.h)
+// OpenMP and BLAS threads: --threads, else OMP_NUM_THREADS, else this node's cores shared among its ranks (comm/launch.h)
 static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
     char why[96];
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
@@ -708,17 +713,20 @@ static void cpu_threads_setup(const TrainConfig *tc, const Comm *comm, char *des
 }
 
 #ifndef TESTING
+// main: start-up, the model, then train/loop.h's train(). Each optimizer step is
+// train_step there, its TRAINING SECTION: forward and backward per micro-step, then
+// reduce, guard, update.
 int main(int argc, char **argv) {
-    cpu_wait_policy(argv);   // OpenMP threads that wait sleep soon (util/cpu_threads.h): may start the program again
+    cpu_wait_policy(argv);   // waiting OpenMP threads sleep (util/cpu_threads.h); may start the program again
     Comm comm;
     TrainConfig tc;
-    if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
+    if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI and the flags; --estimate-memory ends here
     char threads[256];
     cpu_threads_setup(&tc, &comm, threads, sizeof(threads));
     GPT m;
     gpt_build(&m, &tc, &comm);
     int status = tc.sample ? sample_run(&m, &tc, "train_gpt_cpu", threads)   // --sample 1: generate text, no training
-                           : train(&m, &tc, "train_gpt_cpu", threads);      // 0, or EXIT_PREEMPTED (stopped by a signal)
+                           : train(&m, &tc, "train_gpt_cpu", threads);      // 0, or EXIT_PREEMPTED after a signal
     gpt_free(&m);
     comm_finalize(&comm);
     return status;

@@ -1,45 +1,52 @@
 /*
-train_gpt.cu: GPT-2 and LLaMA-style training on NVIDIA GPUs in bf16 (or fp16)
-mixed precision, with ZeRO stages 0-3 (and optimizer offload) driven by the same
-zero.h as the CPU trainer. In the spirit of llm.c's train_gpt2.cu.
+train_gpt.cu: GPT-2 and LLaMA-style training on NVIDIA GPUs in bf16 or fp16 mixed
+precision, with ZeRO stages 0-3 and optimizer offload, driven by the same zero.h as
+the CPU trainer. In the spirit of llm.c's train_gpt2.cu.
 
     make train_gpt ZERO=3          (OFFLOAD=1: the optimizer on the CPU; FP16=1: fp16)
     ./train_gpt --preset gpt2-124m --batch 16 --seq 1024
     mpirun -np 8 ./train_gpt --preset gpt2-124m ...
 
-It mirrors train_gpt.c line for line above the training loop: the same model
-(docs/model.md), the same flags, data order, initialization, checkpoint format
-and JSONL log (config/*.h, model/model.h, dataloader.h, train/checkpoint.h, train/loop.h are
-shared), and the same calls into zero.h in the same order, so every ZeRO stage
-runs here exactly as it runs on the CPU.
+It mirrors train_gpt.c line for line above the training loop. It shares the model
+(docs/model.md), the flags, the data order, the initialization, the checkpoint
+format and the JSONL log (config/*.h, model/model.h, dataloader.h,
+train/checkpoint.h, train/loop.h), and it makes the same calls into zero.h in the
+same order, so every ZeRO stage runs here exactly as it runs on the CPU.
 
 Precision:
-  - parameters, parameter gradients and activations are floatX: bf16, or IEEE
-    fp16 in the fp16 build (make train_gpt FP16=1, llm.c's floatX choice), which
-    trains with DeepSpeed's dynamic loss scaling (train/step_guard.h): the loss is
-    scaled before the backward (gpt_set_dloss: the fused classifier's dlogits),
-    a step whose gradients overflow is skipped on every rank, and the
-    gradients are unscaled in AdamW's multiply;
-  - every kernel accumulates in fp32 (cuBLASLt with CUBLAS_COMPUTE_32F, fp32
-    reductions in the hand-written kernels under cuda/); norm statistics,
-    attention scores before the softmax, the per-position losses and the mean
-    loss are fp32;
-  - the fp32 master weights, Adam m and v live in zero.h; its AdamW writes the
+  - Parameters, parameter gradients and activations are floatX: bf16, or IEEE fp16
+    in the fp16 build (make train_gpt FP16=1), as llm.c chooses its floatX. The
+    fp16 build trains with DeepSpeed's dynamic loss scaling (train/step_guard.h):
+    the loss is scaled before the backward, in the fused classifier's dlogits
+    (gpt_set_dloss); a step whose gradients overflow is skipped on every rank; and
+    the gradients are unscaled in AdamW's multiply.
+  - Every kernel accumulates in fp32: cuBLASLt with CUBLAS_COMPUTE_32F, and fp32
+    reductions in the hand-written kernels under cuda/. Norm statistics, attention
+    scores before the softmax, the per-position losses and the mean loss are fp32.
+  - The fp32 master weights, Adam's m and v live in zero.h. Its AdamW writes the
     floatX parameters with round-to-nearest-even, so a resumed run reproduces an
     unbroken one bit for bit (every kernel here is deterministic: no float
     atomics, fixed reduction orders; cuBLAS is deterministic for a fixed GPU
     model and library version).
-Every kernel runs on one stream, comm->compute (created by comm_init); zero.h
+Every kernel runs on one stream, comm->compute, which comm_attach_device creates; zero.h
 orders its collectives against that stream. With one rank or NCCL, a training
-step waits for the GPU twice, back to back, after the gradient reduction: for
-the gradient norm and for the step's loss (gpt_step_loss), which stays on the
-device until then; docs/gpu.md lists every host synchronization and why.
+step waits for the GPU for the gradient norm after the gradient reduction, and
+for the loss after every micro-step's forward (the default, as first measured)
+or, with --device-loss 1, once right after the norm (gpt_step_loss); docs/gpu.md
+lists every host synchronization and why. The step's other paths that have not
+run on a GPU yet are opt-in too (--attention, --lean-step, --fuse-residual,
+--plan-cache, --bias-grad-epilogue: config/train_config.h).
 
-Reading order: the activations, the compute of each step of a pass (the
-embedding, one transformer layer, the head, forward and backward), the passes
-(train/passes.h walks model/model.h's schedule with zero.h's fetch/release and
-grads_open/grads_close around these steps), the training loop (train/loop.h),
-then main. The kernels are in cuda/ (docs/kernels.md).
+Reading order:
+  1. the activations;
+  2. the compute of each step of a pass (the embedding, one transformer layer, the
+     head), forward and backward;
+  3. the passes: train/passes.h walks model/model.h's schedule and calls zero.h's
+     fetch/release and grads_open/grads_close around these steps;
+  4. the training step: train_step in train/loop.h, between TRAINING SECTION BEGIN
+     and END (forward, backward, then reduce, guard, update), and the loop around it;
+  5. main, at the end of this file.
+The kernels are in cuda/ (docs/kernels.md).
 */
 #include <omp.h>
 #include "util/common.h"
@@ -62,7 +69,7 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 #include "cuda/encoder.cuh"
 #include "cuda/matmul.cuh"
 #include "cuda/attention.cuh"
-#if !FLOATX_FP16   // the fused attention is bf16 only: the fp16 build refuses --attention flash (gpt_check_attention)
+#if !FLOATX_FP16   // the fused attention is bf16 only; the fp16 build refuses --attention flash (gpt_check_attention)
 #include "cuda/flash_attention.cuh"
 #endif
 #include "cuda/attention_decode.cuh"
@@ -71,7 +78,7 @@ then main. The kernels are in cuda/ (docs/kernels.md).
 // ----------------------------------------------------------------------------
 // small kernels of the trainer itself
 
-// x *= s, in place (floatX, fp32 math): rescales dlogits when the backward's dloss differs
+// x *= s in place, floatX with fp32 math: rescales dlogits when the backward's dloss differs
 // from the one the forward's fused classifier assumed
 __global__ void scale_floatX_kernel(floatX *x, size_t n, float s) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -81,14 +88,14 @@ __global__ void scale_floatX_kernel(floatX *x, size_t n, float s) {
 // ----------------------------------------------------------------------------
 // the model
 
-// What the forward pass keeps for the backward pass, per layer ([L][...], [1][...]
-// with recompute) and for the head, then scratch, in train/activations.h's order.
+// What the forward pass keeps for the backward pass, per layer ([L][...], or [1][...]
+// with recompute) and for the head, then the scratch, in train/activations.h's order.
 // floatX unless marked fp32.
 typedef struct {
     floatX *encoded;                         // [BT, C]
     floatX *ln1; float *ln1_mean, *ln1_rstd; // [L][BT, C], fp32 [L][BT] (mean: gpt2 only)
-    floatX *qkvr;                            // [L][BT * QKV] q|k|v after RoPE: permuted by attention_forward
-                                             // (cublas), as the QKV matmul wrote them (flash)
+    floatX *qkvr;                            // [L][BT * QKV] q|k|v after RoPE: with cublas permuted by
+                                             // attention_forward; with flash as the QKV matmul wrote them
     union {
         floatX *att;                         // cublas: [L][B, H, T, T] softmax probabilities
         float *lse;                          // flash: fp32 [L][B, H, T] log-sum-exp of each row's scores
@@ -96,29 +103,29 @@ typedef struct {
     floatX *atty;                            // [L][BT, C] attention output before its projection
     floatX *res2;                            // [L][BT, C] residual after attention
     floatX *ln2; float *ln2_mean, *ln2_rstd; // [L][BT, C], fp32 [L][BT]
-    floatX *fch;                             // [L][BT, FC] MLP pre-activation (gpt2: pre-GELU; llama: gate|up)
+    floatX *fch;                             // [L][BT, FC] MLP pre-activation: gpt2's pre-GELU, llama's gate|up
     floatX *fch_act;                         // [L][BT, F] after GELU / SwiGLU
-    floatX *res3;                            // [L][BT, C] layer output (cpu_checkpointing: a ring of 3)
+    floatX *res3;                            // [L][BT, C] layer output; a ring of 3 with cpu_checkpointing
     floatX *lnf; float *lnf_mean, *lnf_rstd; // [BT, C], fp32 [BT]
     floatX *logits;                          // [BT, Vp]; dlogits after a training forward
     float *losses;                           // fp32 [BT]
-    // scratch (one layer's worth)
+    // scratch, one layer's worth
     floatX *qkv;                             // [BT, QKV] forward: qkv before the permute; backward: dqkv
     floatX *dres, *dbuf;                     // [BT, C]
     floatX *dfch;                            // [BT, FC]
     floatX *dfch_act;                        // [BT, F]
-    float *att_f32;                          // fp32 [B, H, T, T] scores / dP (flash: fp32 [B, H, T] the backward's D)
-    floatX *att_bf16;                        // [B, H, T, T] dS (flash: none)
-    floatX *att_y;                           // [B, H, T, hd] (flash: none)
-    floatX *att_dqkvr;                       // [BT * QKV] (flash: none)
+    float *att_f32;                          // fp32 [B, H, T, T] scores / dP; flash: fp32 [B, H, T], the backward's D
+    floatX *att_bf16;                        // [B, H, T, T] dS; none with flash
+    floatX *att_y;                           // [B, H, T, hd]; none with flash
+    floatX *att_dqkvr;                       // [BT * QKV]; none with flash
     float *norm_scratch;                     // fp32 norm_backward_scratch_floats(C)
     float *dbias_scratch;                    // fp32 matmul_dbias_scratch_floats(max OC)
 } Activations;
 
-// Decoding (sampling, train/sample.h): a step runs the model on one new position of
-// each of B sequences, so its activations are B rows; the keys and values of
-// the earlier positions wait in the KV cache (gpt_decode_alloc). Device memory
-// unless marked.
+// Decoding, for sampling (train/sample.h): a step runs the model on one new position
+// of each of B sequences, so its activations are B rows. The keys and values of the
+// earlier positions wait in the KV cache (gpt_decode_alloc). Device memory unless
+// marked.
 typedef struct {
     int B, max_len;                          // sequences decoded together, positions the cache holds
     floatX *k, *v;                           // [L][B][KV][max_len][hd]: keys (after RoPE for llama) and values
@@ -142,15 +149,15 @@ typedef struct GPT {
     int QKV, FC, hd;
     cudaStream_t stream;                     // comm->compute
     Activations a;
-    void *act_memory, *scratch_memory;       // device, one allocation each (zero_alloc: counted by zero.h)
+    void *act_memory, *scratch_memory;       // device, one allocation each, from zero_alloc, so zero.h counts them
     int recompute;                           // activation checkpointing (--recompute)
     int flash;                               // the fused attention (--attention flash; gpu_flash_attention)
-    // Residual + LN1 fusion (not with --gpu-baseline 1): a forward layer ends without its last residual
+    // Residual + LN1 fusion (--fuse-residual 1): a forward layer ends without its last residual
     // add; the next step (layer l+1's LN1, or the head's final norm) adds res2 + the MLP output (left in
     // a->dbuf) inside its norm kernel, writing the layer output res3 on the way (layernorm.cuh: the
     // same bits as residual_forward + the norm)
     floatX *res_pending;                     // res2 of the layer whose output is not written yet; NULL: none
-    double peak_flops;                       // the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
+    double peak_flops;                       // for the step line's MFU: the device's dense 16-bit peak (gpu_peak_flops)
     // cpu_checkpointing: the layer outputs in pinned host memory, a copy stream and its events
     int cpu_ckpt, in_backward;
     floatX *ckpt_host;                       // [L-1][BT, C]
@@ -160,12 +167,12 @@ typedef struct GPT {
     EncoderBackwardScratch enc_scratch;
     int *inputs, *targets;                   // host [BT]
     int *d_inputs, *d_targets;               // device [BT]
-    float *h_losses;                         // pinned host [BT] (--gpu-baseline 1: every forward's losses)
+    float *h_losses;                         // pinned host [BT] (--device-loss 0: every forward's losses)
     double *d_loss;                          // device [2]: [0] the sum of this step's training mean losses, [1] an eval forward's
     double *h_loss;                          // pinned host [1]: d_loss read here
     int step_losses;                         // training forwards since the last gpt_step_loss
-    double step_loss_host;                   // --gpu-baseline 1: their sum, read on the host every micro-step
-    int gpu_baseline;                        // --gpu-baseline 1: the step's paths as first measured (config/flags.h)
+    double step_loss_host;                   // --device-loss 0: their sum, read on the host every micro-step
+    int fuse_residual, device_loss;          // --fuse-residual, --device-loss (config/train_config.h)
     int bias_grad_noted;                     // the note that --bias-grad-epilogue fell back to the kernel was printed
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
@@ -176,9 +183,9 @@ typedef struct GPT {
 
 // The device's peak dense 16-bit tensor-core FLOP/s, for the step line's MFU:
 // NVIDIA's published figure for the data-center parts it knows by name, else
-// SMs x boost clock x the FLOPs one SM does per clock at its compute capability
-// (the clock reported is the maximum boost, so this errs high). --peak-tflops
-// overrides it.
+// SMs x boost clock x the FLOPs one SM does per clock at its compute capability.
+// The clock reported is the maximum boost, so the estimate errs high.
+// --peak-tflops overrides it.
 static double gpu_peak_flops(int device) {
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, device));
@@ -204,10 +211,10 @@ static void gpt_check_sizes(const ModelConfig *c, int T) {
     if (T < 1 || T > c->max_seq) fatal("--seq %d must be in [1, --max-seq %d]", T, c->max_seq);
 }
 
-// what the fused attention's kernels accept (cuda/flash_attention.cuh), one line each. Its other
-// requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config/flags.h), 16-byte
-// aligned rows (the head size is a multiple of 8, the buffers GPU_ACT_ALIGN-aligned); any T up to
-// the grid's y limit works (partial tiles are masked).
+// What the fused attention's kernels accept (cuda/flash_attention.cuh), one line each. Its other
+// requirements hold for every run that passes gpt_check_sizes: H % KV == 0 (config/flags.h), and
+// 16-byte aligned rows, since the head size is a multiple of 8 and the buffers GPU_ACT_ALIGN-aligned.
+// Any T up to the grid's y limit works, because partial tiles are masked.
 static void gpt_check_attention(const ModelConfig *c, int T) {
     int hd = c->d_model / c->n_head;
     if (FLOATX_FP16)
@@ -237,9 +244,11 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     model_set_recompute(&m->layout, m->recompute);
     zero_init(&m->zero, &m->layout, tc, comm);
     matmul_setup();
-    m->gpu_baseline = tc->gpu_baseline;
-    g_matmul_cache = !tc->gpu_baseline;   // cuda/matmul.cuh's process-wide switches, set once here
-    g_matmul_bias_grad_epilogue = tc->bias_grad_epilogue && !tc->gpu_baseline;
+    m->fuse_residual = tc->fuse_residual;
+    m->device_loss = tc->device_loss;
+    // cuda/matmul.cuh's process-wide switches (--plan-cache, --bias-grad-epilogue), set once here
+    g_matmul_cache = tc->plan_cache;
+    g_matmul_bias_grad_epilogue = tc->bias_grad_epilogue;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
@@ -307,8 +316,8 @@ typedef struct {
     float *lse;                              // flash: instead of att
 } LayerActs;
 
-// layer l's slices of the saved activations; with recompute, every layer uses
-// the one set (the layer being computed), except its output (layer_output)
+// layer l's slices of the saved activations. With recompute every layer uses the
+// one set, for the layer being computed, except for its output (layer_output).
 static LayerActs layer_acts(GPT *m, int l) {
     Activations *a = &m->a;
     size_t N = (size_t)m->B * m->T, BTC = N * m->cfg.d_model, i = m->recompute ? 0 : (size_t)l;
@@ -324,24 +333,24 @@ static LayerActs layer_acts(GPT *m, int l) {
     return s;
 }
 
-// the input of layer l (l == n_layer: of the head)
+// the input of layer l; l == n_layer: of the head
 static floatX *layer_input(GPT *m, int l) { return l == 0 ? m->a.encoded : layer_acts(m, l - 1).res3; }
 
-// cpu_checkpointing (ZeRO-R's offloaded activation checkpoints, with recompute):
-// the forward copies each layer's output to pinned host memory on a copy stream,
-// and the backward brings the input of the next layer down (layer l-1's) back
-// while this one recomputes and differentiates. The device keeps the outputs in
-// a ring of three: a layer's input, its output, and the one arriving.
-// Called before the forward (or the recompute) of layer l, and after it.
+// cpu_checkpointing, ZeRO-R's offloaded activation checkpoints, with recompute. The
+// forward copies each layer's output to pinned host memory on a copy stream. The
+// backward brings back the input of the next layer down, layer l-1's, while this
+// one recomputes and differentiates. The device keeps the outputs in a ring of
+// three: a layer's input, its output, and the one arriving.
+// Called before the forward or the recompute of layer l, and after it.
 static void ckpt_before_layer(GPT *m, int l) {
     if (!m->cpu_ckpt) return;
     size_t BTC = (size_t)m->B * m->T * m->cfg.d_model;
     if (!m->in_backward) {
-        // the forward writes slot l % 3: its copy to the host (of layer l-3's output) must be done
+        // the forward writes slot l % 3, so that slot's copy of layer l-3's output to the host must be done
         cudaCheck(cudaStreamWaitEvent(m->stream, m->ckpt_copied[l % 3], 0));
         return;
     }
-    // backward: this layer's input has arrived (layer l-1's output; no wait for an event never recorded)
+    // backward: wait until this layer's input, layer l-1's output, has arrived; layer 0 has no such event
     if (l >= 1) cudaCheck(cudaStreamWaitEvent(m->stream, m->ckpt_ready[(l - 1) % 3], 0));
     if (l >= 2) {   // and the next layer's input, layer l-2's output, comes down into the slot nobody uses now
         cudaCheck(cudaEventRecord(m->ckpt_free, m->stream));
@@ -361,10 +370,11 @@ static void ckpt_after_layer(GPT *m, int l) {
     cudaCheck(cudaEventRecord(m->ckpt_copied[l % 3], m->copy_stream));
 }
 
-// A sublayer's norm: out = norm(x) (LayerNorm for gpt2, RMSNorm for llama, which has no mean and
-// no bias), statistics saved. With `branch`, x is written first as res + branch: the residual add
-// that ends the previous sublayer, fused into the norm's kernel (one pass over the rows instead of
-// two kernels; the same bits: layernorm.cuh rounds the sum to floatX before its statistics).
+// A sublayer's norm, out = norm(x), with its statistics saved: LayerNorm for gpt2, RMSNorm for
+// llama, which has no mean and no bias. With `branch`, x is first written as res + branch: the
+// residual add that ends the previous sublayer, fused into the norm's kernel. That is one pass over
+// the rows instead of two kernels, with the same bits, since layernorm.cuh rounds the sum to floatX
+// before its statistics.
 static void pre_norm(GPT *m, floatX *out, float *mean, float *rstd, floatX *x, const floatX *res, const floatX *branch,
                      const floatX *w, const floatX *b, int N) {
     const ModelConfig *c = &m->cfg;
@@ -380,14 +390,16 @@ static void pre_norm(GPT *m, floatX *out, float *mean, float *rstd, floatX *x, c
 }
 
 // One transformer layer on the rows of x: the forward's B*T rows (pos < 0), or a
-// decode step's B rows, one new position `pos` per sequence whose attention reads
-// the earlier positions from layer l's KV cache (attention_decode.cuh). la: where
-// the activations go (a decode step keeps none for a backward); qkv [rows, QKV]
-// (the forward with flash: la.qkvr, which it keeps) and buf [rows, C]: scratch;
-// w: the layer's parameters. Residual + LN1 fusion: x_res non-NULL: x is not written
-// yet, it is x_res + buf (the previous layer's res2 and MLP output), added inside LN1;
-// leave_res3: end without the last residual add (res3 = res2 + buf is left to the
-// next step: layer_forward).
+// decode step's B rows, one new position `pos` per sequence, whose attention reads
+// the earlier positions from layer l's KV cache (attention_decode.cuh).
+//   la     where the activations go; a decode step keeps none for a backward
+//   qkv    [rows, QKV] of scratch; the forward with flash passes la.qkvr, which it keeps
+//   buf    [rows, C] of scratch
+//   w      the layer's parameters
+// For the residual + LN1 fusion: with x_res non-NULL, x is not written yet; it is
+// x_res + buf, the previous layer's res2 and MLP output, added inside LN1. With
+// leave_res3 the layer ends without its last residual add, and res3 = res2 + buf is
+// left to the next step (layer_forward).
 static void layer_rows(GPT *m, int l, LayerView w, floatX *x, const floatX *x_res, LayerActs la, floatX *qkv, floatX *buf,
                        int B, int T, int pos, int leave_res3) {
     const ModelConfig *c = &m->cfg;
@@ -429,15 +441,15 @@ static void layer_rows(GPT *m, int l, LayerView w, floatX *x, const floatX *x_re
     if (!leave_res3) residual_forward(res3, res2, buf, BTC, s);
 }
 
-// one transformer layer, forward. Residual + LN1 fusion in the forward pass (not in a
-// recompute: its input is the saved output of the layer before, complete): the previous
-// layer's output is finished inside this layer's LN1, and this one's is left to the next
-// step; the output goes to the host (cpu_checkpointing) once it is written.
+// one transformer layer, forward. In the forward pass the residual + LN1 fusion finishes
+// the previous layer's output inside this layer's LN1 and leaves this one's to the next
+// step. A recompute does not fuse, since its input is the saved, complete output of the
+// layer before. With cpu_checkpointing the output goes to the host once it is written.
 static void layer_forward(GPT *m, int l, LayerView w) {
     ckpt_before_layer(m, l);
     LayerActs la = layer_acts(m, l);
     const floatX *x_res = m->res_pending;   // layer l-1's res2; its MLP output is in a->dbuf
-    int leave_res3 = !m->gpu_baseline && !m->in_backward;   // (the fusion: see GPT.res_pending)
+    int leave_res3 = m->fuse_residual && !m->in_backward;   // (the fusion: see GPT.res_pending)
     // flash: the QKV matmul (and RoPE) write q|k|v straight into the saved slot, which the fused
     // backward reads as it is; cublas: into scratch, which attention_forward permutes into the slot
     layer_rows(m, l, w, layer_input(m, l), x_res, la, m->flash ? la.qkvr : m->a.qkv, m->a.dbuf, m->B, m->T, -1, leave_res3);
@@ -446,8 +458,8 @@ static void layer_forward(GPT *m, int l, LayerView w) {
     if (!leave_res3) ckpt_after_layer(m, l);
 }
 
-// one transformer layer, backward. a->dres holds d(layer output) and leaves as
-// d(layer input); g: where this layer's parameter gradients accumulate (+=)
+// one transformer layer, backward. a->dres comes in as d(layer output) and leaves as
+// d(layer input); g is where this layer's parameter gradients accumulate (+=).
 static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     const floatX *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
@@ -467,7 +479,7 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
                         N, F, C, NULL, s);
         swiglu_backward(a->dfch, fch, a->dfch_act, (size_t)N, F, s);
     } else {
-        // d(fch) directly: the GELU backward is fused into the matmul (DGELU epilogue on pre-GELU fch)
+        // d(fch) directly: the GELU backward is fused into the matmul, a DGELU epilogue on the pre-GELU fch
         matmul_backward(a->dfch, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dbias_scratch, a->dres, fch_act, w.t[T_FCPROJ_W],
                         N, F, C, fch, s);
     }
@@ -492,9 +504,9 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
 }
 
 
-// the embedding: x = wte[tokens] (+ wpe). The pass starts here: the host's
-// inputs go to the device first (pageable: the call returns once they are
-// staged, so the caller may overwrite m->inputs right away).
+// the embedding: x = wte[tokens], plus wpe for gpt2. The pass starts here, so the
+// host's inputs go to the device first. They are pageable memory: the copy returns
+// once they are staged, and the caller may overwrite m->inputs right away.
 static void embed_forward(GPT *m, EmbedView w) {
     int N = m->B * m->T;
     m->in_backward = 0;
@@ -503,8 +515,8 @@ static void embed_forward(GPT *m, EmbedView w) {
     encoder_forward(m->a.encoded, m->d_inputs, w.wte, w.wpe, m->B, m->T, m->cfg.d_model, m->stream);
 }
 
-// the final norm and the logits of N rows x (through lm_head: gpt2's tied wte); x_res
-// non-NULL: x is x_res + branch, written here (the last layer's residual add, fused)
+// the final norm and the logits of N rows x, through lm_head, which is gpt2's tied wte. With x_res
+// non-NULL, x is x_res + branch, written here: the last layer's residual add, fused.
 static void head_rows(GPT *m, HeadView w, floatX *x, const floatX *x_res, const floatX *branch, floatX *ln, float *mean,
                       float *rstd, floatX *logits, int N) {
     const ModelConfig *c = &m->cfg;
@@ -524,25 +536,25 @@ static double loss_to_host(GPT *m, int i) {
 // dlogits (for a dloss of 1/accum) in place of the logits, the mean loss joins the
 // step's on the device (gpt_step_loss reads it once per step), and 0 is returned.
 // Without training: returns the mean loss, read now; the logits stay (gpt_logits_host).
-// With --gpu-baseline 1 every forward's losses come to the host and are summed there,
-// a synchronization per micro-step, as first measured.
+// That is --device-loss 1; with 0 (the default, as first measured) every forward's losses
+// come to the host and are summed there, a synchronization per micro-step.
 static float head_forward(GPT *m, HeadView w, const int *targets, int training) {
     const ModelConfig *c = &m->cfg;
     cudaStream_t s = m->stream;
     int N = m->B * m->T, V = c->vocab_size, Vp = c->padded_vocab;
-    const floatX *x_res = m->res_pending;   // the last layer's res2 (residual + norm fusion; its MLP output in a->dbuf)
+    const floatX *x_res = m->res_pending;   // the last layer's res2, for the residual + norm fusion; its MLP output is in a->dbuf
     m->res_pending = NULL;
     head_rows(m, w, layer_input(m, c->n_layer), x_res, x_res ? m->a.dbuf : NULL, m->a.lnf, m->a.lnf_mean, m->a.lnf_rstd,
               m->a.logits, N);
     m->dlogits_scale = 0;
     float loss = 0;
     if (targets) {
-        // per-position losses; training: dlogits = (softmax - onehot) * dloss / N over the logits
+        // per-position losses; in training also dlogits = (softmax - onehot) * dloss / N, over the logits
         cudaCheck(cudaMemcpyAsync(m->d_targets, targets, sizeof(int) * N, cudaMemcpyHostToDevice, s));
         float dscale = m->dloss_hint / N;
         fused_classifier(m->a.logits, m->a.losses, m->d_targets, dscale, N, V, Vp, training, s);
         if (training) m->dlogits_scale = dscale;
-        if (m->gpu_baseline) {
+        if (!m->device_loss) {
             cudaCheck(cudaMemcpyAsync(m->h_losses, m->a.losses, sizeof(float) * N, cudaMemcpyDeviceToHost, s));
             cudaCheck(cudaStreamSynchronize(s));
             double sum = 0;
@@ -561,17 +573,17 @@ static float head_forward(GPT *m, HeadView w, const int *targets, int training) 
     return loss;
 }
 
-// The head's backward, from the dlogits the training forward left (its fused
-// classifier already used the targets). dloss: see gpt_backward.
+// The head's backward, from the dlogits the training forward left; its fused
+// classifier already used the targets. dloss: see gpt_backward.
 static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, float dloss) {
     const ModelConfig *c = &m->cfg;
     Activations *a = &m->a;
     cudaStream_t s = m->stream;
     int N = m->B * m->T, C = c->d_model, Vp = c->padded_vocab;
     if (m->dlogits_scale == 0) fatal("gpt_backward: no training forward with targets before it");
-    m->in_backward = 1;   // the layers' forwards from here on are recomputations (cpu_checkpointing)
+    m->in_backward = 1;   // the layers' forwards from here on are recomputations, for cpu_checkpointing
     float want = dloss / N;
-    if (want != m->dlogits_scale) {   // not the 1/accum the forward assumed: rescale (one extra rounding)
+    if (want != m->dlogits_scale) {   // not the dloss the forward assumed: rescale, at the cost of one extra rounding
         size_t n = (size_t)N * Vp;
         int grid = grid_for(n, 256);
         if (grid > 65536) grid = 65536;
@@ -594,8 +606,8 @@ static void embed_backward(GPT *m, EmbedView g) {
 }
 
 // ----------------------------------------------------------------------------
-// decoding with a KV cache (train/sample.h): the steps of gpt_decode (train/passes.h), on the
-// B rows of m->dec with the forward's kernels; only attention differs.
+// decoding with a KV cache (train/sample.h): the steps of gpt_decode (train/passes.h) on the
+// B rows of m->dec, with the forward's kernels. Only attention differs.
 
 // The KV cache and a step's activations for B sequences of up to max_len positions.
 static void gpt_decode_alloc(GPT *m, int B, int max_len) {
@@ -623,8 +635,8 @@ static void gpt_decode_free(GPT *m) {
     memset(&m->dec, 0, sizeof(m->dec));
 }
 
-// x = wte[tokens] (+ wpe[pos]); the tokens go to the device first (pageable: the
-// call returns once they are staged)
+// x = wte[tokens], plus wpe[pos] for gpt2. The tokens go to the device first; they are
+// pageable memory, so the copy returns once they are staged.
 static void embed_decode(GPT *m, EmbedView w, const int *tokens, int pos) {
     Decode *d = &m->dec;
     int C = m->cfg.d_model;
@@ -637,7 +649,7 @@ static void layer_decode(GPT *m, int l, LayerView w, int pos) {
     Decode *d = &m->dec;
     LayerActs la;
     la.ln1 = la.ln2 = d->ln; la.ln1_mean = la.ln2_mean = d->mean; la.ln1_rstd = la.ln2_rstd = d->rstd;
-    la.qkvr = la.att = NULL; la.lse = NULL;   // the training forward's saved attention tensors: not used here
+    la.qkvr = la.att = NULL; la.lse = NULL;   // the training forward's saved attention tensors are not used here
     la.atty = d->atty; la.res2 = la.res3 = d->x; la.fch = d->fch; la.fch_act = d->fch_act;
     layer_rows(m, l, w, d->x, NULL, la, d->qkv, d->buf, d->B, 1, pos, 0);   // in place, unfused
 }
@@ -662,7 +674,7 @@ static const float *logits_to_host(GPT *m, const floatX *d_logits, floatX *h_x, 
     return h;
 }
 
-// logits of position t of sequence b after a forward without training, on the host (sampling)
+// for sampling: the logits of position t of sequence b after a forward without training, on the host
 static const float *gpt_logits_host(GPT *m, int b, int t) {
     int Vp = m->cfg.padded_vocab;
     return logits_to_host(m, m->a.logits + ((size_t)b * m->T + t) * Vp, m->h_logits_x, m->h_logits, Vp);
@@ -673,20 +685,20 @@ static const float *gpt_decode_logits_host(GPT *m) {
     return logits_to_host(m, d->logits, d->h_logits_x, d->h_logits, (size_t)d->B * m->cfg.padded_vocab);
 }
 
-// The dloss of the coming training passes (1/accum, times the fp16 loss scale): the
-// fused classifier writes dlogits for it in the forward, so that they are rounded to
-// floatX once, already scaled (rescaling afterwards would lose what underflowed)
+// The dloss of the coming training passes: 1/accum, times the loss scale with fp16.
+// The fused classifier writes dlogits for it in the forward, so that they are rounded
+// to floatX once, already scaled; rescaling afterwards would lose what underflowed.
 static void gpt_set_dloss(GPT *m, float dloss) { m->dloss_hint = dloss; }
 
 // The mean loss of the training forwards since the last call (a step's micro-steps):
 // the device's sum read once, an 8-byte copy and a synchronization (train/loop.h calls
-// this after the gradient norm's synchronization: the stream has little left to do), or
-// with --gpu-baseline 1 the host's sum. Either way each micro-batch's mean, rounded to
+// this after the gradient norm's synchronization: the stream has little left to do) with
+// --device-loss 1, or the host's sum. Either way each micro-batch's mean, rounded to
 // float, is added in double in micro-step order, as the CPU trainer does; only the order
 // in which the device sums a micro-batch's positions differs (loss_mean_accumulate).
 static float gpt_step_loss(GPT *m) {
     if (m->step_losses == 0) fatal("gpt_step_loss: no training forward since the last call");
-    double sum = m->gpu_baseline ? m->step_loss_host : loss_to_host(m, 0);
+    double sum = m->device_loss ? loss_to_host(m, 0) : m->step_loss_host;
     float loss = (float)(sum / m->step_losses);
     m->step_losses = 0;
     m->step_loss_host = 0;
@@ -701,8 +713,9 @@ static float gpt_step_loss(GPT *m) {
 
 #include "train/loop.h"
 
-// The device (comm_init selected it) and the host threads (CPU-Adam with --offload,
-// OpenMP): --threads, OMP_NUM_THREADS, or this node's cores shared among its ranks (comm/launch.h)
+// The device, which comm_attach_device selected, and the host threads for OpenMP and for
+// CPU-Adam with --offload: --threads, else OMP_NUM_THREADS, else this node's cores shared
+// among its ranks (comm/launch.h).
 static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_t n) {
     char why[96];
     int threads = launch_threads(tc->threads, comm->local_world, why, sizeof(why));
@@ -711,20 +724,23 @@ static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_
     cudaCheck(cudaGetDeviceProperties(&p, comm->device));
     snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention%s", p.name, p.major, p.minor, threads,
              threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS",
-             tc->bias_grad_epilogue && !tc->gpu_baseline ? ", bias gradients in the GEMM epilogue" : "");
+             tc->bias_grad_epilogue ? ", bias gradients in the GEMM epilogue" : "");
 }
 
 #ifndef TESTING
+// main: start-up, the model, then train/loop.h's train(). Each optimizer step is
+// train_step there, its TRAINING SECTION: forward and backward per micro-step, then
+// reduce, guard, update.
 int main(int argc, char **argv) {
     Comm comm;
     TrainConfig tc;
-    if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI, the flags (--estimate-memory ends here)
+    if (!train_startup(&comm, &tc, &argc, &argv)) return 0;   // MPI and the flags; --estimate-memory ends here
     char device[384];
     gpu_setup(&tc, &comm, device, sizeof(device));
     GPT m;
     gpt_build(&m, &tc, &comm);
     int status = tc.sample ? sample_run(&m, &tc, "train_gpt", device)   // --sample 1: generate text, no training
-                           : train(&m, &tc, "train_gpt", device);      // 0, or EXIT_PREEMPTED (stopped by a signal)
+                           : train(&m, &tc, "train_gpt", device);      // 0, or EXIT_PREEMPTED after a signal
     gpt_free(&m);
     comm_finalize(&comm);
     return status;

@@ -337,15 +337,15 @@ typedef struct {
     int offload;                // ZeRO-Offload: the optimizer partition and its update on the host (GPU)
     int offload_param;          // stage 3: the parameter shard in pinned host memory (GPU)
     ZeroNvmePlan nvme;          // ZeRO-Infinity: the planes on NVMe, their tiles (zero/state.h)
-    int lean_adamw;             // GPU: AdamW in one launch over the partition (zero_lean), which needs the
-                                // state and the parameters in memory (not --gpu-baseline 1): its weight-decay mask
+    int lean_adamw;             // GPU, --lean-step 1: AdamW in one launch over the partition (zero_lean), which needs
+                                // the state and the parameters in memory: its weight-decay mask
 } ZeroPlacement;
 
 static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
     // (the GPU's NVMe optimizer offload is an optimizer offload: CPU-Adam streams the state)
     ZeroPlacement pl = {gpu || cfg->fp16, gpu && (cfg->offload || cfg->nvme_optim_dir[0]), gpu && cfg->offload_param && p->stage == 3};
     pl.nvme = zero_nvme_plan(cfg, p->stage, pl.separate_master, x, p->shard_elems, p->max_shard);
-    pl.lean_adamw = gpu && !cfg->gpu_baseline && !pl.offload && !pl.nvme.on[ZS_PARAM];
+    pl.lean_adamw = gpu && cfg->lean_step && !pl.offload && !pl.nvme.on[ZS_PARAM];
     return pl;
 }
 
@@ -806,7 +806,7 @@ static void zero_adam_segments(Zero *z, float weight_decay) {
 }
 
 // What of the step the backend runs lean (ZB_LEAN_*; zero/device.cuh: the GPU's norm, and its AdamW
-// where the state is in device memory, unless --gpu-baseline 1): over the whole partition in one
+// where the state is in device memory; with --lean-step 1): over the whole partition in one
 // launch each. It gets the partition once, as whole unit slices, padding included (zero there, and
 // left zero), and the segments' weight-decay flags; the rest walks the segments below one by one.
 static int zero_lean(Zero *z) {

@@ -1,118 +1,160 @@
 #!/usr/bin/env bash
-# bench/gpu_train.sh: GPT-2 124M training speed on one GPU, zeroc against PyTorch in the same run.
-#   GPU_CHECK_ONLY=build,gpu_train bash scripts/gpu_check.sh      (on the lent GPU machine; builds first)
-#   bash bench/gpu_train.sh                                       (binaries already built: make gpu-all)
-# Rows (T = 1024, bf16, micro batch 16, one GPU; median step after the 5th):
-#   zeroc stage 0, stage 3, stage 2 with optimizer offload, the llama architecture at the same sizes
-#   (--breakdown: forward, backward, communication wait, optimizer); and, without --breakdown (its
-#   synchronizations would hide what they measure), stage 0 as it is, with --gpu-baseline 1 (the step as
-#   first measured: the same-run "before" of issue 10's changes) and with --attention flash;
-#   and PyTorch eager and torch.compile
-#   (bench/torch_gpt2_speed.py: nanoGPT's GPT-2 with SDPA flash attention, bf16 autocast, fused AdamW).
-# FLOP per token: zeroc's model_flops_per_token() (6N + 12LTC) for the gpt2 rows, the torch rows included
-# (the same model); MFU against 989 TFLOP/s (H100 SXM dense bf16) or GPU_TRAIN_PEAK.
-# Writes bench/gpu_train_<UTC date>_<device>.txt (and $OUT/ when set); its last line:
-#   gpu_train: R× torch.compile, MFU P%, zero3 +X%, offload Y×
-# R: zeroc stage 0's tokens/s over torch.compile's; X: stage 3's step time over stage 0's, in percent;
-# Y: the offload step time over the on-GPU step's.
-cd "$(dirname "$0")/.."
+# bench/gpu_train.sh: GPT-2 124M training speed on one GPU (T = 1024, bf16, micro batch 16; median step
+# after the 5th), zeroc's rows and PyTorch's, parsed and tabled in one place.
+#   bash bench/gpu_train.sh [pairs|torch|stages|all]      (binaries built: make gpu-all; default all)
+#   scripts/gpu_check.sh runs `pairs` and `torch` as two of its stages (speed, torch), `stages` when named
+# pairs   stage 0 without --breakdown (its synchronizations would hide what they measure): the default
+#         (the step the H100 validated on 2026-11-22), each opt-in path alone (--attention flash,
+#         --lean-step 1, --fuse-residual 1, --device-loss 1, --plan-cache 1, --bias-grad-epilogue 1), all of
+#         them at once, and the default again (the machine's drift over the pairs)
+# torch   PyTorch eager and torch.compile (bench/torch_gpt2_speed.py: nanoGPT's GPT-2 with SDPA flash
+#         attention, bf16 autocast, fused AdamW) on the same GPU and model
+# stages  with --breakdown (forward, backward, communication wait, optimizer): stage 0, stage 3, stage 2
+#         with optimizer offload, the llama architecture at the same sizes; memory against speed:
+#         --recompute 1, and with --cpu-checkpointing 1 (each row's GPU memory)
+# Rows collect in $GPU_TRAIN_ROWS (a file; default one for this run alone), so that two invocations
+# (gpu_check's speed and torch stages) make one table; each invocation prints the table of every row so
+# far, the pairs' ratios, and its last line:
+#   gpu_train: default A tok/s, opt-in paths B tok/s (B/A), torch.compile C tok/s; best zeroc / torch.compile R×,
+#   / llm.c's 471,000 L×; MFU P%; drift D%
+# FLOP per token: zeroc's model_flops_per_token() (6N + 12LTC) for every row, the torch rows included (the
+# same model); MFU against 989 TFLOP/s (H100/H200 dense bf16) or GPU_TRAIN_PEAK. The record goes to
+# bench/gpu_train_<UTC date>_<device>.txt (appended to by each invocation) and, as it is written, to $OUT/.
+cd "$(dirname "$0")/.." || exit 1
+what=${1:-all}
+case $what in pairs|torch|stages|all) ;; *) echo "error: bench/gpu_train.sh: unknown row set '$what' (pairs, torch, stages, all)" >&2; exit 2;; esac
 nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "SKIP: no GPU found"; exit 77; }
 [ -f data/brown/train.bin ] || { echo "SKIP: no data/brown/train.bin (carry data/)"; exit 77; }
-for b in gpu_z0_o0 gpu_z3_o0 gpu_z2_o1; do
-    [ -x build/$b/train_gpt ] || { echo "error: build/$b/train_gpt missing: make gpu-all first" >&2; exit 1; }
-done
 PEAK=${GPU_TRAIN_PEAK:-989e12}
-STEPS=${GPU_TRAIN_STEPS:-30}
+STEPS=${GPU_TRAIN_STEPS:-20}
+# the zeroc rows' model and batch (GPU_TRAIN_SHAPE: tests/test_gpu_dryrun.sh's small stand-in shape)
+SHAPE=${GPU_TRAIN_SHAPE:---preset gpt2-124m --batch 16 --seq 1024}
+LLM_C=471000   # llm.c's GPT-2 124M tokens/s per H100 (8xH100, 64x1024 tokens per GPU, 139 ms median step)
 dev=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 tag=$(echo "$dev" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
 OUTF="bench/gpu_train_$(date -u +%Y%m%d)_${tag}.txt"
 T=$(mktemp -d /tmp/zeroc_gpu_train.XXXXXX); trap 'rm -rf "$T"' EXIT
-COMMON="--preset gpt2-124m --batch 16 --seq 1024 --steps $STEPS --lr 6e-4 --warmup 10"
-BD="--breakdown 1"   # the per-phase rows; its synchronizations cost time, so the before/after pairs run without it
+ROWS=${GPU_TRAIN_ROWS:-$T/rows}
+touch "$ROWS"
+PY=python3
+COMMON="$SHAPE --steps $STEPS --lr 6e-4 --warmup 10"
+NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1 --bias-grad-epilogue 1"
+rc_all=0
 
-run_zeroc() {   # NAME BINARY [flags]
+# one zeroc row: NAME BINARY [flags]; appends "name|tok/s|ms|FLOP per token|fwd|bwd|comm|optim|GiB|flags" to $ROWS
+run_zeroc() {
     local name=$1 bin=$2; shift 2
     echo "-- $name: $bin $COMMON $*"
-    "$bin" $COMMON "$@" --log "$T/$name.jsonl" > "$T/$name.out" 2>&1 || { tail -n 15 "$T/$name.out"; echo "$name|FAILED" >> "$T/rows"; return 1; }
-    python3 - "$name" "$T/$name.jsonl" >> "$T/rows" <<'PYEOF'
+    "$bin" $COMMON "$@" --log "$T/$name.jsonl" > "$T/$name.out" 2>&1 ||
+        { tail -n 15 "$T/$name.out"; echo "$name|FAILED|||||||||$*" >> "$ROWS"; rc_all=1; return 1; }
+    grep -E "^step +[0-9]+/" "$T/$name.out" | sed -n '1p;$p'
+    "$PY" - "$name" "$T/$name.jsonl" "$*" >> "$ROWS" <<'PYEOF'
 import json, statistics as st, sys
-name, log = sys.argv[1:3]
-rows = [r for r in map(json.loads, open(log)) if r.get("type") == "train"]
-s = [r for r in rows if r["step"] > 5] or rows
+name, log, flags = sys.argv[1:4]
+recs = list(map(json.loads, open(log)))
+rows = [r for r in recs if r.get("type") == "train"]
+s = [r for r in rows if r["step"] > 5] or rows   # the first steps warm up cuBLAS, the allocator, lazy module loading
 med = lambda k: st.median(r.get(k, 0) for r in s)
 def phase(k):   # a --breakdown phase; "" for a run without it
     v = [r[k] for r in s if r.get(k) is not None and r[k] >= 0]
     return "%.1f" % st.median(v) if v else ""
 fpt = st.median(r["gflops"] * 1e9 / r["tokens_per_sec"] for r in s)
-print("|".join([name, "%.0f" % med("tokens_per_sec"), "%.2f" % med("ms"), "%.6g" % fpt,
-                phase("forward_ms"), phase("backward_ms"), phase("comm_wait_ms"), phase("optimizer_ms")]))
+mem = max([r.get("mem_bytes", 0) for r in rows] + [r.get("device_used_bytes", 0) for r in recs if r.get("type") == "memory"])
+print("|".join([name, "%.0f" % med("tokens_per_sec"), "%.2f" % med("ms"), "%.6g" % fpt, phase("forward_ms"),
+                phase("backward_ms"), phase("comm_wait_ms"), phase("optimizer_ms"), "%.1f" % (mem / 2**30), flags]))
 PYEOF
 }
 
-run_torch() {   # NAME COMPILE
+# one PyTorch row: NAME COMPILE
+run_torch() {
     local name=$1 c=$2
     echo "-- $name: python3 bench/torch_gpt2_speed.py --device cuda --batch 16 --seq 1024 --steps $STEPS --compile $c"
-    PYTHONUNBUFFERED=1 python3 bench/torch_gpt2_speed.py --device cuda --batch 16 --seq 1024 --steps "$STEPS" --compile "$c" \
-        > "$T/$name.out" 2>&1 || { tail -n 15 "$T/$name.out"; echo "$name|FAILED" >> "$T/rows"; return 1; }
+    PYTHONUNBUFFERED=1 "$PY" bench/torch_gpt2_speed.py --device cuda --batch 16 --seq 1024 --steps "$STEPS" --compile "$c" \
+        > "$T/$name.out" 2>&1 || { tail -n 15 "$T/$name.out"; echo "$name|FAILED|||||||||" >> "$ROWS"; rc_all=1; return 1; }
     tail -n 1 "$T/$name.out"
-    python3 - "$name" "$T/$name.out" >> "$T/rows" <<'PYEOF'
+    "$PY" - "$name" "$T/$name.out" >> "$ROWS" <<'PYEOF'
 import re, sys
 name, out = sys.argv[1:3]
 m = re.search(r"([0-9.]+) tok/s, ([0-9.]+) ms/step", open(out).read().splitlines()[-1])
-print("|".join([name, m.group(1), m.group(2), "", "", "", "", ""]))
+print("|".join([name, m.group(1), m.group(2), "", "", "", "", "", "", "torch"]))
 PYEOF
 }
 
 {
-echo "zeroc bench/gpu_train.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}, $dev"
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-: > "$T/rows"
-# the two sides alternate (zeroc, torch, zeroc, torch...) so that a drift of the machine touches both
-run_zeroc zeroc_z0 ./build/gpu_z0_o0/train_gpt $BD
-run_zeroc z0_plain ./build/gpu_z0_o0/train_gpt
-run_zeroc z0_baseline ./build/gpu_z0_o0/train_gpt --gpu-baseline 1
-run_torch torch_eager 0
-run_zeroc zeroc_z3 ./build/gpu_z3_o0/train_gpt $BD
-run_zeroc z0_flash ./build/gpu_z0_o0/train_gpt --attention flash
-run_torch torch_compile 1
-run_zeroc zeroc_z2_offload ./build/gpu_z2_o1/train_gpt $BD
-run_zeroc zeroc_llama ./build/gpu_z0_o0/train_gpt --arch llama $BD
+echo "zeroc bench/gpu_train.sh $what: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}, $dev"
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
+Z0=./build/gpu_z0_o0/train_gpt
+for b in "$Z0" ./build/gpu_z3_o0/train_gpt ./build/gpu_z2_o1/train_gpt; do
+    [ -x "$b" ] || { echo "error: $b missing: make gpu-all first"; exit 1; }
+done
+if [ "$what" = pairs ] || [ "$what" = all ]; then
+    run_zeroc default "$Z0"
+    run_zeroc flash "$Z0" --attention flash
+    run_zeroc lean_step "$Z0" --lean-step 1
+    run_zeroc fuse_residual "$Z0" --fuse-residual 1
+    run_zeroc device_loss "$Z0" --device-loss 1
+    run_zeroc plan_cache "$Z0" --plan-cache 1
+    run_zeroc bias_grad "$Z0" --bias-grad-epilogue 1
+    run_zeroc opt_in_all "$Z0" $NEW_PATHS
+    run_zeroc default_again "$Z0"
+fi
+if [ "$what" = torch ] || [ "$what" = all ]; then
+    run_torch torch_eager 0
+    run_torch torch_compile 1
+fi
+if [ "$what" = stages ] || [ "$what" = all ]; then
+    run_zeroc z0_breakdown "$Z0" --breakdown 1
+    run_zeroc z3_breakdown ./build/gpu_z3_o0/train_gpt --breakdown 1
+    run_zeroc z2_offload ./build/gpu_z2_o1/train_gpt --breakdown 1
+    run_zeroc llama "$Z0" --arch llama --breakdown 1
+    run_zeroc recompute "$Z0" --recompute 1
+    run_zeroc cpu_ckpt "$Z0" --recompute 1 --cpu-checkpointing 1
+fi
 echo
-python3 - "$T/rows" "$PEAK" <<'PYEOF'
+"$PY" - "$ROWS" "$PEAK" "$LLM_C" "$SHAPE" <<'PYEOF'
 import sys
-rows, peak = {}, float(sys.argv[2])
-for line in open(sys.argv[1]):
+path, peak, llmc, shape = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+rows = {}
+for line in open(path):
     f = line.rstrip("\n").split("|")
     rows[f[0]] = f
-fpt = float(rows["zeroc_z0"][3]) if rows.get("zeroc_z0", [0, "FAILED"])[1] != "FAILED" else 0.0
-print("GPT-2 124M (llama: the same sizes, 4 KV heads), B=16 x T=1024, bf16, one GPU; median step after the 5th")
-print(f"{'run':<18} {'tok/s':>9} {'ms/step':>8} {'TFLOP/s':>8} {'MFU':>6}  {'fwd':>6} {'bwd':>6} {'comm':>6} {'optim':>6}  (ms)")
+fpt = next((float(f[3]) for f in rows.values() if f[1] != "FAILED" and f[3]), 0.0)
+print(f"zeroc: {shape}, one GPU, median step after the 5th; torch: bench/torch_gpt2_speed.py, B=16 T=1024")
+print(f"{'run':<15} {'tok/s':>9} {'ms/step':>8} {'TFLOP/s':>8} {'MFU':>6}  {'fwd':>6} {'bwd':>6} {'comm':>6} {'optim':>6} {'GiB':>5}  flags")
 tok = {}
 for name, f in rows.items():
     if f[1] == "FAILED":
-        print(f"{name:<18} FAILED"); continue
+        print(f"{name:<15} FAILED  {f[9] if len(f) > 9 else ''}"); continue
     t, ms = float(f[1]), float(f[2])
     tok[name] = (t, ms)
     fl = t * (float(f[3]) if f[3] else fpt)
     br = "  ".join(f"{x:>6}" for x in f[4:8]) if f[4] else "     -       -       -       -"
-    print(f"{name:<18} {t:>9.0f} {ms:>8.1f} {fl / 1e12:>8.1f} {100 * fl / peak:>5.1f}%  {br}")
-print(f"FLOP/token {fpt:.4g} (zeroc's model_flops_per_token, 6N + 12LTC), used for the torch rows too; MFU against {peak / 1e12:.0f} TFLOP/s")
-# the before/after pairs (stage 0, no --breakdown): z0_baseline -> z0_plain, z0_plain -> z0_flash
-for before, after, what in (("z0_baseline", "z0_plain", "the step as first measured (--gpu-baseline 1) -> now"),
-                            ("z0_plain", "z0_flash", "--attention cublas -> flash")):
-    if before in tok and after in tok:
-        a, b = tok[before], tok[after]
-        print(f"{what}: {b[0] / a[0]:.3f}x tokens/s ({a[1]:.1f} -> {b[1]:.1f} ms/step)")
-need = ["zeroc_z0", "zeroc_z3", "zeroc_z2_offload", "torch_compile"]
-if all(k in tok for k in need):
-    z0, z3, off, tc = (tok[k] for k in need)
-    print("gpu_train: %.2f× torch.compile, MFU %.1f%%, zero3 %+.1f%%, offload %.2f×"
-          % (z0[0] / tc[0], 100 * z0[0] * fpt / peak, 100 * (z3[1] / z0[1] - 1), off[1] / z0[1]))
-else:
-    print("gpu_train: incomplete (failed rows: %s)" % ", ".join(k for k in need if k not in tok))
-    sys.exit(1)
+    print(f"{name:<15} {t:>9.0f} {ms:>8.1f} {fl / 1e12:>8.1f} {100 * fl / peak:>5.1f}%  {br} {f[8] or '-':>5}  {f[9]}")
+print(f"FLOP/token {fpt:.4g} (zeroc's model_flops_per_token, 6N + 12LTC), the torch rows' too; MFU against {peak / 1e12:.0f} TFLOP/s")
+# each opt-in path against the default, measured in the same run (the default's tokens/s: the mean of its two rows)
+base = [tok[k][0] for k in ("default", "default_again") if k in tok]
+if base:
+    b = sum(base) / len(base)
+    for k in ("flash", "lean_step", "fuse_residual", "device_loss", "plan_cache", "bias_grad", "opt_in_all"):
+        if k in tok:
+            print(f"pair: default -> {k}: {tok[k][0] / b:.3f}x tokens/s ({b:.0f} -> {tok[k][0]:.0f})")
+    if len(base) == 2:
+        print(f"drift: default {base[0]:.0f} -> default again {base[1]:.0f} tok/s ({100 * (base[1] / base[0] - 1):+.1f}%)")
+zs = {k: v[0] for k, v in tok.items() if not k.startswith("torch")}
+parts = []
+if "default" in tok: parts.append(f"default {tok['default'][0]:.0f} tok/s")
+if "opt_in_all" in tok and "default" in tok:
+    parts.append(f"opt-in paths {tok['opt_in_all'][0]:.0f} tok/s ({tok['opt_in_all'][0] / tok['default'][0]:.2f}x)")
+if "torch_compile" in tok: parts.append(f"torch.compile {tok['torch_compile'][0]:.0f} tok/s")
+if zs:
+    best = max(zs, key=zs.get)
+    if "torch_compile" in tok: parts.append(f"best zeroc ({best}) / torch.compile {zs[best] / tok['torch_compile'][0]:.2f}x")
+    parts.append(f"/ llm.c's {llmc:,.0f} {zs[best] / llmc:.2f}x")
+    parts.append(f"MFU {100 * zs[best] * fpt / peak:.1f}%")
+if "default" in tok and "default_again" in tok:
+    parts.append(f"drift {100 * (tok['default_again'][0] / tok['default'][0] - 1):+.1f}%")
+print("gpu_train: " + (", ".join(parts) if parts else "no rows"))
 PYEOF
-} 2>&1 | tee "$OUTF"
-rc=${PIPESTATUS[0]}
-[ -n "${OUT:-}" ] && [ -d "$OUT" ] && cp "$OUTF" "$OUT/"
-exit $rc
+exit $rc_all
+} 2>&1 | tee -a "$OUTF" ${OUT:+"$OUT/$(basename "$OUTF")"}
+exit "${PIPESTATUS[0]}"

@@ -10,7 +10,9 @@
 //        events, so a non-blocking collective overlaps the kernels that follow;
 //        ncclUniqueId is broadcast over MPI (mpirun or srun).
 //   MPI:  host-staged copies (device -> pinned host -> MPI -> device), so that
-//        several ranks can share one GPU for testing (NCCL refuses that).
+//        several ranks can share one GPU for testing (NCCL refuses that before
+//        2.30; from 2.30 on it allows it as an experiment: --comm nccl with
+//        NCCL_MULTI_RANK_GPU_ENABLE=1, comm_setup_backend).
 //   Scalars on the host (the loss, norms, config checks) always go through
 //   comm_all_reduce_host (MPI).
 //
@@ -21,15 +23,15 @@
 //                                 In place when recv == send + rank*n.
 //   all_gather(send, recv, n)     recv holds world*n; rank r's n elements land
 //                                 at recv + r*n. In place when send == recv + rank*n.
-//   broadcast(buf, n, root), barrier()
+//   barrier()
 // and non-blocking forms that return a CommRequest finished by comm_wait().
 //
-// Byte accounting (per rank, per call, by collective), in the ZeRO paper's
-// units: an all-gather or reduce-scatter over a buffer of X bytes counts X;
-// an all-reduce counts 2X (it is a reduce-scatter plus an all-gather).
-// So plain data parallelism moves 2Ψ per step and ZeRO-3 3Ψ, as in the paper.
+// Each rank counts the bytes of every call by collective, in the ZeRO paper's
+// units: an all-gather or reduce-scatter over a buffer of X bytes counts X, and an
+// all-reduce counts 2X, since it is a reduce-scatter plus an all-gather. So plain
+// data parallelism moves 2Ψ per step and ZeRO-3 3Ψ, as in the paper.
 //
-// The watchdog (--timeout S, below): a thread that ends the job when this rank
+// The watchdog (--timeout S, below) is a thread that ends the job when this rank
 // makes no progress for S seconds, naming the collective it waits on.
 #pragma once
 #include "util/common.h"
@@ -60,7 +62,7 @@ typedef struct {
     long long calls[N_COLL];
 #if COMM_DEVICE
     int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
-    int device, has_device;        // has_device: comm_attach_device ran (the estimator never needs it)
+    int device, has_device;        // has_device: comm_attach_device ran; the estimator never needs it
     ncclComm_t nccl;
     cudaStream_t compute;          // the trainer's kernels run here
     cudaStream_t stream;           // collectives run here (NCCL)
@@ -73,9 +75,9 @@ typedef struct {
 
 typedef struct {
     MPI_Request req;
-    const char *name;     // the collective (the watchdog names it)
+    const char *name;     // the collective, for the watchdog
     int active;
-    CommOp op;            // OP_AVG is finished (scaled) at wait time
+    CommOp op;            // OP_AVG is finished, scaled, at wait time
     CommDType dtype;
     void *scale_buf;      // what to scale for OP_AVG
     size_t scale_n;
@@ -87,16 +89,16 @@ typedef struct {
 } CommRequest;
 
 // ----------------------------------------------------------------------------
-// the watchdog: if this rank makes no progress for --timeout seconds (a peer rank
-// stopped or dead, a hung device, a deadlock), a thread prints one line naming the
-// rank, what it waits on and where in the step it is, aborts NCCL (GPU) and calls
-// MPI_Abort, which ends every rank of the job with status 124 (as timeout(1)).
-// Progress is any collective's start or end and every phase the training loop
-// enters (comm_phase: each micro-step, the optimizer step, validation, sampling, a
-// checkpoint save), so the limit bounds the time of one of those, never a run.
-// Every rank runs its own watchdog: each one that can still act says what it waits
-// on. (MPI_Abort is the one MPI call made off the main thread: aborting a stuck job
-// is what it is for, and Open MPI supports it.)
+// The watchdog. A peer rank that stopped or died, a hung device or a deadlock leaves
+// a rank waiting forever. If this rank makes no progress for --timeout seconds, a
+// thread prints one line naming the rank, what it waits on and where in the step it
+// is, aborts NCCL on the GPU, and calls MPI_Abort, which ends every rank of the job
+// with status 124, as timeout(1) does. Progress is any collective's start or end and
+// every phase the training loop enters with comm_phase: each micro-step, the
+// optimizer step, validation, sampling, a checkpoint save. So the limit bounds the
+// time of one of those, never a run. Every rank runs its own watchdog, so each one
+// that can still act says what it waits on. MPI_Abort is the one MPI call made off
+// the main thread: aborting a stuck job is what it is for, and Open MPI supports it.
 
 #define EXIT_WATCHDOG 124
 
@@ -115,17 +117,18 @@ static struct {
 } g_wd = {0};
 
 static void wd_touch(void) { g_wd.last = wall_time(); }
-// the training loop says where it is (phase: a static string); step is 1-based
+// the training loop says where it is: phase is a static string, step is 1-based
 static void comm_phase(const char *phase, int step) { g_wd.phase = phase; g_wd.step = step; wd_touch(); }
 static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); g_wd.coll_t0 = g_wd.last; }
 static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); g_wd.blocked_s += g_wd.last - g_wd.coll_t0; }
-// Seconds this rank spent blocked in collectives since the last call (the step
-// line's breakdown). Host-side: with NCCL the waits are the device's, not counted.
+// Seconds this rank spent blocked in collectives since the last call, for the step
+// line's breakdown. It counts host-side waits; with NCCL the device waits instead,
+// and that is not counted.
 static double comm_blocked_seconds(void) { double s = g_wd.blocked_s; g_wd.blocked_s = 0; return s; }
 
 static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
-// NCCL's asynchronous error (a peer gone, a network failure), NULL when there is none: a
-// failed collective never completes on the stream, so the host would wait forever
+// NCCL's asynchronous error, such as a peer gone or a network failure; NULL when there is
+// none. A failed collective never completes on the stream, so the host would wait forever.
 static const char *comm_device_error(void *comm);
 
 static void *wd_main(void *arg) {
@@ -133,8 +136,8 @@ static void *wd_main(void *arg) {
     while (!g_wd.stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        // NCCL's own error first (ncclCommGetAsyncError: safe from another thread, as
-        // PyTorch's watchdog uses it): a failed collective stops every rank at once
+        // NCCL's own error first: a failed collective stops every rank at once.
+        // ncclCommGetAsyncError is safe from another thread; PyTorch's watchdog uses it.
         const char *nccl_error = g_wd.stop ? NULL : comm_device_error(g_wd.comm);
         if (nccl_error) {
             diag("error", "rank %d: NCCL reports %s (in %s of step %d, the last collective: %s): aborting the job", rank,
@@ -199,7 +202,7 @@ static void comm_init(Comm *c, int *argc, char ***argv) {
     c->mpi = MPI_COMM_WORLD;
     MPI_Comm_rank(c->mpi, &c->rank);
     MPI_Comm_size(c->mpi, &c->world);
-    // local rank: ranks sharing a node (shared-memory domain), as mpirun and srun both place them
+    // local rank: among the ranks sharing a node's memory, as mpirun and srun both place them
     MPI_Comm local;
     MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
     MPI_Comm_rank(local, &c->local_rank);
@@ -246,7 +249,7 @@ static CommRequest comm_ireduce_scatter_mpi(Comm *c, void *send, void *recv, siz
     r.name = "reduce_scatter";
     r.active = 1; r.op = op; r.dtype = t; r.scale_n = n;
     if ((char *)recv == (char *)send + (size_t)c->rank * n * es) {
-        // in place (NCCL's convention): MPI writes the result at the front of the buffer
+        // in place, NCCL's convention: MPI writes the result at the front of the buffer
         MPI_Ireduce_scatter_block(MPI_IN_PLACE, send, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
         r.scale_buf = send;
         if (c->rank != 0) { r.move_dst = recv; r.move_bytes = n * es; }
@@ -282,14 +285,14 @@ static void comm_all_reduce_host(Comm *c, void *buf, size_t n, CommDType t, Comm
 static void comm_barrier(Comm *c) { wd_coll_begin("barrier"); MPI_Barrier(c->mpi); wd_coll_end(); }
 
 // A control all-reduce outside the byte accounting: the bitwise OR of every rank's
-// flags (the per-step agreement on signals, train/preempt.h).
+// flags, for the per-step agreement on signals (train/preempt.h).
 static int comm_control_or(Comm *c, int flags) {
     wd_coll_begin("all_reduce (the per-step signal agreement)");
     MPI_Allreduce(MPI_IN_PLACE, &flags, 1, MPI_INT, MPI_BOR, c->mpi);
     wd_coll_end();
     return flags;
 }
-// host memory in every build (sampled tokens): root's bytes to every rank, not counted
+// root's bytes to every rank, in host memory in every build, not counted: the sampled tokens
 static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd_coll_begin("broadcast (sampled tokens)"); MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi); wd_coll_end(); }
 
 #if !COMM_DEVICE
@@ -309,18 +312,12 @@ static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t 
 static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     return comm_iall_gather_mpi(c, send, recv, n, t);
 }
-static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
-    comm_count(c, COLL_BROADCAST, (long long)n * dtype_size(t));
-    wd_coll_begin("broadcast");
-    MPI_Bcast(buf, (int)(n * dtype_size(t)), MPI_BYTE, root, c->mpi);
-    wd_coll_end();
-}
 #else
 // CUDA build: buffers are device memory.
 #define COMM_NCCL_CHECK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) fatal("NCCL: %s (%s:%d)", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
 
-// This rank's GPU, its streams and events: after the flags, so that what needs no
-// GPU (--help, the estimator, a bad flag) answers on a machine without one.
+// This rank's GPU, its streams and events. It comes after the flags, so that what
+// needs no GPU (--help, the estimator, a bad flag) answers on a machine without one.
 static void comm_attach_device(Comm *c) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -336,38 +333,81 @@ static void comm_attach_device(Comm *c) {
     c->has_device = 1;
 }
 
-// --comm auto|nccl|mpi. auto: one rank needs no backend (comm_alone: no NCCL
-// bootstrap, no MPI); ranks sharing a GPU get the host-staged MPI collectives,
-// since NCCL refuses two ranks on one device; otherwise NCCL, which gets its
-// unique id from rank 0 over MPI.
+// The NCCL this process loaded, which may be newer than the nccl.h it was built with (the
+// soname is libnccl.so.2 for every 2.x): its version as text ("2.30.1") and its code
+// (ncclGetVersion: major*10000 + minor*100 + patch since 2.9, major*1000 + ... before),
+// and where it was loaded from (/proc/self/maps: "?" where that cannot be read).
+#define NCCL_SHARED_GPU_VERSION 23000   // 2.30: several ranks on one GPU, with NCCL_MULTI_RANK_GPU_ENABLE=1
+static int comm_nccl_version(char *text, size_t n) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) v = 0;
+    int big = v >= 10000;
+    snprintf(text, n, "%d.%d.%d", big ? v / 10000 : v / 1000, big ? v / 100 % 100 : v / 100 % 10, v % 100);
+    return v;
+}
+static const char *comm_nccl_path(char *path, size_t n) {
+    snprintf(path, n, "?");
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof(line), f)) {
+        char *p = strchr(line, '/');
+        if (!p || !strstr(p, "/libnccl")) continue;
+        p[strcspn(p, "\n")] = 0;
+        snprintf(path, n, "%s", p);
+        break;
+    }
+    if (f) fclose(f);
+    return path;
+}
+
+// --comm auto|nccl|mpi. auto: one rank needs no backend (comm_alone: no NCCL bootstrap, no
+// MPI); ranks sharing a GPU get the host-staged MPI collectives (NCCL refuses two ranks on
+// one GPU before 2.30, and from 2.30 on allows it only as an experiment the user asks for:
+// --comm nccl with NCCL_MULTI_RANK_GPU_ENABLE=1); otherwise NCCL, which gets its unique id
+// from rank 0 over MPI.
 static void comm_setup_backend(Comm *c, const char *name) {
     int automatic = strcmp(name, "auto") == 0;
     if (strcmp(name, "mpi") == 0 || (automatic && c->world == 1)) { c->backend = COMM_BACKEND_MPI; return; }
     int ndev = 0;
     cudaCheck(cudaGetDeviceCount(&ndev));
-    // decided on every rank from the same number (the most crowded node): all ranks
-    // take the same backend or all stop; none hangs in init
+    // decided on every rank from the same numbers (the most crowded node; whether every rank may share
+    // a GPU): all ranks take the same backend or all stop; none hangs in init
     int crowded = c->local_world > ndev ? c->local_world : 0;
     MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, c->mpi);
-    if (crowded && automatic) {
-        if (c->rank == 0)
-            printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm mpi); "
-                   "NCCL needs one GPU per rank\n", crowded);
-        c->backend = COMM_BACKEND_MPI;
-        return;
+    char ver[32], path[512];
+    int code = comm_nccl_version(ver, sizeof(ver));
+    if (crowded) {
+        const char *env = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+        int shares = code >= NCCL_SHARED_GPU_VERSION && env && strcmp(env, "1") == 0;
+        MPI_Allreduce(MPI_IN_PLACE, &shares, 1, MPI_INT, MPI_MIN, c->mpi);
+        if (automatic) {
+            if (c->rank == 0)
+                printf("zeroc: %d ranks share the GPUs of a node: host-staged MPI collectives (--comm auto): NCCL %s %s\n", crowded, ver,
+                       code < NCCL_SHARED_GPU_VERSION ? "refuses several ranks on one GPU (2.30 and later allow it)"
+                                                      : "runs them only as an experiment (--comm nccl with NCCL_MULTI_RANK_GPU_ENABLE=1)");
+            c->backend = COMM_BACKEND_MPI;
+            return;
+        }
+        if (code < NCCL_SHARED_GPU_VERSION)
+            fatal("--comm nccl: %d ranks share %d GPU%s on this node, and the library loaded here is NCCL %s, which refuses that "
+                  "before 2.30 (2.30 and later allow it with NCCL_MULTI_RANK_GPU_ENABLE=1); use --comm mpi (host-staged collectives)",
+                  crowded, ndev, ndev == 1 ? "" : "s", ver);
+        if (!shares)
+            fatal("--comm nccl: %d ranks share %d GPU%s on this node: NCCL %s runs them only with NCCL_MULTI_RANK_GPU_ENABLE=1 "
+                  "in every rank's environment (experimental); set it, or use --comm mpi (host-staged collectives)",
+                  crowded, ndev, ndev == 1 ? "" : "s", ver);
     }
-    if (crowded)
-        fatal("%d ranks share %d GPU%s on this node, and NCCL cannot run two ranks on one GPU: "
-              "use --comm mpi (host-staged collectives) to test several ranks on one GPU",
-              crowded, ndev, ndev == 1 ? "" : "s");
     ncclUniqueId id;
     if (c->rank == 0) COMM_NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->mpi);
     ncclResult_t r = ncclCommInitRank(&c->nccl, c->world, id, c->rank);
     if (r != ncclSuccess)
-        fatal("NCCL: ncclCommInitRank failed: %s%s", ncclGetErrorString(r),
+        fatal("NCCL %s: ncclCommInitRank failed: %s%s", ver, ncclGetErrorString(r),
               r == ncclInvalidUsage ? " (two ranks on one GPU? use --comm mpi)" : "");
     c->backend = COMM_BACKEND_NCCL;
+    if (c->rank == 0)
+        printf("zeroc: NCCL %s (%s), %d rank%s%s\n", ver, comm_nccl_path(path, sizeof(path)), c->world, c->world > 1 ? "s" : "",
+               crowded ? ", several on one GPU: NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental)" : "");
 }
 
 // the watchdog, before MPI_Abort: NCCL's kernels may be spinning on a dead peer
@@ -407,9 +447,9 @@ static ncclRedOp_t nccl_op(CommOp op) { return op == OP_AVG ? ncclAvg : op == OP
 
 static cudaEvent_t comm_next_event(Comm *c) { cudaEvent_t e = c->events[c->next_event]; c->next_event = (c->next_event + 1) % 64; return e; }
 
-// NCCL: the communication stream first waits for everything the compute
-// stream has been given so far (the data to send is ready, and buffers about
-// to be overwritten are no longer read)
+// NCCL: the communication stream first waits for everything the compute stream has
+// been given so far, so the data to send is ready and buffers about to be
+// overwritten are no longer read.
 static void comm_nccl_begin(Comm *c) {
     cudaEvent_t ready = comm_next_event(c);
     cudaCheck(cudaEventRecord(ready, c->compute));
@@ -460,8 +500,8 @@ static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in,
     cudaCheck(cudaMemcpy(recv, raw, n_out * es, cudaMemcpyHostToDevice));
 }
 
-// One rank: every collective is the identity (an average over one rank, the
-// gather of one shard), so nothing is staged or launched but the copy when the
+// At one rank every collective is the identity: an average over one rank, the
+// gather of one shard. So nothing is staged or launched except a copy when the
 // result goes elsewhere. The volume is still counted, as the CPU trainer counts it.
 static int comm_alone(Comm *c, void *recv, const void *send, size_t bytes) {
     if (c->world > 1) return 0;
@@ -488,7 +528,7 @@ static CommRequest comm_iall_reduce(Comm *c, void *buf, size_t n, CommDType t, C
     return comm_done();
 }
 
-// send holds world*n elements; in place when recv == send + rank*n (NCCL's convention)
+// send holds world*n elements; in place when recv == send + rank*n, NCCL's convention
 static CommRequest comm_ireduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
     comm_count(c, COLL_REDUCE_SCATTER, (long long)n * c->world * dtype_size(t));
     if (comm_alone(c, recv, send, n * dtype_size(t))) return comm_done();
@@ -521,39 +561,14 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     return comm_done();
 }
 
-static void comm_broadcast(Comm *c, void *buf, size_t n, CommDType t, int root) {
-    size_t es = dtype_size(t);
-    comm_count(c, COLL_BROADCAST, (long long)n * es);
-    if (comm_alone(c, buf, buf, n * es)) return;
-    if (c->backend == COMM_BACKEND_NCCL) {
-        comm_nccl_begin(c);
-        COMM_NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_dtype(t), root, c->nccl, c->stream));
-        CommRequest r = comm_nccl_end(c, "broadcast (NCCL)");
-        comm_wait(c, &r);
-        return;
-    }
-    char *h = (char *)comm_stage(c, n * es);
-    cudaCheck(cudaStreamSynchronize(c->compute));
-    cudaCheck(cudaMemcpy(h, buf, n * es, cudaMemcpyDeviceToHost));
-    wd_coll_begin("broadcast (host-staged)");
-    MPI_Bcast(h, (int)(n * es), MPI_BYTE, root, c->mpi);
-    wd_coll_end();
-    cudaCheck(cudaMemcpy(buf, h, n * es, cudaMemcpyHostToDevice));
-}
 #endif
 
-static void comm_all_reduce(Comm *c, void *buf, size_t n, CommDType t, CommOp op) {
-    CommRequest r = comm_iall_reduce(c, buf, n, t, op); comm_wait(c, &r);
-}
-static void comm_reduce_scatter(Comm *c, void *send, void *recv, size_t n, CommDType t, CommOp op) {
-    CommRequest r = comm_ireduce_scatter(c, send, recv, n, t, op); comm_wait(c, &r);
-}
 static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, CommDType t) {
     CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
 }
 
-// Every rank must agree on a value (a config hash, a flag). If they do not,
-// every rank prints the same one-line error and exits: no rank is left in a
+// Every rank must agree on a value, such as a config hash or a flag. If they do
+// not, every rank prints the same one-line error and exits, so no rank is left in a
 // collective waiting for the others.
 static void comm_check_same(Comm *c, long long value, const char *what) {
     long long mn = value, mx = value;
@@ -564,10 +579,10 @@ static void comm_check_same(Comm *c, long long value, const char *what) {
     if (mn != mx) fatal("ranks disagree on %s (values from %lld to %lld over %d ranks)", what, mn, mx, c->world);
 }
 
-// Each rank ran a check that may fail on some ranks only (a file only one of
-// them could not read): every rank learns the outcome, and on failure every
-// rank gets the message of the lowest failing rank in err (so that every rank
-// can print the same one line). Returns 1 if the check passed on every rank.
+// Each rank ran a check that may fail on some ranks only, such as a file only one of
+// them could not read. Every rank learns the outcome. On failure every rank gets the
+// message of the lowest failing rank in err, so that every rank can print the same
+// one line. Returns 1 if the check passed on every rank.
 static int comm_agree(Comm *c, int ok, char *err, size_t errn) {
     int first_bad = ok ? c->world : c->rank;
     wd_coll_begin("all_reduce (agreeing on a check)");

@@ -1,28 +1,27 @@
-// comm/launch.h: where each rank runs, shared by both trainers: its OpenMP threads,
-// its rank within the node (checked against what the launcher says), and which
-// ranks share a node (printed at start-up).
+// comm/launch.h: where each rank runs, for both trainers: its OpenMP threads, its
+// rank within the node, checked against what the launcher says, and which ranks
+// share a node, printed at start-up.
 //
-// Node-local rank: MPI's shared-memory split (MPI_Comm_split_type with
-// MPI_COMM_TYPE_SHARED, comm/comm.h) decides: it is what actually shares memory (and
-// so which GPUs a rank can see), and it works the same under mpirun, srun and
-// any other launcher. When the rank was started directly by srun or by
-// OpenMPI's mpirun, the launcher also says it: SLURM_LOCALID (when SLURM_PROCID
-// is this rank; under mpirun inside an allocation the ranks inherit the daemon's
-// SLURM_* variables, which do not describe them) and OMPI_COMM_WORLD_LOCAL_RANK
-// (when OMPI_COMM_WORLD_RANK is this rank). A disagreement is a one-line warning
-// from rank 0 and MPI's value is used: it usually means a wrapper or container
-// that hides the node layout from one of the two, where two ranks may end up on
-// one GPU, but it is not wrong in itself (a launcher can place ranks as it likes),
-// so it does not stop the run.
+// MPI's shared-memory split (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED, in
+// comm/comm.h) decides the node-local rank. It is what actually shares memory, and
+// so which GPUs a rank can see, and it works the same under mpirun, srun and any
+// other launcher. A launcher that started this very rank also says it:
+// SLURM_LOCALID when SLURM_PROCID is this rank, OMPI_COMM_WORLD_LOCAL_RANK when
+// OMPI_COMM_WORLD_RANK is. The rank check matters because under mpirun inside an
+// allocation the ranks inherit the daemon's SLURM_* variables, which do not
+// describe them. If the two disagree, rank 0 prints a one-line warning and MPI's
+// value is used. It usually means a wrapper or container hides the node layout
+// from one of them, and two ranks may end up on one GPU; but a launcher may place
+// ranks as it likes, so it does not stop the run.
 #pragma once
 #include "comm/comm.h"
 #include <omp.h>
 
 // The OpenMP threads of one rank, and why: --threads N if given, else
-// OMP_NUM_THREADS (what OpenMP programs and llm.c honour; a list such as "8,2"
-// gives its first level), else the cores this rank may run on divided by the
-// ranks on its node. An OMP_NUM_THREADS that is not a positive count is ignored,
-// as libgomp ignores it.
+// OMP_NUM_THREADS as OpenMP programs and llm.c honour it (of a list such as "8,2",
+// the first level), else the cores this rank may run on divided by the ranks on
+// its node. An OMP_NUM_THREADS that is not a positive count is ignored, as libgomp
+// ignores it.
 static int launch_threads(int flag, int local_world, char *why, size_t n) {
     if (flag > 0) { snprintf(why, n, "--threads"); return flag; }
     const char *env = getenv("OMP_NUM_THREADS");

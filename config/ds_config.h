@@ -1,28 +1,28 @@
 // config/ds_config.h: DeepSpeed's JSON configuration (--config FILE) as DeepSpeed and
-// the HF Trainer define it, read and validated as a whole. Included by config/flags.h
-// (it needs TrainConfig and the ranges the flags use).
+// the HF Trainer define it, read and validated as a whole. config/flags.h includes
+// it; it needs TrainConfig and the ranges the flags use.
 //
-// One table, DS_KEYS, classifies every key DeepSpeed documents for the blocks
-// zeroc reads (https://www.deepspeed.ai/docs/config-json/ and the pydantic models
-// of deepspeed/runtime/zero/config.py, offload_config.py, monitor/config.py):
+// One table, DS_KEYS, classifies every key DeepSpeed documents for the blocks zeroc
+// reads. The sources are https://www.deepspeed.ai/docs/config-json/ and the pydantic
+// models of deepspeed/runtime/zero/config.py, offload_config.py and monitor/config.py.
 //   honoured          sets a zeroc setting (the flag named in the table)
 //   no effect         accepted; a one-line note says why it changes nothing here
 //   unsupported       an error that says what to do instead
-// `./train_gpt_cpu --config-keys` prints the table; README.md's config section is
-// that output (tests/test_config.sh compares them).
+// `./train_gpt_cpu --config-keys` prints the table; docs/config.md's key table is
+// that output, and tests/test_config.sh compares them.
 //
 // One pass over the file collects every error, warning and note, each naming its
-// key path (zero_optimization.offload_param.device), and prints them together;
-// any error then ends the run on every rank. Unknown keys inside a block are
-// errors with a "did you mean" (DeepSpeed's config models forbid extra fields;
-// the optimizer's and scheduler's params are constructor arguments); unknown
-// top-level keys are warnings. Numbers go through the same range checks as the
-// flags they map to. A block with "enabled": false asks for nothing: its keys are
-// checked for name and type only.
+// key path (zero_optimization.offload_param.device), and prints them together; any
+// error then ends the run on every rank. An unknown key inside a block is an error
+// with a "did you mean", because DeepSpeed's config models forbid extra fields and
+// the optimizer's and scheduler's params are constructor arguments. An unknown
+// top-level key is a warning. Numbers go through the same range checks as the
+// flags they map to. A block with "enabled": false asks for nothing, so its keys
+// are checked for name and type only.
 //
-// "auto" (the HF Trainer's placeholder) and null mean: as if the key were absent,
-// i.e. the flag's value if the flag is given, else zeroc's default. Precedence:
-// zeroc default < config value < explicit flag.
+// "auto", the HF Trainer's placeholder, and null both mean the key is absent: the
+// flag's value if the flag is given, else zeroc's default. Precedence: zeroc's
+// default < config value < explicit flag.
 #pragma once
 #include "config/train_config.h"
 #include "config/messages.h"
@@ -33,8 +33,8 @@
 enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED };
 static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported"};
 
-// value types: a block (object, its keys checked), an open block (object, not
-// looked into), a boolean, an integer, a number, a string, or a pair of numbers
+// value types: a block (an object whose keys are checked), an open block (an object
+// not looked into), a boolean, an integer, a number, a string, or a pair of numbers
 enum { JT_BLOCK, JT_OPEN, JT_BOOL, JT_INT, JT_NUM, JT_STR, JT_PAIR };
 
 // what an honoured key sets: handled in ds_apply()
@@ -50,12 +50,12 @@ enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP
 
 typedef struct {
     const char *path;    // dotted key path
-    const char *alias;   // the other name DeepSpeed accepts for it (its pydantic field name), or NULL
+    const char *alias;   // the other name DeepSpeed accepts for it, its pydantic field name; or NULL
     int kind, type;
-    const Range *range;  // numbers: the range of the flag it maps to (or its own)
+    const Range *range;  // numbers: the range of the flag it maps to, or its own
     int id;              // K_*: what it sets
-    const char *off;     // no effect / unsupported: the value that asks for nothing (no message);
-                         // NULL: "false" for booleans; "*": never (its block's key speaks for it)
+    const char *off;     // no effect / unsupported: the value that asks for nothing and gets no message.
+                         // NULL: "false" for booleans. "*": none; its block's key speaks for it.
     const char *what;    // honoured: what it maps to; no effect: why; unsupported: what to do instead
 } DsKey;
 
@@ -277,8 +277,8 @@ static int edit_distance(const char *a, const char *b) {
     return d[la][lb];
 }
 
-// The known key of the same block closest to `path`'s last component, if close
-// enough to be a likely misspelling (at most 3 edits, and at most a third of the name).
+// The known key of the same block closest to `path`'s last component, if it is close
+// enough to be a likely misspelling: at most 3 edits, and at most a third of the name.
 static const char *ds_did_you_mean(const char *path) {
     const char *name = last_component(path), *best = NULL;
     size_t pl = parent_len(path);
@@ -359,8 +359,8 @@ static const char *const OFFLOAD_DEVICES[] = {"none", "cpu", "nvme"};
 // the first key of a block that only NVMe offload uses (its note if nothing goes to NVMe)
 static void ds_nvme_key(TrainConfig *c, int id, const char *path) { if (!c->from[id]) c->from[id] = path; }
 
-// set the setting an honoured (or fp16) key maps to; `path` is the row's own path
-// (a static string: TrainConfig.from keeps it)
+// Sets the setting an honoured or fp16 key maps to. `path` is the row's own path, a
+// static string, since TrainConfig.from keeps it.
 static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
     TrainConfig *c = x->c;
     double d = v->valuedouble;
@@ -372,7 +372,7 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_STAGE: c->zero_stage = (int)d; c->from[FROM_STAGE] = path; break;
     case K_OVERLAP_COMM:
         c->prefetch = cJSON_IsTrue(v);
-        if (ZERO_STAGE < 3)   // (the estimator's stage-3 rows still use it)
+        if (ZERO_STAGE < 3)   // the estimator's stage-3 rows still use it
             report_at(x->r, MSG_NOTE, path, "%s: stages 0-2 always overlap each unit's gradient reduction with the backward; "
                       "the key applies to stage 3's prefetch", cJSON_IsTrue(v) ? "true" : "false");
         break;
@@ -522,8 +522,8 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
     }
 }
 
-// A parsed DeepSpeed config (a JSON object) into c, collecting every problem in r
-// (tests/fuzz/ fuzzes it).
+// A parsed DeepSpeed config, a JSON object, into c, collecting every problem in r.
+// tests/fuzz/ fuzzes it.
 static void ds_config_apply_json(TrainConfig *c, const cJSON *root, ConfigReport *r) {
     DsPass x = {c, r, 0, 0, 0, 0};
     ds_walk(&x, root, "", 0);
@@ -545,13 +545,14 @@ static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
 }
 
 // ----------------------------------------------------------------------------
-// DeepSpeed's batch semantics (runtime/config.py _set_batch_related_parameters,
-// _batch_assertion), with the world size known: any two of train_batch_size,
-// train_micro_batch_size_per_gpu and gradient_accumulation_steps (each from its
-// config key or its flag --total-batch / --batch / --accum) derive the third by
-// integer division; all three must then satisfy total == micro * accum * world.
-// Where DeepSpeed would refuse because neither the total nor the micro batch is
-// given, zeroc's default micro batch (4) is taken, as an "auto" value would be.
+// DeepSpeed's batch semantics, as runtime/config.py's _set_batch_related_parameters
+// and _batch_assertion apply them once the world size is known. Any two of
+// train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps
+// derive the third by integer division; each comes from its config key or its flag
+// (--total-batch, --batch, --accum). All three must then satisfy
+// total == micro * accum * world. Where DeepSpeed would refuse because neither the
+// total nor the micro batch is given, zeroc takes its default micro batch (4), as it
+// would for an "auto" value.
 
 // a given batch setting's origin: its flag, or the config file
 static const char *batch_source(const TrainConfig *c, int id) {
@@ -582,9 +583,9 @@ static void config_resolve_batch(TrainConfig *c, int world) {
 }
 
 // ----------------------------------------------------------------------------
-// the resolved configuration: a {"type":"config"} JSONL record shaped like a
-// DeepSpeed config (what each key ended up as, after "auto", flags and defaults),
-// and the same printed at start-up
+// The resolved configuration: a {"type":"config"} JSONL record shaped like a
+// DeepSpeed config, saying what each key ended up as after "auto", the flags and
+// the defaults; and the same printed at start-up.
 
 // a float as the shortest decimal that reads back as the same float (3e-4f: 0.0003)
 static double f32_decimal(float f) {
@@ -647,7 +648,7 @@ static cJSON *config_json_record(const TrainConfig *c) {
     int nvme = c->nvme_optim_dir[0] || c->nvme_param_dir[0];
     cJSON_AddStringToObject(oo, "device", c->nvme_optim_dir[0] ? "nvme" : c->offload ? "cpu" : "none");
     if (c->nvme_optim_dir[0]) cJSON_AddStringToObject(oo, "nvme_path", c->nvme_optim_dir);
-    if (nvme) {   // the NVMe step's settings (with either device "nvme")
+    if (nvme) {   // the NVMe step's settings, when either device is "nvme"
         cJSON_AddNumberToObject(oo, "buffer_count", c->nvme_buffers);
         cJSON_AddBoolToObject(oo, "pipeline_read", c->nvme_pipeline_read);
         cJSON_AddBoolToObject(oo, "pipeline_write", c->nvme_pipeline_write);
@@ -731,7 +732,7 @@ static void config_print_resolved(const TrainConfig *c, FILE *f) {
     cJSON_Delete(r);
 }
 
-// The key table as markdown (--config-keys; README.md's config section is this output).
+// The key table as markdown, for --config-keys; docs/config.md's key table is this output.
 static void ds_print_keys(FILE *f) {
     fprintf(f, "| key | zeroc | what it does here |\n|---|---|---|\n");
     for (int i = 0; i < N_DS_KEYS; i++) {

@@ -1,6 +1,6 @@
-// config/flags.h: the command line, shared by train_gpt_cpu, train_gpt (CUDA) and
-// mirrored flag for flag by scripts/train_gpt.py: --help, the flags, the checks of
-// the whole configuration, and parse_args, which applies a preset, then the
+// config/flags.h: the command line of train_gpt_cpu and train_gpt, which
+// scripts/train_gpt.py mirrors flag for flag: --help, the flags, the checks of the
+// whole configuration, and parse_args. parse_args applies a preset, then the
 // DeepSpeed JSON file (--config, config/ds_config.h), then the flags.
 #pragma once
 #include "config/lr_schedule.h"
@@ -84,18 +84,24 @@ static void print_help(const char *prog) {
            "  --recompute 0|1          activation checkpointing: keep each layer's input only, recompute in the backward\n"
            "  --cpu-checkpointing 0|1  with --recompute (GPU trainer): the layer inputs in pinned host memory\n"
            "  --comm auto|nccl|mpi     GPU collective backend (auto: NCCL with one GPU per rank; one rank: none;\n"
-           "                           ranks sharing a GPU: host-staged MPI, with a notice)\n"
+           "                           ranks sharing a GPU: host-staged MPI, with a notice; nccl there needs\n"
+           "                           NCCL 2.30+ and NCCL_MULTI_RANK_GPU_ENABLE=1, experimental)\n"
+           "GPU step paths (train_gpt; the defaults have run on a GPU, the others not yet: docs/gpu.md)\n"
            "  --attention cublas|flash|auto\n"
-           "                           GPU attention: cuBLAS with the scores materialized (default), the fused\n"
-           "                           flash attention (cuda/flash_attention.cuh: bf16, head size 64 or 128),\n"
-           "                           or auto: flash where it applies, else cuBLAS\n"
-           "  --bias-grad-epilogue 0|1 GPU trainer: the bias gradients from the weight-gradient GEMMs' cuBLASLt\n"
-           "                           epilogue (BGRADB) instead of a separate pass over each layer's output gradient\n"
-           "  --gpu-baseline 0|1       GPU trainer: run the step as first measured (for same-run comparisons)\n", ZERO_STAGE);
+           "                           cuBLAS with the scores materialized (default), the fused flash attention\n"
+           "                           (cuda/flash_attention.cuh: bf16, head size 64 or 128), or auto: flash where\n"
+           "                           it applies, else cuBLAS\n"
+           "  --lean-step 0|1          1: the global norm and AdamW in one launch each over the partition (default 0)\n"
+           "  --fuse-residual 0|1      1: a layer's last residual add inside the next norm's kernel (default 0)\n"
+           "  --device-loss 0|1        1: the loss summed on the device, read once per step (default 0: per micro-step)\n"
+           "  --plan-cache 0|1         1: cuBLASLt plans cached per call shape (default 0: the heuristic per call)\n"
+           "  --bias-grad-epilogue 0|1 1: the bias gradients from the weight-gradient GEMMs' cuBLASLt epilogue (BGRADB)\n"
+           "                           (default 0: a separate pass over each layer's output gradient)\n",
+           ZERO_STAGE);
 }
 
 // A number for `flag` within its range, or a one-line error naming the flag.
-// Integers below 2^31 are read as decimal integers; counts and numbers with strtod (5e8).
+// Integers below 2^31 are read as decimal integers; counts and numbers with strtod, so 5e8 works.
 static double flag_number(const char *flag, const char *s, const Range *r) {
     char *end;
     errno = 0;
@@ -133,9 +139,10 @@ static unsigned sched_users(int id) {
     }
 }
 
-// ZeRO-Infinity's settings, the config's keys and the flags together: a device "nvme"
-// needs its directory; what only NVMe offload uses says so when nothing goes to NVMe;
-// the step's tiles need their buffers; what each trainer can put on NVMe.
+// ZeRO-Infinity's settings, from the config's keys and the flags together. A device
+// "nvme" needs its directory. A setting only NVMe offload uses says so when nothing
+// goes to NVMe. The step's tiles need their buffers. Each trainer can put only some
+// states on NVMe.
 static void nvme_config_check(TrainConfig *c, ConfigReport *r) {
     for (int param = 0; param < 2; param++) {
         char *dir = param ? c->nvme_param_dir : c->nvme_optim_dir;
@@ -229,8 +236,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_ERROR, c->from[FROM_STAGE], "asks for ZeRO stage %d but this binary was built with ZERO=%d (rebuild: make ... ZERO=%d)",
                   c->zero_stage, ZERO_STAGE, c->zero_stage);
 #if !TRAINER_IS_GPU
-    // the CPU trainer's model states live in host memory already: offload has nothing to move
-    // (the estimator keeps the settings: its train_gpt rows use them)
+    // The CPU trainer's model states live in host memory already, so offload has nothing to
+    // move. The estimator keeps the settings, since its train_gpt rows use them.
     if (!c->estimate_world) {
     if (c->offload)
         report_at(r, MSG_NOTE, c->from[FROM_OFFLOAD] ? c->from[FROM_OFFLOAD] : "--offload",
@@ -258,8 +265,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
 }
 
-// Sampling against the mode: --sample 1 needs weights to sample from, and the
-// flags of the other mode have no effect (one note naming them). The sampling
+// Sampling against the mode: --sample 1 needs weights to sample from, and the flags
+// of the other mode have no effect, which one note says, naming them. The sampling
 // flags also shape the samples of --sample-every.
 static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, char **argv) {
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
@@ -280,7 +287,7 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     if (c->sample && c->config_path[0]) report_at(r, MSG_NOTE, "--config", "when sampling only its ZeRO settings apply");
 }
 
-// Parse argv into c. Returns, or exits with the errors (one line each). --help and
+// Parses argv into c. Returns, or exits with the errors, one line each. --help and
 // --config-keys print and exit 0.
 
 
@@ -303,7 +310,9 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
-    int ffn_set = 0, gpu_only_flags = 0;
+    int ffn_set = 0;
+    const char *gpu_path_given[6] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache,
+                                           // --bias-grad-epilogue (as given)
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -401,10 +410,13 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             if (strcmp(v, "cublas") && strcmp(v, "flash") && strcmp(v, "auto"))
                 fatal("%s: expected cublas, flash or auto, got '%s'", a, v);
             strcpy(c->attention, v);
-            gpu_only_flags |= 1;
+            gpu_path_given[0] = a;
         }
-        else if (!strcmp(a, "--bias-grad-epilogue")) { c->bias_grad_epilogue = flag_int(a, v, 0, 1); gpu_only_flags |= 4; }
-        else if (!strcmp(a, "--gpu-baseline")) { c->gpu_baseline = flag_int(a, v, 0, 1); gpu_only_flags |= 2; }
+        else if (!strcmp(a, "--lean-step")) { c->lean_step = flag_int(a, v, 0, 1); gpu_path_given[1] = a; }
+        else if (!strcmp(a, "--fuse-residual")) { c->fuse_residual = flag_int(a, v, 0, 1); gpu_path_given[2] = a; }
+        else if (!strcmp(a, "--device-loss")) { c->device_loss = flag_int(a, v, 0, 1); gpu_path_given[3] = a; }
+        else if (!strcmp(a, "--plan-cache")) { c->plan_cache = flag_int(a, v, 0, 1); gpu_path_given[4] = a; }
+        else if (!strcmp(a, "--bias-grad-epilogue")) { c->bias_grad_epilogue = flag_int(a, v, 0, 1); gpu_path_given[5] = a; }
         else fatal("unknown flag '%s' (see --help)", a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
@@ -421,11 +433,11 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
     if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
 #if !TRAINER_IS_GPU
-    if (gpu_only_flags & 1) report_at(&rep, MSG_NOTE, "--attention", "picks the GPU trainer's attention kernels (train_gpt); the CPU trainer has one");
-    if (gpu_only_flags & 2) report_at(&rep, MSG_NOTE, "--gpu-baseline", "picks the GPU trainer's step kernels (train_gpt); the CPU trainer has one path");
-    if (gpu_only_flags & 4) report_at(&rep, MSG_NOTE, "--bias-grad-epilogue", "picks how the GPU trainer computes bias gradients (train_gpt); the CPU trainer has one way");
+    // the GPU step's path flags: accepted (a command line works for both trainers), and said to do nothing here
+    for (int i = 0; i < 6; i++)
+        if (gpu_path_given[i]) report_at(&rep, MSG_NOTE, gpu_path_given[i], "picks one of the GPU trainer's step paths (train_gpt); the CPU trainer has one");
 #endif
-    (void)gpu_only_flags;
+    (void)gpu_path_given;
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);

@@ -1,7 +1,7 @@
-// config/hf_config.h: Hugging Face's config.json for zeroc's two architectures
-// (GPT2Config for gpt2, LlamaConfig for llama), and what it means for
+// config/hf_config.h: Hugging Face's config.json for zeroc's two architectures,
+// GPT2Config for gpt2 and LlamaConfig for llama, and what it means for
 // --init X.safetensors: the model's architecture and sizes come from the
-// config.json beside X (flags given explicitly must agree with it).
+// config.json beside X, and flags given explicitly must agree with it.
 //
 // config/flags.h's parse_args calls hf_config_for_init.
 //
@@ -135,8 +135,8 @@ static cJSON *hf_float_json(float x) {
     return cJSON_CreateRaw(buf);
 }
 
-// config.json for GPT2LMHeadModel / LlamaForCausalLM describing m, as transformers' save_pretrained
-// would write it (dropout 0: zeroc has none). torch_dtype: "float32" or "bfloat16".
+// config.json for GPT2LMHeadModel or LlamaForCausalLM describing m, as transformers' save_pretrained
+// would write it, with dropout 0 since zeroc has none. torch_dtype: "float32" or "bfloat16".
 static void hf_config_write(const ModelConfig *m, const char *path, const char *torch_dtype) {
     cJSON *j = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(j, "architectures");
@@ -200,7 +200,7 @@ static int hf_flag_given(int argc, char **argv, const char *flag) {
 }
 
 // parse_args: with --init X.safetensors the model is the one X's config.json describes. A size
-// flag given explicitly (or a --preset) must agree with it; one that does not is an error.
+// flag or a --preset given explicitly must agree with it; one that does not is an error.
 static void hf_config_for_init(TrainConfig *c, int argc, char **argv) {
     if (!c->init_path[0] || !st_sniff(c->init_path)) return;
     char path[1100];

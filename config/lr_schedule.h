@@ -3,31 +3,32 @@
 #pragma once
 #include "config/train_config.h"
 
-// DeepSpeed's warm-up fraction at scheduler iteration t < W (lr_schedules.py _get_gamma):
-// "log": log(t + 1) * (1 / log W), "linear": t / W, evaluated as DeepSpeed's Python does
+// DeepSpeed's warm-up fraction at scheduler iteration t < W, as lr_schedules.py's _get_gamma
+// evaluates it: log(t + 1) * (1 / log W) for "log", t / W for "linear".
 static double ds_warmup_gamma(const TrainConfig *c, long long t, int W) {
     if (c->warmup_log) return (1.0 / log((double)W)) * log((double)t + 1);
     return (double)t / (double)W;
 }
 
-// The learning rate of optimizer step `it` (0-based: the number of optimizer steps
-// applied before this one) of a run of `total` steps.
-//   cosine:   zeroc's (nanoGPT/llm.c): linear warmup lr*(it+1)/W, then cosine from lr
-//             down to lr*min_lr_frac at the last step
+// The learning rate of optimizer step `it` of a run of `total` steps. `it` is 0-based
+// and counts the optimizer steps applied before this one.
+//   cosine:   zeroc's, as nanoGPT and llm.c: linear warmup lr*(it+1)/W, then cosine from
+//             lr down to lr*min_lr_frac at the last step
 //   constant: lr
 //   WarmupLR, WarmupDecayLR, WarmupCosineLR: DeepSpeed's (deepspeed/runtime/lr_schedules.py),
 //             computed in double as its Python does. DeepSpeed builds the scheduler with
-//             last_batch_iteration = -1 (which sets the optimizer's lr) and calls
-//             scheduler.step() after every applied optimizer step (engine._take_model_step;
-//             not after a step skipped for fp16 overflow), so step `it` runs at scheduler
-//             iteration t = it - 1. With W = max(2, warmup_num_steps), T = total_num_steps
-//             (else `total`) and g(t) = ds_warmup_gamma:
+//             last_batch_iteration = -1, which sets the optimizer's lr, and calls
+//             scheduler.step() after every applied optimizer step (engine._take_model_step),
+//             never after a step skipped for an fp16 overflow. So step `it` runs at
+//             scheduler iteration t = it - 1. With W = max(2, warmup_num_steps),
+//             T = total_num_steps or else `total`, and g(t) = ds_warmup_gamma:
 //     WarmupLR:       t = -1: warmup_min_lr; t < W: min + (max - min) * g(t); then max
 //     WarmupDecayLR:  the same warm-up; then min + (max - min) * max(0, (T - t) / max(1, T - W)):
 //                     down to warmup_min_lr at T
 //     WarmupCosineLR: t = -1: 0; t < W: lr * (warmup_min_ratio + g(t) * (1 - warmup_min_ratio));
 //                     then lr * max(0, cos_min_ratio + (1 - cos_min_ratio) * (1 + cos(pi * (t - W + 1) / (T - W))) / 2)
-//             (max = lr: scheduler.params.warmup_max_lr or the optimizer's lr; min = warmup_min_lr)
+//             Here max = lr, which is scheduler.params.warmup_max_lr or else the optimizer's lr,
+//             and min = warmup_min_lr.
 static float lr_at(const TrainConfig *c, int it, int total) {
     double lr = c->lr;
     if (c->sched == SCHED_CONSTANT) return (float)lr;

@@ -3,9 +3,9 @@
 #pragma once
 #include "util/common.h"
 
-// Messages are collected over the whole file (and the checks after the flags), then
-// printed together. Errors go out on every rank (whichever rank's exit ends the job
-// has said why); warnings and notes on the printing rank only.
+// Messages are collected over the whole file and the checks after the flags, then
+// printed together. Errors go out on every rank, so whichever rank's exit ends the
+// job has said why; warnings and notes go out on the printing rank only.
 
 enum { MSG_NOTE, MSG_WARNING, MSG_ERROR };
 static const char *MSG_LEVELS[] = {"note", "warning", "error"};
@@ -17,8 +17,8 @@ typedef struct {
     int n, cap, errors;
 } ConfigReport;
 
-// One message about a setting: `where` is a flag ("--lr"), a key path of the config
-// file (named with the file), or NULL (no particular place).
+// One message about a setting. `where` is a flag ("--lr"), a key path of the config
+// file, which the message names with the file, or NULL for no particular place.
 static void report_at(ConfigReport *r, int level, const char *where, const char *fmt, ...) {
     if (r->n == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 16;

@@ -1,7 +1,8 @@
-// config/train_config.h: everything a run is configured with (TrainConfig) and its
+// config/train_config.h: everything a run is configured with (TrainConfig), its
 // defaults, and the ranges every numeric setting is checked against, whether it
-// comes from a flag or a config key. Filled in by config/flags.h (the command line,
-// after config/ds_config.h's DeepSpeed JSON); mirrored by scripts/train_gpt.py.
+// comes from a flag or a config key. config/flags.h fills it in: first
+// config/ds_config.h's DeepSpeed JSON, then the command line. scripts/train_gpt.py
+// mirrors it.
 //
 // Precedence: preset < --config FILE (DeepSpeed JSON) < explicit flags.
 #pragma once
@@ -12,12 +13,12 @@
 #define ZERO_STAGE 0
 #endif
 #ifndef OFFLOAD
-#define OFFLOAD 0       // make train_gpt OFFLOAD=1: optimizer offload on by default (--offload 0 turns it off)
+#define OFFLOAD 0       // make train_gpt OFFLOAD=1 turns optimizer offload on by default; --offload 0 turns it off
 #endif
 #ifdef __CUDACC__
-#define TRAINER_IS_GPU 1   // train_gpt (bf16 on the GPU; fp16 in the FP16=1 build)
+#define TRAINER_IS_GPU 1   // train_gpt: bf16 on the GPU, fp16 in the FP16=1 build
 #else
-#define TRAINER_IS_GPU 0   // train_gpt_cpu (fp32; --fp16 1: parameters and gradients rounded to fp16)
+#define TRAINER_IS_GPU 0   // train_gpt_cpu: fp32; --fp16 1 rounds parameters and gradients to fp16
 #endif
 
 // ----------------------------------------------------------------------------
@@ -55,10 +56,10 @@ static const char *range_text(const Range *r, char *buf, size_t n) {
 enum { SCHED_COSINE = 0, SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR, N_SCHED };
 static const char *SCHED_NAMES[] = {"cosine", "constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"};
 
-// DeepSpeed's optimizer.type: not given, "Adam" (AdamW unless adam_w_mode is false), "AdamW" (always decoupled)
+// DeepSpeed's optimizer.type: not given; "Adam", which is AdamW unless adam_w_mode is false; "AdamW", always decoupled
 enum { OPT_DEFAULT = 0, OPT_ADAM, OPT_ADAMW };
 
-// settings whose origin messages name: a flag ("--batch"), a config key path, or NULL (zeroc's default)
+// settings whose origin the messages name: a flag ("--batch"), a config key path, or NULL for zeroc's default
 enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PARAM, FROM_SCHED, FROM_WARMUP,
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
        FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16,
@@ -68,27 +69,27 @@ enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PA
 typedef struct {
     ModelConfig model;
     char arch[16], preset[32];
-    // data and batch: B, accum and total_batch are 0 until given (flag or config key);
-    // config_resolve_batch derives the rest as DeepSpeed does, with the world size
+    // data and batch. B, accum and total_batch are 0 until a flag or config key gives them;
+    // config_resolve_batch derives the rest from the world size, as DeepSpeed does.
     char train_path[512], val_path[512];   // a shard, a directory of shards or a glob (dataloader.h)
     int shuffle;          // per epoch: shard order and each shard's sequences, seeded by seed
     int B, T, accum;
     int total_batch;      // global sequences per optimizer step
     int world;            // the world size config_resolve_batch resolved with
     int steps;
-    // optimizer (DeepSpeed's Adam/AdamW, PyTorch semantics)
+    // optimizer: DeepSpeed's Adam or AdamW, with PyTorch's semantics
     float lr, beta1, beta2, eps, weight_decay, grad_clip;  // grad_clip 0: off
     int opt_type;         // OPT_*
     int adam_w_mode;      // 1: decoupled weight decay (AdamW); 0: L2, the decay added to the gradient
     // schedule (lr_at)
-    int sched, warmup, warmup_log;  // warmup_log: DeepSpeed's warmup_type "log" (else "linear")
+    int sched, warmup, warmup_log;  // warmup_log: DeepSpeed's warmup_type "log"; 0: "linear"
     float min_lr_frac;              // cosine: the floor as a fraction of lr
     float warmup_min_lr;            // WarmupLR, WarmupDecayLR: the warm-up start and the decay's end
     float warmup_min_ratio;         // WarmupCosineLR: the warm-up start as a fraction of lr
     float cos_min_ratio;            // WarmupCosineLR: the cosine's end as a fraction of lr
-    int sched_total;                // total_num_steps: WarmupDecayLR/WarmupCosineLR's horizon (0: --steps)
-    // precision: DeepSpeed's fp16 block (train/step_guard.h, train/loss_scaler.h) and bf16 block (-1: not given).
-    // fp16: the CPU trainer's fp16 mode; the GPU trainer's must match its build (FLOATX_FP16)
+    int sched_total;                // total_num_steps: WarmupDecayLR's and WarmupCosineLR's horizon; 0: --steps
+    // precision: DeepSpeed's fp16 block (train/step_guard.h, train/loss_scaler.h) and bf16 block (-1: not
+    // given). fp16 turns on the CPU trainer's fp16 mode; the GPU trainer's must match its build (FLOATX_FP16).
     int fp16, bf16;
     float loss_scale, min_loss_scale;   // loss_scale 0: dynamic
     int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
@@ -99,15 +100,15 @@ typedef struct {
     uint64_t seed;
     char init_path[512], save_dir[512], resume_dir[512], log_path[512], config_path[512];
     int save_every, threads;
-    int keep_last;                  // --keep-last K: keep the newest K checkpoints (0: all)
-    double timeout;                 // --timeout S: the watchdog's limit on a step or collective without progress (0: off)
-    int breakdown;                  // --breakdown 1 (wall_clock_breakdown): per-phase times of each step
-    double peak_tflops;             // --peak-tflops X: the device's peak for MFU (0: the GPU's own; none on the CPU)
+    int keep_last;                  // --keep-last K: keep the newest K checkpoints; 0: all
+    double timeout;                 // --timeout S: the watchdog's limit on a step or collective without progress; 0: off
+    int breakdown;                  // --breakdown 1, or wall_clock_breakdown: per-phase times of each step
+    double peak_tflops;             // --peak-tflops X: the device's peak for MFU; 0: the GPU's own, none on the CPU
     int val_every, val_batches, sample_every, sample_len;
     // sampling (train/sample.h): --sample 1 samples instead of training; the rest apply to --sample-every too
     int sample, num_samples, top_k, kv_cache;
     float temperature, top_p;
-    const char *prompt;   // argv's text ("": the samples start from <|endoftext|> alone)
+    const char *prompt;   // argv's text; "": the samples start from <|endoftext|> alone
     int quiet;
     // ZeRO (see zero.h)
     int zero_stage;                 // must equal the compiled ZERO_STAGE
@@ -116,30 +117,34 @@ typedef struct {
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
-    // ZeRO-Infinity (zero/state.h): state in each rank's file under a directory on NVMe ("": off)
-    char nvme_optim_dir[512];       // offload_optimizer "nvme": the fp32 master (where separate), m, v (--offload-nvme DIR)
-    char nvme_param_dir[512];       // offload_param "nvme", stage 3: the parameter shard (--offload-param-nvme DIR)
+    // ZeRO-Infinity (zero/state.h): state in each rank's file under a directory on NVMe; "": off
+    char nvme_optim_dir[512];       // --offload-nvme DIR, offload_optimizer "nvme": m, v and a separate fp32 master
+    char nvme_param_dir[512];       // --offload-param-nvme DIR, offload_param "nvme", stage 3: the parameter shard
     long long nvme_tile;            // --nvme-tile: elements per tile of the streamed optimizer step
     int nvme_buffers;               // offload_optimizer.buffer_count: tiles in memory at once
     int nvme_pipeline_read, nvme_pipeline_write, nvme_fast_init;   // offload_optimizer's pipeline_read/_write, fast_init
-    int nvme_param_buffers;         // offload_param.buffer_count (2 are used)
-    long long nvme_param_buffer_size; // offload_param.buffer_size (0: not given)
+    int nvme_param_buffers;         // offload_param.buffer_count; 2 are used
+    long long nvme_param_buffer_size; // offload_param.buffer_size; 0: not given
     long long aio_block_size;       // DeepSpeed's "aio" block (zero/nvme_store.h)
     int aio_queue_depth, aio_thread_count, aio_single_submit, aio_overlap_events;
     int estimate_world;             // --estimate-memory N: print the per-rank memory of every stage at N ranks, exit
-    double memory_budget;           // --memory-budget GIB (with --estimate-memory): the largest micro batch that fits
+    double memory_budget;           // --memory-budget GIB, with --estimate-memory: the largest micro batch that fits
     // activations (train/activations.h)
     int recompute;                  // activation checkpointing: the backward recomputes each layer's forward
     int cpu_checkpointing;          // GPU trainer, with recompute: the layer inputs in pinned host memory
     char comm[8];                   // "auto", "nccl" or "mpi" (GPU trainer; comm_setup_backend)
-    // GPU trainer: which kernels a step runs (train_gpt.cu), for comparison and measurement
+    // GPU trainer: which paths a step runs (train_gpt.cu). The defaults are the paths a GPU run has validated
+    // (docs/gpu.md, "Validated and opt-in paths"); each of these turns on one that has not run on a GPU yet
     char attention[8];              // --attention cublas|flash|auto: the cuBLAS path (scores materialized), fused flash
                                     // attention, or flash where its kernels apply (train/activations.h: gpu_flash_attention)
+    int lean_step;                  // --lean-step 1: the global norm and AdamW in one launch each over the partition
+                                    // (zero/device.cuh's zb_lean_*); 0: segment by segment
+    int fuse_residual;              // --fuse-residual 1: a layer's last residual add inside the next norm's kernel
+    int device_loss;                // --device-loss 1: the step's loss summed on the device, read once per step;
+                                    // 0: each micro-step's B*T losses copied to the host and summed there
+    int plan_cache;                 // --plan-cache 1: cuBLASLt plans cached per call shape; 0: the heuristic on every call
     int bias_grad_epilogue;         // --bias-grad-epilogue 1: the bias gradients from the dweight GEMMs' cuBLASLt BGRADB
-                                    // epilogue instead of the column-sum kernel (cuda/matmul.cuh; opt-in, not yet run)
-    int gpu_baseline;               // --gpu-baseline 1: the step as first measured (per-segment optimizer kernels, a host
-                                    // read of each micro-step's loss, cuBLASLt's heuristic on every call, the unfused
-                                    // residual + norm): bench/gpu_train.sh's same-run baseline
+                                    // epilogue (cuda/matmul.cuh); 0: the column-sum kernel
     char tokenizer_path[512];
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
@@ -153,7 +158,7 @@ static void train_config_defaults(TrainConfig *c) {
     strcpy(c->train_path, "data/brown/train.bin");
     strcpy(c->val_path, "data/brown/val.bin");
     strcpy(c->tokenizer_path, "data/gpt2_tokenizer.bin");
-    c->T = 64; c->steps = 50;   // B (4) and accum (1): config_resolve_batch
+    c->T = 64; c->steps = 50;   // B (4) and accum (1) come from config_resolve_batch
     c->lr = 6e-4f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->eps = 1e-8f; c->weight_decay = 0.1f; c->grad_clip = 1.0f;
     c->adam_w_mode = 1;
     c->sched = SCHED_COSINE; c->warmup = 0; c->warmup_log = 1; c->min_lr_frac = 0.1f;
@@ -173,12 +178,19 @@ static void train_config_defaults(TrainConfig *c) {
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
     strcpy(c->comm, "auto");
-    // "auto" (flash where its kernels apply, train/activations.h) once docs/gpu.md's "Flash attention" checks pass on a GPU
+    // The GPU step's paths: each default is what a GPU run has validated. A path becomes the default by
+    // changing its one line here, in the commit that records the device run it passed (docs/gpu.md,
+    // "Validated and opt-in paths"); attention's becomes "auto" (flash where its kernels apply).
     strcpy(c->attention, "cublas");
+    c->lean_step = 0;
+    c->fuse_residual = 0;
+    c->device_loss = 0;
+    c->plan_cache = 0;
+    c->bias_grad_epilogue = 0;
     c->offload = OFFLOAD;
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero/device.cuh)
     c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults
-    c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's (DeepSpeed's: false)
+    c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's; DeepSpeed's default is false
     c->aio_block_size = 1 << 20; c->aio_queue_depth = 8; c->aio_thread_count = 1;   // DeepSpeed's aio defaults
     c->aio_single_submit = 0; c->aio_overlap_events = 1;
 }

@@ -101,12 +101,12 @@ static uint32_t matmul_ptr_alignment(const void *p) {
 // The same key gives the heuristic the same inputs, so a cached call runs the algorithm an
 // uncached call would choose: results are bitwise equal (dev/cuda/matmul checks it).
 //
-// g_matmul_cache = 0 (train_gpt --gpu-baseline 1, set once at start-up): a plan is built and
-// destroyed on every call, as first measured. The table holds MATMUL_PLAN_SLOTS plans (open
-// addressing); when it is full, a new shape runs uncached (counted in g_matmul_plans_uncached).
-// matmul_teardown frees them.
+// g_matmul_cache = 0 (the default, as first measured on a GPU; train_gpt sets it once at start-up
+// from --plan-cache): a plan is built and destroyed on every call. The table holds MATMUL_PLAN_SLOTS
+// plans (open addressing); when it is full, a new shape runs uncached (counted in
+// g_matmul_plans_uncached). matmul_teardown frees them.
 #define MATMUL_PLAN_SLOTS 256
-static int g_matmul_cache = 1;
+static int g_matmul_cache = 0;
 // the cache at work, for dev/cuda/matmul: heuristic runs, calls served by a cached plan,
 // calls that found the table full
 static long g_matmul_heuristic_runs = 0, g_matmul_plan_hits = 0, g_matmul_plans_uncached = 0;

@@ -1,23 +1,23 @@
-// formats/safetensors.h: the safetensors file format (Hugging Face), written and read
+// formats/safetensors.h: Hugging Face's safetensors file format, written and read
 // without the safetensors library. The format, as the reference implementation
-// (huggingface/safetensors, safetensors/src/tensor.rs) defines and validates it:
+// defines and validates it (huggingface/safetensors, safetensors/src/tensor.rs):
 //
 //   8 bytes     N, little-endian uint64: the length of the header
 //   N bytes     JSON header: {"__metadata__": {str: str}, NAME: {"dtype": "F32", "shape": [d0, d1],
 //               "data_offsets": [begin, end]}, ...}; padded with spaces so the data starts
 //               at a multiple of 8
 //   the rest    every tensor's raw little-endian row-major bytes; offsets are relative to the
-//               start of this data, and the tensors tile it exactly (no gap, no overlap, no tail)
+//               start of this data, and the tensors tile it exactly: no gap, overlap or tail
 //
-// The writer lays tensors out back to back in the order given and streams their data; the
-// reader checks every rule above (the same checks, in the same order, as the reference
-// reader) and reads one tensor at a time, so neither needs a whole model in memory.
-// What the tensors mean (names, layouts, dtype conversion) is model/hf.h's business.
+// The writer lays tensors out back to back in the order given and streams their data. The
+// reader makes the reference reader's checks of every rule above, in the same order, and
+// reads one tensor at a time. So neither needs a whole model in memory. What the tensors
+// mean, their names, layouts and dtype conversion, is model/hf.h's business.
 #pragma once
 #include "util/common.h"
 #include <cjson/cJSON.h>
 
-#define ST_MAX_HEADER 100000000ULL   // the reference reader's limit (MAX_HEADER_SIZE)
+#define ST_MAX_HEADER 100000000ULL   // the reference reader's limit, MAX_HEADER_SIZE
 #define ST_MAX_DIMS 8
 
 // the dtypes of the format and their sizes in bytes; zeroc converts F32, BF16 and F16 (model/hf.h)
@@ -33,7 +33,7 @@ static int st_dtype_from_name(const char *s) {
 }
 
 typedef struct {
-    const char *name;           // inside the parsed header (STFile.json)
+    const char *name;           // points into the parsed header, STFile.json
     int dtype, ndim;
     int64_t shape[ST_MAX_DIMS];
     uint64_t begin, end;        // byte offsets relative to the start of the data
@@ -60,8 +60,8 @@ typedef struct {
 } STWriter;
 
 // Writes the header for t[0..n), laid out back to back in this order, with
-// __metadata__ {"format": format} (transformers refuses a file without "pt"
-// there). The caller then writes each tensor's bytes in the same order.
+// __metadata__ {"format": format}; transformers refuses a file without "pt" there.
+// The caller then writes each tensor's bytes in the same order.
 static void st_writer_begin(STWriter *w, FILE *f, const char *path, const STSpec *t, int n, const char *format) {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
@@ -120,8 +120,8 @@ typedef struct {
 } STFile;
 
 // A file whose name ends in .safetensors, or whose first bytes are a plausible
-// header length followed by '{'. (A zeroc model file starts with its magic
-// number and version: as a length that is far beyond ST_MAX_HEADER.)
+// header length followed by '{'. A zeroc model file starts with its magic number
+// and version, which read as a length are far beyond ST_MAX_HEADER.
 static int st_sniff(const char *path) {
     size_t n = strlen(path);
     if (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) return 1;
@@ -150,8 +150,8 @@ static void st_close(STFile *s) {
 
 #define ST_FAIL(...) do { snprintf(err, errn, __VA_ARGS__); st_close(s); return 0; } while (0)
 
-// The header length hn (the file's first 8 bytes) against the format's limit and the
-// file's size. Returns 1, or 0 with a one-line err.
+// Checks the header length hn, the file's first 8 bytes, against the format's limit
+// and the file's size. Returns 1, or 0 with a one-line err.
 static int st_check_length(const char *path, uint64_t hn, uint64_t size, char *err, size_t errn) {
     if (hn > ST_MAX_HEADER) {
         snprintf(err, errn, "%s: header length %llu exceeds the format's limit of %llu bytes (not a safetensors file?)", path,
@@ -166,9 +166,9 @@ static int st_check_length(const char *path, uint64_t hn, uint64_t size, char *e
     return 1;
 }
 
-// The JSON header (text, hn bytes) of a safetensors file of file_size bytes, checked as the
-// reference reader does; fills s's index (tensors sorted by offset). Returns 1, or 0 with a
-// one-line err (s closed). tests/fuzz/ fuzzes it.
+// Checks the JSON header `text`, hn bytes of a safetensors file of file_size bytes, as the
+// reference reader does, and fills s's index with the tensors sorted by offset. Returns 1,
+// or 0 with a one-line err and s closed. tests/fuzz/ fuzzes it.
 static int st_parse_header(STFile *s, const char *path, const char *text, uint64_t hn, uint64_t file_size, char *err, size_t errn) {
     if (hn == 0 || text[0] != '{') ST_FAIL("%s: the header does not start with '{' (not a safetensors file)", path);
     s->json = cJSON_ParseWithLength(text, hn);
@@ -261,7 +261,7 @@ static const STTensor *st_find(const STFile *s, const char *name) {
     return NULL;
 }
 
-// the tensor's raw bytes (end - begin of them) into buf
+// the tensor's raw bytes, end - begin of them, into buf
 static int st_read_raw(STFile *s, const STTensor *t, void *buf, char *err, size_t errn) {
     size_t nb = (size_t)(t->end - t->begin);
     if (fseeko(s->f, (off_t)(s->data_start + t->begin), SEEK_SET) != 0 || fread(buf, 1, nb, s->f) != nb) {

@@ -1,6 +1,6 @@
 // model/hf.h: zeroc's parameters under Hugging Face's names and layouts, GPT2LMHeadModel for gpt2 and
-// LlamaForCausalLM for llama: the one table both directions use (tools/export_model.c writes it, --init
-// X.safetensors reads it), the element layout of each tensor, and the import.
+// LlamaForCausalLM for llama: the one table both directions use, the element layout of each tensor,
+// and the import. tools/export_model.c writes with the table; --init X.safetensors reads with it.
 //
 //   zeroc (model/model.h)        gpt2 (GPT2LMHeadModel)                    llama (LlamaForCausalLM)
 //   embed.wte [Vp, C]      transformer.wte.weight [V, C]             model.embed_tokens.weight [V, C]
@@ -18,11 +18,12 @@
 //
 // Layouts: GPT-2's Conv1D stores W as [in, out] (y = x W + b), the transpose of zeroc's Linear
 // [out, in]. The vocabulary padding rows V..Vp-1 are zeroc's own: they are dropped on export and
-// come back as zeros on import. RoPE: zeroc rotates interleaved pairs (2i, 2i+1) of each head
-// (docs/model.md, Meta's layout); transformers' LlamaAttention rotates the two halves (i, i + hd/2)
-// (rotate_half). Permuting the rows of q_proj and k_proj within each head, interleaved row 2i + s
-// -> half-split row s*hd/2 + i (the permutation of transformers' convert_llama_weights_to_hf.py),
-// makes the two compute the same attention scores, since q.k is the same sum in another order.
+// come back as zeros on import. RoPE: zeroc rotates interleaved pairs (2i, 2i+1) of each head, as
+// Meta's layout does (docs/model.md); transformers' LlamaAttention rotates the two halves
+// (i, i + hd/2) with rotate_half. Permuting the rows of q_proj and k_proj within each head, from
+// interleaved row 2i + s to half-split row s*hd/2 + i, makes the two compute the same attention
+// scores, since q.k is the same sum in another order. It is the permutation of transformers'
+// convert_llama_weights_to_hf.py.
 #pragma once
 #include "model/model.h"
 #include "config/hf_config.h"
@@ -30,7 +31,7 @@
 
 
 typedef struct {
-    char name[96];        // Hugging Face's name, with its model's prefix (transformer. / model.)
+    char name[96];        // Hugging Face's name, with its model's prefix: transformer. or model.
     int unit, k;          // the zeroc tensor: unit, tensor index within the unit
     int row0, rows, cols; // rows [row0, row0 + rows) of it, cols each
     int ndim;             // 1 (norms, biases) or 2
@@ -40,12 +41,12 @@ typedef struct {
 
 static int hf_max_tensors(const ModelLayout *L) { return 12 * L->cfg.n_layer + 4; }
 
-// The table in zeroc's flat order (so an export streams the model file front to back). Returns the count.
+// The table in zeroc's flat order, so that an export streams the model file front to back. Returns the count.
 static int hf_tensors(const ModelLayout *L, HFTensor *out) {
     const ModelConfig *c = &L->cfg;
     int n = 0, gpt2 = c->arch == ARCH_GPT2, hd = c->d_model / c->n_head, H = c->n_head, KV = c->n_kv_head, F = c->d_ff;
     const char *P = gpt2 ? "transformer." : "model.";
-    // one entry: rows [r0, r0 + nr) of tensor kk of unit u (nr < 0: all its valid rows)
+    // one entry: rows [r0, r0 + nr) of tensor kk of unit u; nr < 0: all its valid rows
 #define HF_ADD(u, kk, r0, nr, conv, rope, ...) do { \
         const TensorSpec *ts_ = &L->units[u].t[kk]; HFTensor *e_ = &out[n++]; \
         snprintf(e_->name, sizeof(e_->name), __VA_ARGS__); \
@@ -94,7 +95,7 @@ static int hf_shape(const HFTensor *t, int64_t shape[2]) {
     return 2;
 }
 
-// Where element (r, c) of the tensor's zeroc rows (r in [0, rows)) sits in Hugging Face's layout.
+// Where element (r, c) of the tensor's zeroc rows, r in [0, rows), sits in Hugging Face's layout.
 static size_t hf_index(const HFTensor *t, int r, int c) {
     if (t->rope_hd) {   // within each head: interleaved row 2i + s -> half-split row s*hd/2 + i
         int hd = t->rope_hd, j = r % hd;
@@ -106,31 +107,16 @@ static size_t hf_index(const HFTensor *t, int r, int c) {
 // ----------------------------------------------------------------------------
 // dtypes: what a checkpoint may hold, to fp32
 
-static float f16_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);           // Inf, NaN
-    else if (e) u = sign | ((e + 112) << 23) | (m << 13);        // normal: rebias 15 -> 127
-    else if (!m) u = sign;                                       // zero
-    else {                                                       // subnormal: normalize
-        int s = 0;
-        while (!(m & 0x400)) { m <<= 1; s++; }
-        u = sign | ((uint32_t)(113 - s) << 23) | ((m & 0x3ff) << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static int hf_dtype_readable(int dtype) { return dtype == ST_F32 || dtype == ST_BF16 || dtype == ST_F16; }
 
 static void hf_to_f32(int dtype, const void *src, size_t n, float *dst) {
     if (dtype == ST_F32) { memcpy(dst, src, n * 4); return; }
     const uint16_t *h = (const uint16_t *)src;
-    for (size_t i = 0; i < n; i++) dst[i] = dtype == ST_BF16 ? bf16_to_float(h[i]) : f16_to_float(h[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = dtype == ST_BF16 ? bf16_to_float(h[i]) : fp16_to_float(h[i]);
 }
 
 // ----------------------------------------------------------------------------
-// import: --init X.safetensors (model_file_read in train/checkpoint.h dispatches here)
+// import: --init X.safetensors; model_file_read in train/checkpoint.h dispatches here
 
 // buffers a checkpoint's own tensors carry that are not parameters
 static int hf_ignorable(int arch, const char *name) {
@@ -157,7 +143,7 @@ static int hf_check_tensor(const STFile *s, const STTensor *t, const HFTensor *e
     return 1;
 }
 
-// A (checked) tensor of the file as fp32, its values checked finite. raw: scratch.
+// A checked tensor of the file as fp32, its values checked finite. raw: scratch.
 static int hf_read_f32(STFile *s, const STTensor *t, void *raw, float *out, char *err, size_t errn) {
     if (!st_read_raw(s, t, raw, err, errn)) return 0;
     hf_to_f32(t->dtype, raw, t->numel, out);
@@ -168,20 +154,21 @@ static int hf_read_f32(STFile *s, const STTensor *t, void *raw, float *out, char
 
 // --init X.safetensors as a source of parameter ranges (ParamSource, model/model.h), so that under
 // ZeRO a rank reads only the slices it holds, as it does from zeroc's own model file. Opening
-// checks the file against the model c (which parse_args took from the config.json beside it)
+// checks the file against the model c, which parse_args took from the config.json beside it,
 // from the header alone: every tensor present, of the right shape and a readable dtype, none
-// unexpected. It accepts the names with or without their model's prefix (OpenAI's GPT-2 files
-// say h.0.attn..., not transformer.h.0.attn...), skips GPT-2's attn.bias / attn.masked_bias and
-// LLaMA's rotary_emb.inv_freq buffers, and with tied embeddings serves llama's lm_head from
-// embed_tokens. A read converts only the tensors its range touches, one at a time, checking
-// their values finite: a rank holds its slices and one tensor, never the model.
+// unexpected. The names may come with or without their model's prefix, since OpenAI's GPT-2
+// files say h.0.attn... rather than transformer.h.0.attn.... GPT-2's attn.bias and
+// attn.masked_bias and LLaMA's rotary_emb.inv_freq buffers are skipped. With tied embeddings
+// llama's lm_head is served from embed_tokens. A read converts only the tensors its range
+// touches, one at a time, checking their values finite: a rank holds its slices and one
+// tensor, never the model.
 typedef struct {
     ModelLayout L;
     STFile s;
     HFTensor *map;          // zeroc's tensors in flat order (hf_tensors)
-    const STTensor **src;   // the file's tensor behind each (llama's tied lm_head: embed_tokens)
+    const STTensor **src;   // the file's tensor behind each; embed_tokens for llama's tied lm_head
     int n;
-    const STTensor *cached; // the tensor whose fp32 values buf holds (NULL: none)
+    const STTensor *cached; // the tensor whose fp32 values buf holds; NULL: none
     float *buf;
     void *raw;
 } HFSource;
@@ -220,7 +207,7 @@ static int hf_source_open(HFSource *h, const char *path, const ModelConfig *c, c
     h->buf = (float *)xmalloc(max_numel * 4, "import buffer");
     h->raw = xmalloc(max_numel * 4, "import buffer");
     char *used = (char *)xcalloc(h->s.n + 1, "import");
-    // the file's naming: with the model's prefix (save_pretrained) or without (OpenAI's GPT-2)
+    // the file's naming: with the model's prefix, as save_pretrained writes, or without, as OpenAI's GPT-2
     const char *prefix = c->arch == ARCH_GPT2 ? "transformer." : "model.";
     size_t plen = strlen(prefix);
     int strip = !st_find(&h->s, h->map[0].name) && st_find(&h->s, h->map[0].name + plen);
@@ -240,7 +227,7 @@ static int hf_source_open(HFSource *h, const char *path, const ModelConfig *c, c
     for (int i = 0; i < h->s.n && ok; i++) {
         if (used[i] || hf_ignorable(c->arch, h->s.t[i].name)) continue;
         if (tied && strcmp(h->s.t[i].name, "lm_head.weight") == 0) {
-            // a tied head stored anyway (some exports do): it must be the embedding
+            // some exports store a tied head anyway: it must be the embedding
             float *embed = (float *)xmalloc(h->src[0]->numel * 4, "embedding copy");
             ok = hf_check_tensor(&h->s, &h->s.t[i], &h->map[0], err, errn) && hf_source_load(h, h->src[0], err, errn);
             if (ok) memcpy(embed, h->buf, h->src[0]->numel * 4);
@@ -260,8 +247,8 @@ static int hf_source_open(HFSource *h, const char *path, const ModelConfig *c, c
     return ok;
 }
 
-// Elements [lo, lo + n) of unit u in zeroc's layout into out (zeros where no tensor is:
-// the vocabulary's padding rows, the plan's padding). Returns 1, or 0 with err.
+// Elements [lo, lo + n) of unit u in zeroc's layout into out, with zeros where no tensor
+// is: the vocabulary's padding rows and the plan's padding. Returns 1, or 0 with err.
 static int hf_source_read(HFSource *h, int u, size_t lo, size_t n, float *out, char *err, size_t errn) {
     memset(out, 0, n * sizeof(float));
     for (int i = 0; i < h->n; i++) {

@@ -1,7 +1,7 @@
 // model/model.h: the parameter layout of both architectures, shared by the CPU
-// trainer, the GPU trainer, the checkpoint format and (mirrored) the PyTorch
-// reference. Parameters are grouped into units, the granularity at which
-// ZeRO-3 gathers and releases them:
+// trainer, the GPU trainer and the checkpoint format, and mirrored by the PyTorch
+// reference. Parameters are grouped into units, the granularity at which ZeRO-3
+// gathers and releases them:
 //
 //   unit 0          embedding:  gpt2: wte [Vp,C], wpe [maxT,C]      llama: wte [Vp,C]
 //   unit 1 .. L     layer l-1:  see LAYER_* below
@@ -9,19 +9,19 @@
 //
 // gpt2 ties its output head to wte (unit 0); llama has an untied lm_head.
 // Linear weights are [out, in] as in PyTorch: y = x W^T + b.
-// The flat order of all tensors (unit by unit, tensor by tensor, no padding)
+// The flat order of all tensors, unit by unit and tensor by tensor without padding,
 // is the order of the model file and of scripts/train_gpt.py's parameter list.
 //
-// Below the layout: named views of the tensors (both trainers use them, over
-// parameters and over gradients), and THE SCHEDULE, the units a forward and a
-// backward pass use, in order, from which zero.h derives everything it needs to
-// know about the model.
+// Below the layout come named views of the tensors, which both trainers use over
+// parameters and over gradients, and THE SCHEDULE: the units a forward and a
+// backward pass use, in order. zero.h derives from it everything it needs to know
+// about the model.
 #pragma once
 #include "config/train_config.h"
 
 #define MAX_TENSORS_PER_UNIT 12
 
-// tensors of one transformer layer (gpt2 uses all; llama the ones marked L)
+// tensors of one transformer layer: gpt2 uses all, llama the ones marked L
 enum {
     T_LN1_W,       // gpt2 ln_1.weight [C]          L: attn_norm.weight [C]
     T_LN1_B,       // gpt2 ln_1.bias [C]
@@ -44,14 +44,14 @@ static const char *LAYER_TENSOR_NAMES[N_LAYER_TENSORS] = {
 
 typedef struct {
     char name[32];
-    size_t offset;      // element offset inside its unit (unpadded)
+    size_t offset;      // element offset inside its unit, unpadded
     size_t numel;
     int rows, cols;     // 2-D: [rows, cols]; 1-D: rows = 1, cols = numel
-    int decay;          // AdamW weight decay applies (2-D weights and embeddings)
+    int decay;          // AdamW's weight decay applies: 2-D weights and embeddings
     float init_std;     // normal(0, std); 0 means constant init_value
     float init_value;   // 1 for norm weights, 0 for biases
-    int valid_rows;     // rows that are real (Vp padding rows beyond V stay zero)
-    uint64_t first_draw;// the initialization stream's draws before this tensor (model_init_range)
+    int valid_rows;     // rows that are real; the Vp padding rows beyond V stay zero
+    uint64_t first_draw;// the initialization stream's draws before this tensor, for model_init_range
 } TensorSpec;
 
 typedef struct {
@@ -59,10 +59,10 @@ typedef struct {
     int n_tensors;
     TensorSpec t[MAX_TENSORS_PER_UNIT];
     size_t numel;       // sum of the tensors' sizes
-    size_t flat_offset; // offset in the flat (unpadded) parameter order
+    size_t flat_offset; // offset in the flat, unpadded parameter order
 } UnitSpec;
 
-// where a named tensor lives: a unit and an element offset inside it (unit -1: absent)
+// where a named tensor lives: a unit and an element offset inside it; unit -1: absent
 typedef struct { int unit; size_t offset; } TensorRef;
 
 // ----------------------------------------------------------------------------
@@ -77,8 +77,8 @@ typedef struct {
     int n_params, params[MAX_STEP_UNITS];   // units whose parameters the step reads
     int n_grads, grads[MAX_STEP_UNITS];     // backward: units whose gradients it writes
     int keep;       // forward: in a training pass these parameters stay gathered for the backward
-    int kept;       // backward: its parameters are the ones the forward kept (not gathered again)
-    int recompute;  // backward: recompute the step's forward from its saved input first (activation checkpointing)
+    int kept;       // backward: its parameters are the ones the forward kept, not gathered again
+    int recompute;  // backward: first recompute the step's forward from its saved input (activation checkpointing)
 } PassStep;
 
 typedef struct {
@@ -90,9 +90,9 @@ typedef struct {
     ModelConfig cfg;
     int n_units;        // L + 2
     UnitSpec *units;
-    size_t num_params;  // total elements (unpadded, padded vocab rows included)
+    size_t num_params;  // total elements, unpadded, with the padded vocab rows
     int layer_tensor_index[N_LAYER_TENSORS];  // index of each T_* inside a layer unit, -1 if absent
-    TensorRef wte, wpe, lnf_w, lnf_b, lm_head;  // the embedding's and the head's tensors (lm_head: wte when tied)
+    TensorRef wte, wpe, lnf_w, lnf_b, lm_head;  // the embedding's and the head's tensors; lm_head is wte when tied
     Schedule schedule;
 } ModelLayout;
 
@@ -130,13 +130,14 @@ static void step_add(int *n, int *units, int u) {
     units[(*n)++] = u;
 }
 
-// The passes. Forward: the embedding, the layers in order, the head (final norm
-// and output projection: it reads the unit holding lm_head too, the embedding
-// when tied). Backward: the head (its parameters kept from the forward: the
-// logits' gradient follows the loss directly), the layers in reverse, then the
-// embedding, whose backward needs only the token ids, no parameters. The head
-// writes the gradient of lm_head's unit, so a tied embedding's gradient is
-// written twice, by the head and by the embedding, with every layer between.
+// The passes. Forward: the embedding, the layers in order, then the head, which is
+// the final norm and the output projection; it also reads the unit holding lm_head,
+// the embedding when tied. Backward: the head first, with its parameters kept from
+// the forward, since the logits' gradient follows the loss directly; the layers in
+// reverse; then the embedding, whose backward needs only the token ids and no
+// parameters. The head writes the gradient of lm_head's unit, so a tied embedding's
+// gradient is written twice, by the head and by the embedding, with every layer
+// between.
 static void schedule_build(ModelLayout *L) {
     Schedule *S = &L->schedule;
     int nl = L->cfg.n_layer, E = model_unit_embed(L), F = model_unit_final(L);
@@ -225,13 +226,13 @@ static void model_layout_build(ModelLayout *L, const ModelConfig *c) {
     L->wpe = unit_tensor(L, E, "wpe");
     L->lnf_w = unit_tensor(L, Fu, gpt2 ? "lnf_w" : "norm_w");
     L->lnf_b = unit_tensor(L, Fu, "lnf_b");
-    L->lm_head = gpt2 ? L->wte : unit_tensor(L, Fu, "lm_head");   // gpt2: the output head is wte (tied)
+    L->lm_head = gpt2 ? L->wte : unit_tensor(L, Fu, "lm_head");   // gpt2's output head is wte, tied
     schedule_build(L);
 }
 
-// Activation checkpointing: every layer's backward starts by recomputing the
-// layer's forward (with the parameters gathered for the backward: no extra
-// communication). The forward then keeps only each layer's input (train/activations.h).
+// Activation checkpointing: every layer's backward starts by recomputing the layer's
+// forward with the parameters gathered for the backward, so it costs no extra
+// communication. The forward then keeps only each layer's input (train/activations.h).
 static void model_set_recompute(ModelLayout *L, int on) {
     for (int i = 0; i < L->schedule.n_bwd; i++)
         if (L->schedule.bwd[i].kind == STEP_LAYER) L->schedule.bwd[i].recompute = on;
@@ -243,9 +244,9 @@ static void model_layout_free(ModelLayout *L) {
 }
 
 // ----------------------------------------------------------------------------
-// named views, over parameters or over gradients. `units` maps a unit to the
-// buffer that holds it whole (what zero.h fetched, or the gradient it opened);
-// absent tensors (llama's biases and wpe) are NULL.
+// Named views, over parameters or over gradients. `units` maps a unit to the buffer
+// that holds it whole: what zero.h fetched, or the gradient it opened. Absent
+// tensors, such as llama's biases and wpe, are NULL.
 
 typedef struct { floatX *t[N_LAYER_TENSORS]; } LayerView;
 typedef struct { floatX *wte, *wpe; } EmbedView;
@@ -271,12 +272,12 @@ static HeadView head_view(const ModelLayout *L, floatX *const *units) {
 
 // Seeded GPT-2 style initialization: one splitmix64 stream from `seed` over the
 // whole model in flat order, tensor by tensor, row-major, two draws per normal
-// (Box-Muller); constant tensors draw nothing; padded vocab rows are zero (and
-// stay zero: their gradient is always zero). Every rank and both trainers
-// produce the same bits. The stream is counter-based (splitmix64's state after
-// k draws is seed + k * its increment), so any element can be generated
-// directly: model_init_range makes just a range of one unit, and under ZeRO
-// each rank generates only what it holds (DeepSpeed's zero.Init).
+// (Box-Muller). Constant tensors draw nothing. Padded vocab rows are zero and stay
+// zero, since their gradient is always zero. Every rank and both trainers produce
+// the same bits. The stream is counter-based: splitmix64's state after k draws is
+// seed + k times its increment. So any element can be generated directly:
+// model_init_range makes just a range of one unit, and under ZeRO each rank
+// generates only what it holds, as DeepSpeed's zero.Init does.
 static void model_init_range(const ModelLayout *L, int unit, size_t lo, size_t n, float *out, uint64_t seed) {
     const UnitSpec *u = &L->units[unit];
     for (size_t j = 0; j < n; j++) out[j] = 0.0f;   // past the unit's elements: padding
@@ -297,18 +298,18 @@ static void model_init_range(const ModelLayout *L, int unit, size_t lo, size_t n
 }
 
 // ----------------------------------------------------------------------------
-// where a run's starting parameters come from: read unit by unit and range by
-// range, so that each rank reads only what its ZeRO stage holds
+// Where a run's starting parameters come from. They are read unit by unit and range
+// by range, so that each rank reads only what its ZeRO stage holds.
 
 typedef struct ParamSource ParamSource;
 struct ParamSource {
-    // elements [lo, lo + n) of unit u (zeros past its numel: the plan's padding) into out; 0 with err set on failure
+    // elements [lo, lo + n) of unit u into out, zeros past its numel (the plan's padding); 0 with err set on failure
     int (*read)(ParamSource *s, int u, size_t lo, size_t n, float *out);
     const ModelLayout *L;
     uint64_t seed;        // the seeded initialization
     const float *flat;    // parameters in memory, in flat order
-    int fd;               // a model file (train/checkpoint.h), -1 if none
-    void *hf;             // a safetensors file (model/hf.h's HFSource), NULL if none
+    int fd;               // a model file (train/checkpoint.h); -1 if none
+    void *hf;             // a safetensors file (model/hf.h's HFSource); NULL if none
     char path[512];
     char err[1200];
 };
@@ -335,16 +336,16 @@ static ParamSource params_from_flat(const ModelLayout *L, const float *flat) {
     return s;
 }
 
-// the whole model in flat order (tests, the PyTorch reference's start)
+// the whole model in flat order, for tests and the PyTorch reference's start
 static int params_read_all(ParamSource *s, float *flat) {
     for (int u = 0; u < s->L->n_units; u++)
         if (!s->read(s, u, 0, s->L->units[u].numel, flat + s->L->units[u].flat_offset)) return 0;
     return 1;
 }
 
-// FLOPs per token for one training step, PaLM/llm.c convention: 6 per
-// matmul weight (2 forward, 4 backward) plus 12*L*T*C for attention scores and
-// values (no discount for the causal mask), so 6N + 12LTC for GPT-2.
+// FLOPs per token for one training step, by the PaLM and llm.c convention: 6 per
+// matmul weight, 2 forward and 4 backward, plus 12*L*T*C for the attention scores
+// and values, with no discount for the causal mask. So 6N + 12LTC for GPT-2.
 static double model_flops_per_token(const ModelConfig *c, int T) {
     double C = c->d_model, F = c->d_ff, hd = C / c->n_head;
     double qkv = (c->n_head + 2.0 * c->n_kv_head) * hd;

@@ -1,42 +1,80 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh: everything there is to check on a lent GPU machine (H100/H200), in one
-# command that ends within 9 minutes:
-#   1. our Debian build dependencies from .gpu_deps/ (scripts/gpu_env.sh), the CUDA libraries
-#      (NCCL and cuBLAS from the toolkit, else from the Python wheels), versions
-#   2. build for sm_90: every train_gpt variant, test_gpt, the CPU trainer, dev/cuda programs
-#   3. tests/test_gpu.sh: test_gpt vs PyTorch (gpt2, llama), GPU vs CPU, resume bitwise,
-#      ZeRO stages and offload on one GPU, 2 ranks on one GPU, the Brown data, the fp16 build
-#      (loss-scale sequences against DeepSpeed's scaler, fp16 vs the CPU's fp16 mode), --attention flash
-#      against PyTorch and the cuBLAS attention (section 11; GPU_TEST_ONLY=flash runs it alone)
-#   3a. the fp16 build (make train_gpt FP16=1) on GPT-2 124M and Brown: DeepSpeed's dynamic loss
-#      scaling from 2^16, the scale of every step in the log, the loss falls
-#   3b. where transformers is installed: export_model's files loaded by GPT2LMHeadModel /
-#      LlamaForCausalLM.from_pretrained, their logits, gradients and AdamW steps against zeroc
-#      (scripts/hf_compare.py, then test_gpt_cpu)
-#   3a'. ZeRO-Infinity: train_gpt with the optimizer state (stage 1) and also the parameter shard
-#      (stage 3) on NVMe (a directory on this machine's disk) against CPU offload: losses and checkpoints bitwise
-#   3c. tests/test_sample_gpu.sh: sampling with the KV cache against the full forward (every position's
-#      logits, stage 0 and ZeRO-3 on 2 ranks), --sample 1 deterministic and equal across stages, greedy
-#      text against the full forward and the CPU (information), tokens/s of GPT-2 124M with and without the cache
-#   4. GPT-2 124M on the Brown data: tokens/s, MFU and device memory (ZeRO 0, and with --attention flash;
-#      ZeRO 3 and offload for overheads; --recompute and --cpu-checkpointing: memory against speed)
-#   5. tests/test_cuda_kernels.sh: every dev/cuda kernel against its CPU reference, timed
-#   6. compute-sanitizer memcheck on short training runs (gpt2 stage 0, llama stage 3); racecheck and
-#      initcheck; memcheck, racecheck and initcheck of --attention flash (hd 64 and 128)
-#   7. a summary table
-# The full output goes to bench/gpu_check_<UTC date>_<device>.txt (and to $OUT when set, so
-# the device tool brings it back).
+# scripts/gpu_check.sh: the one command for a lent GPU machine (H100/H200). It validates and measures,
+# most informative first, everything that has not run on a GPU yet, within a time budget: the device's
+# 15 minutes also pay 1-4 minutes of machine start per call, so one call of about 400 s leaves room for a
+# shorter second one (docs/gpu.md, "The next GPU session").
 #
-# Before the session, HERE (the build machine): bash scripts/gpu_deps.sh   (fills .gpu_deps/)
-# The device tool call:
-#   command: bash scripts/gpu_check.sh
-#   carry:   ["data", ".gpu_deps"]        (both are git-ignored: data/ from scripts/prepare_data.sh)
-# Stages get time limits; when the 9 minutes run short the remaining ones are skipped and say so.
-cd "$(dirname "$0")/.."
+# The device tool call (docs/gpu.md gives it whole; here, the build machine, first: bash scripts/gpu_deps.sh):
+#   command: ZEROC_COMMIT=<hash> bash scripts/gpu_check.sh      carry: ["data", ".gpu_deps"]
+#
+# First the facts a failure needs (device, driver, nvcc, the NCCL the trainer loads and every other one
+# found, cuBLAS, PyTorch, compute-sanitizer), then the stages. Each stage has its own limit (cut to what
+# the budget has left; skipped when less than GPU_CHECK_MIN_LEFT s are left), prints
+#   ######## NAME: PASS|FAIL (exit N)|TIMEOUT (N s)|SKIP|SKIPPED (budget) in N s
+# and the run ends with a summary table and exactly the line
+#   gpu_check: N passed, N failed, N skipped          (a TIMEOUT counts as failed)
+# The expected times come from the H100 logs of 2026-11-22 (bench/gpu_check_2026112*: environment 2-10 s,
+# build of every variant 25-29 s, test_gpu.sh sections 1-8 101-137 s at about 1.1 s per tiny run, the 13
+# dev/cuda programs 106 s, 6 GPT-2 124M benchmark runs 46 s, that is about 6.5 s of start-up per run) and
+# from counting the runs of what was written since. The machine has 16 cores: test_gpu.sh's sections run
+# in parallel groups, each group one process on the GPU (tiny models; the checks compare results, never
+# times, so sharing the GPU changes nothing they check).
+#
+#   key           limit expected  what
+#   build           150      60   make -j: every train_gpt variant, test_gpt, test_decode, the CPU trainer,
+#                                 export_model, every dev/cuda program (flash attention added to each since)
+#   kernels         120      60   dev/cuda programs not run on a GPU in their present form (all but
+#                                 KERNELS_VALIDATED below; a new program joins by existing)
+#   test_new        200      90   test_gpu.sh 9-12 (each opt-in path against the default) and 1-2 (the
+#                                 default against PyTorch and the CPU trainer), 5 groups in parallel
+#   speed           120      65   bench/gpu_train.sh pairs: GPT-2 124M, B=16, T=1024: the default, each
+#                                 opt-in path, all of them, the default again (8 runs)
+#   torch           150      70   bench/gpu_train.sh torch: PyTorch eager and torch.compile (compiling ~45 s)
+#   nccl             90      30   test_gpu.sh 13: 2 ranks on one GPU with NCCL (2.30+; below, its refusal),
+#                                 the newest NCCL found first on LD_LIBRARY_PATH (after the timings: a hang
+#                                 here costs its limit, not them)
+#   sanitize        120      60   compute-sanitizer memcheck, racecheck, initcheck of short runs with every
+#                                 opt-in path on (gpt2 hd 64 and llama hd 128 GQA, stage 3)
+#   test_rest       180      60   test_gpu.sh 3-8 (the default path, refactored since it ran), 5 groups in parallel
+#   kernels_rest     90      40   the dev/cuda programs in KERNELS_VALIDATED
+#   nvme             60      45   ZeRO-Infinity on the GPU against CPU offload, bitwise (never run on a GPU)
+#   tensorboard      30       5   hook: TensorBoard's own reader on the trainer's event files (skips while
+#                                 the trainers have no --tensorboard flag)
+#   hf_export        60      20   hook: transformers loads an exported folder, model and tokenizer (skips
+#                                 while tools/export_model writes no tokenizer files)
+# Only when named in GPU_CHECK_ONLY: sanitize_default (the sanitizers on the default path), sample
+# (tests/test_sample_gpu.sh), fp16 (GPT-2 124M on the fp16 build), hf (the export against transformers'
+# numbers), bench_stages (bench/gpu_train.sh stages: --breakdown, stage 3, offload, llama, recompute),
+# compare (GPT-2 124M against PyTorch for 300 steps, bench/gpu_compare/), demo (make demo as one command).
+#
+# The expected times add up to about 600 s: one call of the default budget gets through torch (about 385 s
+# with the facts); what it could not start says SKIPPED (budget) and is the second call's.
+# Settings: GPU_CHECK_ONLY=key,key (those stages, in the order above); GPU_CHECK_BUDGET (s, default 390);
+# GPU_CHECK_MIN_LEFT (s, default 20); GPU_CHECK_LIMIT_<key>=S (one stage's limit); ZEROC_COMMIT=<hash>
+# (the device copies the working tree, whose .git may be older); GPU_CHECK_TEST_NEW / GPU_CHECK_TEST_REST
+# (test_gpu.sh's groups: space-separated, each a comma list of section keys). The whole log goes to
+# bench/gpu_check_<UTC date>_<device>.txt and, as it is written, to $OUT/ when that is set (the device
+# tool brings back what is under $OUT, also after a timeout).
+cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET:-585}
-PEAK_SPEC=989e12      # H100 SXM dense bf16, datasheet
-PEAK_MEASURED=800e12  # DESIGN.md: about 800 TFLOP/s measured on an 8192^3 bf16 GEMM
+BUDGET=${GPU_CHECK_BUDGET:-390}
+MIN_LEFT=${GPU_CHECK_MIN_LEFT:-20}
+ORDER="build kernels test_new speed torch nccl sanitize test_rest kernels_rest nvme tensorboard hf_export"
+OPTIONAL="sanitize_default sample fp16 hf bench_stages compare demo"
+ONLY=${GPU_CHECK_ONLY:-$(echo $ORDER | tr ' ' ',')}
+for k in ${ONLY//,/ }; do
+    [[ " $ORDER $OPTIONAL " == *" $k "* ]] || { echo "error: GPU_CHECK_ONLY: unknown stage '$k' ($ORDER; $OPTIONAL)" >&2; exit 2; }
+done
+# passed on the H100 on 2026-11-22 (run 3) and unchanged since but for comments and a CPU reference moved
+# to dev/cuda/attention_ref.h (git diff af131e8 -- dev/cuda cuda); every other dev/cuda program is pending
+KERNELS_VALIDATED="attention attention_decode encoder gelu residual rope swiglu"
+# the pending programs most informative first; programs not named here follow in name order
+KERNELS_FIRST="flash_attention adamw global_norm layernorm rmsnorm classifier matmul"
+# test_gpu.sh's sections in parallel groups (each group one process, its sections in order)
+TEST_NEW=${GPU_CHECK_TEST_NEW:-"flash lean loss fusion test_gpt,cpu"}
+TEST_REST=${GPU_CHECK_TEST_REST:-"stages recompute fp16 ranks resume,brown"}
+# every opt-in path of the step at once (config/train_config.h)
+NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1"
 dev_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 tag=$(echo "${dev_name:-nogpu}" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
 mkdir -p bench
@@ -46,38 +84,108 @@ results=()
 
 elapsed() { echo $(( $(date +%s) - START )); }
 
-# GPU_CHECK_ONLY="build,test_gpu,...": run only the stages with these keys (a rerun of what failed);
-# keys: build test_gpu nvme fp16 hf sample bench kernels sanitize compare gpu_train demo. `compare` (GPT-2 124M,
-# 300 steps against PyTorch on the same GPU, bench/gpu_compare/), `gpu_train` (bench/gpu_train.sh: zeroc's
-# speed against PyTorch eager and torch.compile) and `demo` (`make demo` as one command, README's first line:
-# GPU_DEMO_STEPS steps, default 300) run only when named.
-ONLY=${GPU_CHECK_ONLY:-build,test_gpu,nvme,fp16,hf,sample,bench,kernels,sanitize}
-
-# stage KEY NAME LIMIT_S CMD...: runs CMD with a time limit (cut to what the budget has left)
+# stage KEY NAME LIMIT EXPECTED CMD...: CMD under its time limit (GPU_CHECK_LIMIT_KEY overrides it; cut to
+# what the budget has left), when KEY is selected. Exit 0: PASS, 77: SKIP, 124/137: TIMEOUT, else FAIL.
 stage() {
-    local key=$1 name=$2 limit=$3; shift 3
+    local key=$1 name=$2 limit=$3 expect=$4; shift 4
     case ",$ONLY," in *",$key,"*) ;; *) return;; esac
-    local left=$(( BUDGET - $(elapsed) ))
-    if [ $left -lt 25 ]; then
-        echo; echo "######## $name: SKIPPED (the 9-minute budget is spent)"
-        results+=("$name|SKIPPED (time)|0"); return
+    local var="GPU_CHECK_LIMIT_$key" left cut=""
+    limit=${!var:-$limit}
+    left=$(( BUDGET - $(elapsed) ))
+    if [ "$left" -lt "$MIN_LEFT" ]; then
+        echo; echo "######## $key: SKIPPED (budget: ${left}s of ${BUDGET}s left, a stage starts with ${MIN_LEFT}s)"
+        results+=("$key|$name|SKIPPED (budget)|0"); return
     fi
-    [ "$limit" -gt "$left" ] && limit=$left
-    echo; echo "######## $name (limit ${limit}s, at $(elapsed)s)"
-    local t0=$(date +%s) rc
-    timeout -k 10 "$limit" bash -c '"$@"' stage "$@"; rc=$?
-    local dt=$(( $(date +%s) - t0 )) st
+    [ "$limit" -gt "$left" ] && { cut=", cut from ${limit}s"; limit=$left; }
+    echo; echo "######## $key: $name (limit ${limit}s$cut, expected ~${expect}s, at $(elapsed)s)"
+    local t0 rc dt st sid="$TMPD/session.$key"
+    t0=$(date +%s)
+    # in a session of its own, so that what a stage stopped at its limit leaves running (a run inside
+    # test_gpu.sh's own timeout, an mpirun) is ended before the next stage measures anything
+    setsid -w bash -c 'echo $$ > "$1"; shift; exec timeout -k 10 "$@"' stage-session "$sid" "$limit" bash -c '"$@"' stage "$@"
+    rc=$?
+    [ -s "$sid" ] && pkill -KILL -s "$(cat "$sid")" 2>/dev/null
+    dt=$(( $(date +%s) - t0 ))
     case $rc in 0) st=PASS;; 77) st=SKIP;; 124|137) st="TIMEOUT (${limit}s)";; *) st="FAIL (exit $rc)";; esac
-    echo "######## $name: $st in ${dt}s"
-    results+=("$name|$st|$dt")
+    echo "######## $key: $st in ${dt}s"
+    results+=("$key|$name|$st|$dt")
 }
 
-# NCCL and cuBLAS: the toolkit's, else the ones PyTorch's wheels bring (nvidia.nccl, nvidia.cublas)
+# ----------------------------------------------------------------------------
+# the facts
+
+# where the dynamic loader finds SONAME for a program started now (LD_LIBRARY_PATH, the cache), and for
+# libnccl its version (ncclGetVersion), in a process of its own: "PATH VERSION"
+lib_probe() {
+    "$PY" - "$1" 2>/dev/null <<'PYEOF'
+import ctypes, sys
+try: lib = ctypes.CDLL(sys.argv[1])
+except OSError as e: print(f"not found ({e})".replace("\n", " ")); sys.exit()
+path = next((l.split()[-1] for l in open("/proc/self/maps") if "/" in l and sys.argv[1].split("/")[-1].split(".so")[0] + ".so" in l), "?")
+v = ctypes.c_int(0)
+if "nccl" in sys.argv[1] and lib.ncclGetVersion(ctypes.byref(v)) == 0:
+    c = v.value
+    print(path, "%d.%d.%d" % ((c // 10000, c // 100 % 100, c % 100) if c >= 10000 else (c // 1000, c // 100 % 10, c % 100)))
+else:
+    print(path)
+PYEOF
+}
+
+# every libnccl.so.2 on this machine that a run could load: the one the loader finds, the CUDA toolkit's,
+# the system's, the PyTorch wheel's (nvidia-nccl-cu13: nvidia/nccl/lib); "PATH VERSION" each, newest first
+nccl_candidates() {
+    {
+        lib_probe libnccl.so.2
+        local d f
+        for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/lib/x86_64-linux-gnu \
+                 "$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"; do
+            f="$d/libnccl.so.2"
+            [ -e "$f" ] && lib_probe "$(readlink -f "$f")"
+        done
+    } | awk 'NF == 2 && !seen[$1]++' | sort -k2,2Vr
+}
+
+facts() {
+    # ZEROC_COMMIT: the device tool copies the working tree, not always the repository's newest HEAD
+    echo "zeroc gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')}"
+    echo "budget ${BUDGET}s, stages: ${ONLY//,/ }"
+    nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_mode --format=csv 2>/dev/null
+    echo "cores: $(nproc), memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}'); glibc $(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9]*\.[0-9]*$'); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+}
+
+# after the environment: the compilers and libraries a run will use
+facts_libs() {
+    local inc=${CUDA_HOME:-/usr/local/cuda}/include
+    echo "nvcc: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*, V[0-9.]*' || echo none)"
+    echo "cuBLAS: header $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", (NR > 1 ? "." : ""), $3}'), loaded $(lib_probe libcublasLt.so.13)"
+    local h; h=$(ls "$inc/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
+    echo "NCCL: header ${h:-none} $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "${h:-/dev/null}" | awk '{printf "%s%s", (NR > 1 ? "." : ""), $3}');" \
+         "a run loads $(lib_probe libnccl.so.2)"
+    nccl_candidates | sed 's/^/  NCCL found: /'
+    "$PY" - <<'PYEOF' 2>&1
+import sys
+print("python", sys.version.split()[0], sys.executable)
+try:
+    import torch
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "-"
+    print("torch", torch.__version__, "cuda", torch.version.cuda, "| the NCCL torch uses:", nccl)
+except Exception as e:
+    print("torch: not usable here (%s)" % e)
+import importlib.metadata as md
+have = {(d.metadata["Name"] or "").lower(): d.version for d in md.distributions()}
+print("wheels:", ", ".join("%s %s" % (p, have[p]) for p in ("nvidia-nccl-cu13", "nvidia-cublas", "transformers", "tensorboard") if p in have))
+PYEOF
+    if cs_find; then echo "compute-sanitizer: $CS, $("$CS" --version 2>/dev/null | grep -o 'Version [0-9.]*' | head -n 1)"
+    else echo "compute-sanitizer: none"; fi
+    echo "mpirun: $(command -v mpirun || echo none) $(mpirun --version 2>/dev/null | head -n 1)"
+}
+
+# NCCL and cuBLAS: the toolkit's, else the ones PyTorch's wheels bring (nvidia.nccl, nvidia.cu13)
 cuda_libs() {
-    local cuda=${CUDA_HOME:-/usr/local/cuda} shim="$TMPD/libshim" py
+    local cuda=${CUDA_HOME:-/usr/local/cuda} shim="$TMPD/libshim"
     NVCC=${NVCC:-$(command -v nvcc || echo "$cuda/bin/nvcc")}
     export LD_LIBRARY_PATH="$cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    py=$(command -v python3)
     mkdir -p "$shim"
     for spec in nccl:nccl.h:libnccl.so cublas:cublasLt.h:libcublasLt.so cublas:cublas_v2.h:libcublas.so; do
         local mod=${spec%%:*} rest=${spec#*:}; local hdr=${rest%%:*} lib=${rest#*:}
@@ -86,7 +194,7 @@ cuda_libs() {
         local d="" pkg
         # CUDA 12 wheels: nvidia/<lib>/{include,lib}; CUDA 13 wheels put every library but NCCL in nvidia/cu13/
         for pkg in "nvidia.$mod" nvidia.cu13; do
-            d=$("$py" -c "import importlib; m = importlib.import_module('$pkg'); print(list(m.__path__)[0])" 2>/dev/null)
+            d=$("$PY" -c "import importlib; m = importlib.import_module('$pkg'); print(list(m.__path__)[0])" 2>/dev/null)
             [ -n "$d" ] && [ -f "$d/include/$hdr" ] && break
             d=""
         done
@@ -102,71 +210,199 @@ cuda_libs() {
     export NVCC
 }
 
+# ----------------------------------------------------------------------------
+# the stages
+
 build() {
-    make -j"$(nproc)" $GPU_MAKE_FLAGS NVCC="$NVCC" gpu-all build/z0/train_gpt_cpu cuda-dev
+    make -j"$(nproc)" $GPU_MAKE_FLAGS NVCC="$NVCC" gpu-all build/z0/train_gpt_cpu build/export_model cuda-dev || return 1
+    echo "the trainer loads: $(ldd build/gpu_z0_o0/train_gpt 2>/dev/null | grep -E 'libnccl|libcublasLt' | awk '{print $1 " -> " $3}' | tr '\n' ' ')"
 }
 
-sanitize() {
-    local cs
-    cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
-    [ -x "$cs" ] || { echo "no compute-sanitizer"; return 77; }
-    local rc=0 common="--preset tiny --batch 2 --seq 32 --steps 2 --quiet 1 --val-every 2 --val-batches 1"
-    echo "-- memcheck: gpt2, stage 0, 2 steps + validation"
-    "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z0_o0/train_gpt --arch gpt2 $common || rc=1
-    echo "-- memcheck: llama, stage 3 (every unit gathered), 2 steps + validation"
-    "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z3_o0/train_gpt --arch llama $common \
+# the dev/cuda programs: pending (every one not in KERNELS_VALIDATED, KERNELS_FIRST first) or validated
+kernel_list() {
+    local all n first=" $KERNELS_FIRST " valid=" $KERNELS_VALIDATED "
+    all=$(for n in dev/cuda/*.cu; do [ -e "$n" ] && basename "$n" .cu; done)
+    if [ "$1" = validated ]; then
+        for n in $all; do [[ $valid == *" $n "* ]] && echo "$n"; done
+        return
+    fi
+    for n in $KERNELS_FIRST; do echo "$all" | grep -qx "$n" && echo "$n"; done
+    for n in $all; do [[ $valid == *" $n "* || $first == *" $n "* ]] || echo "$n"; done
+}
+kernels() {
+    local list
+    list=$(kernel_list "$1" | tr '\n' ' ')
+    echo "dev/cuda programs ($1): $list"
+    CUDA_KERNELS="$list" CUDA_KERNELS_FULL=$([ "$1" = pending ] && echo 1 || echo 0) bash tests/test_cuda_kernels.sh
+}
+
+# test_sections GROUP...: tests/test_gpu.sh once per group (GPU_TEST_ONLY=GROUP), every group at once on
+# the one GPU; each group's output printed whole, in the order given (also when the stage's limit stops
+# them: what they printed so far); FAIL when a group failed, SKIP when every group skipped
+test_sections() {
+    local d i rc fail=0 skip=0 pids=() groups=("$@")
+    d=$(mktemp -d "$TMPD/tg.XXXXXX")
+    show() {   # the groups' logs, those not printed yet
+        for i in "${!groups[@]}"; do
+            [ -e "$d/$i.shown" ] && continue
+            echo "---- test_gpu.sh GPU_TEST_ONLY=${groups[$i]}: ${1:-stopped by the limit of the stage}"
+            cat "$d/$i.log" 2>/dev/null
+            touch "$d/$i.shown"
+        done
+    }
+    trap 'show; kill "${pids[@]}" 2>/dev/null; exit 124' TERM
+    for i in "${!groups[@]}"; do
+        GPU_TEST_ONLY=${groups[$i]} bash tests/test_gpu.sh > "$d/$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!groups[@]}"; do
+        wait "${pids[$i]}"; rc=$?
+        echo "---- test_gpu.sh GPU_TEST_ONLY=${groups[$i]}: exit $rc"
+        cat "$d/$i.log"; touch "$d/$i.shown"
+        case $rc in 0) ;; 77) skip=$((skip + 1));; *) fail=$((fail + 1));; esac
+    done
+    echo "test_gpu.sh groups: $((${#groups[@]} - fail - skip)) passed, $fail failed, $skip skipped"
+    [ $fail -gt 0 ] && return 1
+    [ $skip -eq ${#groups[@]} ] && return 77
+    return 0
+}
+
+# test_gpu.sh 13 with the newest NCCL found first on the library path (the soname is libnccl.so.2 for
+# every 2.x: a newer NCCL than the one built against runs the same binary)
+nccl_stage() {
+    local cands trainer tver="" newest
+    cands=$(nccl_candidates)
+    echo "NCCL found (newest first):"; echo "$cands" | sed 's/^/  /'
+    trainer=$(ldd build/gpu_z0_o0/train_gpt 2>/dev/null | awk '/libnccl/ {print $3}')
+    [ -n "$trainer" ] && tver=$(lib_probe "$(readlink -f "$trainer")" | awk 'NF == 2 {print $2}')
+    echo "the trainer loads ${trainer:-no libnccl, says ldd} (NCCL ${tver:-?})"
+    newest=$(echo "$cands" | head -n 1)
+    if [ -n "$newest" ] && [ "${newest##* }" != "$tver" ] && [ "$(printf '%s\n%s\n' "$tver" "${newest##* }" | sort -V | tail -n 1)" = "${newest##* }" ]; then
+        echo "for this stage: NCCL ${newest##* } from ${newest%% *}, first on LD_LIBRARY_PATH"
+        LD_LIBRARY_PATH="$(dirname "${newest%% *}"):$LD_LIBRARY_PATH"
+        export LD_LIBRARY_PATH
+    fi
+    GPU_TEST_ONLY=nccl bash tests/test_gpu.sh
+}
+
+# compute-sanitizer on short runs; racecheck and initcheck fail only on a report in our kernels (cuBLASLt's
+# own kernels synchronize in ways racecheck does not follow, and its split-K reduce reads memory it did not
+# write: 540k reports a step in run 3 of 2026-11-22; those are printed, not counted)
+CS=""
+cs_find() { CS=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"); [ -x "$CS" ]; }
+cs_memcheck() {   # WHAT BINARY ARGS...
+    local what=$1; shift
+    echo "-- memcheck: $what"
+    "$CS" --tool memcheck --error-exitcode 3 --print-limit 20 "$@" > "$TMPD/cs.out" 2>&1
+    local rc=$?
+    grep -E "ERROR SUMMARY|error" "$TMPD/cs.out" | head -n 8
+    [ $rc -eq 0 ] || { tail -n 5 "$TMPD/cs.out"; echo "   memcheck: exit $rc"; return 1; }
+}
+cs_racecheck() {
+    local what=$1; shift
+    echo "-- racecheck: $what"
+    "$CS" --tool racecheck --print-limit 50 "$@" > "$TMPD/cs.out" 2>&1
+    grep -E "Race reported|RACECHECK SUMMARY" "$TMPD/cs.out" | head -n 8
+    grep -q "RACECHECK SUMMARY" "$TMPD/cs.out" || { tail -n 5 "$TMPD/cs.out"; echo "   racecheck did not run"; return 1; }
+    if grep "Race reported" "$TMPD/cs.out" | grep -qvE "nvjet|cutlass|xmma|gemm|cublas"; then
+        echo "   racecheck: a hazard in one of our kernels"; return 1
+    fi
+    echo "   racecheck: no hazard in our kernels"
+}
+cs_initcheck() {
+    local what=$1 ours; shift
+    echo "-- initcheck: $what (cuBLASLt's splitKreduce excluded)"
+    "$CS" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 "$@" > "$TMPD/cs.out" 2>&1
+    grep "ERROR SUMMARY" "$TMPD/cs.out" | head -n 1
+    ours=$(grep -E "^=+ +at " "$TMPD/cs.out" | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
+    if ! grep -q "ERROR SUMMARY" "$TMPD/cs.out"; then tail -n 5 "$TMPD/cs.out"; echo "   initcheck did not run"; return 1; fi
+    if [ -n "$ours" ]; then echo "$ours" | sort | uniq -c | head -n 6; echo "   initcheck: a read of uninitialized memory in one of our kernels"; return 1; fi
+    echo "   initcheck: none in our kernels"
+}
+
+# the opt-in paths' kernels: flash attention (hd 64 and 128, T = 96: a full and a partial 64-row tile), the
+# lean norm and AdamW, the fused residual norms, the loss mean (validation too), the plan cache; one step
+# (memcheck: and a validation), gpt2 at stage 0 and llama (GQA 2:1) at stage 3 with every unit gathered
+sanitize_new() {
+    cs_find || { echo "no compute-sanitizer"; return 77; }
+    local rc=0 fa="--preset tiny --layers 2 --dim 256 --ffn 512 --max-seq 128 --seq 96 --batch 2 --steps 1 --quiet 1 $NEW_PATHS"
+    local g2="./build/gpu_z0_o0/train_gpt --arch gpt2 --heads 4 $fa"
+    local l3="./build/gpu_z3_o0/train_gpt --arch llama --heads 2 --kv-heads 1 --persistence-threshold 0 $fa"
+    cs_memcheck "gpt2 hd 64, stage 0, every opt-in path, 1 step + validation" $g2 --val-every 1 --val-batches 1 || rc=1
+    cs_memcheck "llama hd 128 GQA, stage 3, every opt-in path, 1 step + validation" $l3 --val-every 1 --val-batches 1 || rc=1
+    cs_racecheck "gpt2 hd 64, stage 0, every opt-in path, 1 step" $g2 || rc=1
+    cs_racecheck "llama hd 128 GQA, stage 3, every opt-in path, 1 step" $l3 || rc=1
+    cs_initcheck "gpt2 hd 64, stage 0, every opt-in path, --recompute 1, accumulation 2" $g2 --recompute 1 --accum 2 || rc=1
+    cs_initcheck "llama hd 128 GQA, stage 3, every opt-in path, 1 step" $l3 || rc=1
+    return $rc
+}
+
+# the default path (as run 3 of 2026-11-22 ran it): memcheck gpt2 stage 0 and llama stage 3, racecheck,
+# initcheck without and with recompute
+sanitize_default() {
+    cs_find || { echo "no compute-sanitizer"; return 77; }
+    local rc=0 common="--preset tiny --batch 2 --seq 32 --steps 2 --quiet 1 --val-every 2 --val-batches 1" r
+    cs_memcheck "gpt2, stage 0, 2 steps + validation" ./build/gpu_z0_o0/train_gpt --arch gpt2 $common || rc=1
+    cs_memcheck "llama, stage 3 (every unit gathered), 2 steps + validation" ./build/gpu_z3_o0/train_gpt --arch llama $common \
         --persistence-threshold 0 || rc=1
-    # racecheck: shared-memory hazards in our kernels (one step). cuBLASLt's own kernels (nvjet, cutlass,
-    # xmma) synchronize in ways racecheck does not follow (split-K counters, TMA barriers): their reports
-    # are printed, not counted
-    local arch z out ours
-    for arch in gpt2 llama; do
-        z=0; [ $arch = llama ] && z=3
-        echo "-- racecheck: $arch, stage $z, 1 step"
-        out=$("$cs" --tool racecheck --print-limit 50 ./build/gpu_z${z}_o0/train_gpt --arch $arch \
-            --preset tiny --batch 2 --seq 32 --steps 1 --quiet 1 --comm mpi --persistence-threshold 0 2>&1)
-        echo "$out" | grep -E "Race reported|RACECHECK SUMMARY" | head -8
-        if echo "$out" | grep "Race reported" | grep -qvE "nvjet|cutlass|xmma|gemm|cublas"; then
-            echo "   a hazard in one of our kernels"; rc=1
-        else echo "   no hazard in our kernels"; fi
-    done
-    # the fused attention (--attention flash, cuda/flash_attention.cuh): memcheck, racecheck (its shared-memory
-    # tiles) and initcheck (dqkv must be written whole: with flash nothing else writes that scratch) at head
-    # sizes 64 (gpt2) and 128 (llama, GQA 2:1), T = 96 (one full and one partial 64-row tile), 1 step
-    local fa="--preset tiny --layers 1 --dim 256 --ffn 512 --max-seq 128 --seq 96 --batch 2 --steps 1 --quiet 1 --attention flash"
-    for arch in gpt2 llama; do
-        local shape="--heads 4"; [ $arch = llama ] && shape="--heads 2 --kv-heads 1"
-        echo "-- memcheck, racecheck, initcheck: --attention flash, $arch $shape"
-        "$cs" --tool memcheck --error-exitcode 3 --print-limit 20 ./build/gpu_z0_o0/train_gpt --arch $arch $fa $shape || rc=1
-        out=$("$cs" --tool racecheck --print-limit 50 ./build/gpu_z0_o0/train_gpt --arch $arch $fa $shape 2>&1)
-        echo "$out" | grep -E "Race reported|RACECHECK SUMMARY" | head -8
-        if echo "$out" | grep "Race reported" | grep -qvE "nvjet|cutlass|xmma|gemm|cublas"; then
-            echo "   a hazard in one of our kernels"; rc=1
-        else echo "   racecheck: no hazard in our kernels"; fi
-        out=$("$cs" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 ./build/gpu_z0_o0/train_gpt \
-            --arch $arch $fa $shape 2>&1)
-        echo "$out" | grep "ERROR SUMMARY" | head -1
-        ours=$(echo "$out" | grep -E "^=+ +at " | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
-        if ! echo "$out" | grep -q "ERROR SUMMARY"; then echo "$out" | tail -n 5; echo "   initcheck did not run"; rc=1
-        elif [ -n "$ours" ]; then echo "$ours" | sort | uniq -c | head -6; echo "   initcheck: a read of uninitialized memory in one of our kernels"; rc=1
-        else echo "   initcheck: none in our kernels"; fi
-    done
-    # initcheck: a read of device memory nothing wrote (accumulation included), without and with recompute.
-    # cuBLASLt's split-K reduce reads memory it did not write (540k reports a step, run 3 of 2026-11-22):
-    # excluded, and any other report in cuBLAS's kernels is printed, not counted
-    local r
+    cs_racecheck "gpt2, stage 0, 1 step" ./build/gpu_z0_o0/train_gpt --arch gpt2 --preset tiny --batch 2 --seq 32 --steps 1 --quiet 1 || rc=1
+    cs_racecheck "llama, stage 3, 1 step" ./build/gpu_z3_o0/train_gpt --arch llama --preset tiny --batch 2 --seq 32 --steps 1 --quiet 1 \
+        --persistence-threshold 0 || rc=1
     for r in 0 1; do
-        echo "-- initcheck: gpt2, stage 0, --recompute $r, accumulation 2, 1 step (cuBLASLt's splitKreduce excluded)"
-        out=$("$cs" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 ./build/gpu_z0_o0/train_gpt \
-            --arch gpt2 --preset tiny --batch 2 --seq 32 --accum 2 --steps 1 --quiet 1 --recompute $r 2>&1)
-        echo "$out" | grep -E "^=+ +at " | sort | uniq -c | sort -rn | head -6
-        echo "$out" | grep "ERROR SUMMARY" | head -1
-        ours=$(echo "$out" | grep -E "^=+ +at " | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
-        if ! echo "$out" | grep -q "ERROR SUMMARY"; then echo "$out" | tail -n 5; echo "   initcheck did not run"; rc=1
-        elif [ -n "$ours" ]; then echo "   a read of uninitialized memory in one of our kernels"; rc=1
-        else echo "   none in our kernels"; fi
+        cs_initcheck "gpt2, stage 0, --recompute $r, accumulation 2, 1 step" ./build/gpu_z0_o0/train_gpt --arch gpt2 --preset tiny \
+            --batch 2 --seq 32 --accum 2 --steps 1 --quiet 1 --recompute $r || rc=1
     done
     return $rc
+}
+
+# Hook: TensorBoard's own reader (tensorboard's EventAccumulator) on the event files of a short run, whose
+# scalars must be the JSONL log's losses. Skips while the trainers have no --tensorboard flag (written
+# for `--tensorboard DIR`; should the feature land with another form, the run line below changes).
+tensorboard_hook() {
+    ./build/z0/train_gpt_cpu --help 2>/dev/null | grep -q -- "--tensorboard" ||
+        { echo "no --tensorboard flag in the trainers yet: nothing to read"; return 77; }
+    "$PY" -c "import tensorboard" 2>/dev/null || { echo "no tensorboard package in $PY"; return 77; }
+    local d="$TMPD/tb"
+    ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 5 --quiet 1 --tensorboard "$d" --log "$d.jsonl" ||
+        { echo "the run with --tensorboard $d failed"; return 1; }
+    "$PY" - "$d" "$d.jsonl" <<'PYEOF'
+import json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1]); ea.Reload()
+tags = ea.Tags().get("scalars", [])
+want = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if r.get("type") == "train"]
+loss = [t for t in tags if "loss" in t and "val" not in t]
+got = [e.value for e in ea.Scalars(loss[0])] if loss else []
+print(f"tensorboard: scalar tags {tags}; {loss[0] if loss else 'no loss tag'}: {len(got)} values, the log's {len(want)}")
+sys.exit(0 if got and len(got) == len(want) and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(got, want)) else 1)
+PYEOF
+}
+
+# Hook: transformers loads an exported folder as a user would (AutoModelForCausalLM and AutoTokenizer from
+# the one directory), encodes and decodes a text and continues it. Skips while tools/export_model writes
+# no tokenizer files.
+hf_export_hook() {
+    "$PY" -c "import transformers" 2>/dev/null || { echo "transformers is not installed: skipped"; return 77; }
+    [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
+    local d="$TMPD/hfx"
+    ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 3 --quiet 1 --save "$d/ck" > /dev/null &&
+        ./build/export_model "$d/ck/$(cat "$d/ck/latest")" "$d/out" || { echo "the run or the export failed"; return 1; }
+    ls "$d/out"
+    [ -e "$d/out/tokenizer.json" ] || [ -e "$d/out/tokenizer_config.json" ] || [ -e "$d/out/vocab.json" ] ||
+        { echo "tools/export_model writes no tokenizer files yet: the folder is not loadable as a whole"; return 77; }
+    "$PY" - "$d/out" <<'PYEOF'
+import sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
+text = "The quick brown fox jumps over the lazy dog."
+ids = tok(text, return_tensors="pt").input_ids
+out = model.generate(ids, max_new_tokens=8, do_sample=False)
+logits = model(ids).logits
+print(f"hf_export: {type(model).__name__}, {type(tok).__name__}; {ids.shape[1]} tokens; round trip {tok.decode(ids[0]) == text}; "
+      f"continuation {tok.decode(out[0][ids.shape[1]:])!r}; logits finite {bool(torch.isfinite(logits).all())}")
+sys.exit(0 if tok.decode(ids[0]) == text and bool(torch.isfinite(logits).all()) and out.shape[1] == ids.shape[1] + 8 else 1)
+PYEOF
 }
 
 # GPT-2 124M on the Brown data, zeroc's GPU trainer against the PyTorch reference (scripts/train_gpt.py,
@@ -175,7 +411,7 @@ sanitize() {
 # line is "gpu_compare: N steps, max |loss diff| X, mean Y" over the steps after the warm-up.
 compare() {
     [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
-    python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "no torch with CUDA"; return 77; }
+    "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "no torch with CUDA"; return 77; }
     local D=bench/gpu_compare steps=${GPU_COMPARE_STEPS:-300} warm=20 rc=0
     mkdir -p "$D" "$TMPD/init"
     ./build/z0/train_gpt_cpu --preset gpt2-124m --batch 1 --seq 1024 --steps 0 --save "$TMPD/init" --quiet 1 > /dev/null || return 1
@@ -183,19 +419,18 @@ compare() {
              --init "$TMPD/init/ckpt_00000000/model.bin" --train data/brown/train.bin --val data/brown/val.bin
              --val-every 50 --val-batches 4)
     echo "-- zeroc: ./build/gpu_z0_o0/train_gpt ${F[*]}"
-    local t0=$(date +%s)
+    local t0; t0=$(date +%s)
     ./build/gpu_z0_o0/train_gpt "${F[@]}" --log "$D/zeroc.jsonl" > "$D/zeroc.log" 2>&1 || rc=1
     echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/zeroc.log"
     [ $rc -eq 0 ] || { tail -n 20 "$D/zeroc.log"; return 1; }
     echo "-- PyTorch: scripts/train_gpt.py ${F[*]} --device cuda"
     t0=$(date +%s)
-    PYTHONUNBUFFERED=1 python3 scripts/train_gpt.py "${F[@]}" --device cuda --log "$D/torch.jsonl" > "$D/torch.log" 2>&1 || rc=1
+    PYTHONUNBUFFERED=1 "$PY" scripts/train_gpt.py "${F[@]}" --device cuda --log "$D/torch.jsonl" > "$D/torch.log" 2>&1 || rc=1
     echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/torch.log"
     [ $rc -eq 0 ] || { tail -n 20 "$D/torch.log"; return 1; }
-    python3 scripts/plot_losses.py "$D/zeroc.jsonl" "$D/torch.jsonl" --labels zeroc,PyTorch \
-        --title "GPT-2 124M on Brown (B=8, T=1024): zeroc bf16 vs PyTorch fp32, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-        --out "$D/loss.png" | tail -n 3
-    python3 - "$D" "$warm" <<'PYEOF' | tee "$D/summary.txt"
+    "$PY" scripts/plot_losses.py "$D/zeroc.jsonl" "$D/torch.jsonl" --labels zeroc,PyTorch \
+        --title "GPT-2 124M on Brown (B=8, T=1024): zeroc bf16 vs PyTorch fp32, $dev_name" --out "$D/loss.png" | tail -n 3
+    "$PY" - "$D" "$warm" <<'PYEOF' | tee "$D/summary.txt"
 import json, os, subprocess, sys
 d, warm = sys.argv[1], int(sys.argv[2])
 def losses(p, kind="train", key="loss"):
@@ -221,10 +456,10 @@ PYEOF
 # exported, loaded with from_pretrained; scripts/hf_compare.py writes the debug state of the transformers
 # model (logits, loss, gradients, 10 AdamW steps) and test_gpt_cpu compares zeroc with it (CPU, fp32)
 hf_transformers() {
-    python3 -c 'import transformers' 2>/dev/null || { echo "transformers is not installed: skipped"; return 77; }
+    "$PY" -c 'import transformers' 2>/dev/null || { echo "transformers is not installed: skipped"; return 77; }
     make -s build/z0/train_gpt_cpu build/z0/test_gpt_cpu build/export_model || return 1
     source tests/lib.sh     # make_shard, $TMP (removed when this stage's shell exits)
-    PY=python3
+    PY=$GPU_CHECK_PY
     make_shard "$TMP/train.bin" 50000 250
     local rc=0 arch M
     for arch in gpt2 llama; do
@@ -233,7 +468,7 @@ hf_transformers() {
         echo "-- $arch"
         ./build/z0/train_gpt_cpu $M --train "$TMP/train.bin" --batch 4 --steps 3 --lr 1e-2 --quiet 1 --save "$TMP/ck_$arch" > /dev/null &&
             ./build/export_model "$TMP/ck_$arch" "$TMP/hf_$arch" &&
-            python3 scripts/hf_compare.py $M --train "$TMP/train.bin" --init "$TMP/hf_$arch/model.safetensors" --batch 4 \
+            "$PY" scripts/hf_compare.py $M --train "$TMP/train.bin" --init "$TMP/hf_$arch/model.safetensors" --batch 4 \
                 --lr 1e-3 --debug-state "$TMP/dbg_$arch.bin" &&
             ./build/z0/test_gpt_cpu $M --state "$TMP/dbg_$arch.bin" --init "$TMP/hf_$arch/model.safetensors" --threads 4 || rc=1
     done
@@ -243,7 +478,6 @@ hf_transformers() {
 # the fp16 build on GPT-2 124M and the Brown data, 30 steps: every step's loss scale (and the steps
 # an overflow skipped) printed from the JSONL log; passes when every loss is finite and the loss falls
 fp16_run() {
-    nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
     [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/ (scripts/prepare_data.sh makes it)"; return 77; }
     local out="$TMPD/fp16.out"
     ./build/gpu_z0_o0_fp16/train_gpt --preset gpt2-124m --batch 16 --seq 1024 --steps 30 --lr 6e-4 --warmup 10 \
@@ -251,7 +485,7 @@ fp16_run() {
     local rc=$?
     grep -E "^step +[0-9]+/" "$out" | sed -n '1,8p;$p'
     [ $rc -eq 0 ] || { tail -n 20 "$out"; return 1; }
-    python3 - "$TMPD/fp16.jsonl" <<'PYEOF'
+    "$PY" - "$TMPD/fp16.jsonl" <<'PYEOF'
 import json, math, sys
 recs = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
 print("loss scale per step: " + " ".join("%g%s" % (r["loss_scale"], "(skipped)" if r["skipped"] else "") for r in recs))
@@ -262,13 +496,11 @@ sys.exit(0 if len(recs) == 30 and fin and len(loss) >= 20 and loss[-1] < loss[0]
 PYEOF
 }
 
-# ZeRO-Infinity on the GPU (zero/device.cuh): the master, m and v streamed from NVMe through CPU-Adam,
-# and at stage 3 the bf16 parameter shard read from NVMe one unit ahead of its gather, against CPU
-# offload (everything in pinned memory): every loss and every checkpoint byte identical
 # `make demo` as a user types it (README's first command): it must take its GPU branch, train with falling
 # losses and print a sample. Its output goes to bench/demo_gpu_<UTC date>_<device>.txt as well.
 demo_gpu() {
-    local out="bench/demo_gpu_$(date -u +%Y%m%d)_${tag}.txt"
+    local out
+    out="bench/demo_gpu_$(date -u +%Y%m%d)_${tag}.txt"
     { echo "make demo: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}, ${dev_name}"
       STEPS=${GPU_DEMO_STEPS:-300} make demo 2>&1; } > "$out"
     local rc=$?
@@ -277,7 +509,7 @@ demo_gpu() {
     [ $rc -eq 0 ] || { echo "make demo exited with $rc"; return 1; }
     grep -q "^demo: GPU found" "$out" || { echo "make demo did not take its GPU branch"; return 1; }
     grep -q "^sample" "$out" || { echo "make demo printed no sample"; return 1; }
-    python3 - out/demo_gpu.jsonl <<'PYEOF'
+    "$PY" - out/demo_gpu.jsonl <<'PYEOF'
 import json, sys
 l = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "train"]
 print(f"make demo: {len(l)} steps, train loss {l[0]:.4f} -> {l[-1]:.4f}")
@@ -285,10 +517,12 @@ sys.exit(0 if len(l) >= 10 and l[-1] < l[0] - 1.0 else 1)
 PYEOF
 }
 
+# ZeRO-Infinity on the GPU (zero/device.cuh): the master, m and v streamed from NVMe through CPU-Adam,
+# and at stage 3 the bf16 parameter shard read from NVMe one unit ahead of its gather, against CPU
+# offload (everything in pinned memory): every loss and every checkpoint byte identical
 nvme_gpu() {
-    nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
     source tests/lib.sh     # make_shard, $TMP on this machine's disk (removed when this stage's shell exits)
-    PY=python3
+    PY=$GPU_CHECK_PY
     make_shard "$TMP/train.bin" 100000 500
     mkdir -p "$TMP/nvme"
     local rc=0 z M="--preset tiny --vocab 500 --batch 4 --seq 64 --accum 2 --steps 6 --quiet 1"
@@ -299,7 +533,7 @@ nvme_gpu() {
             ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/nvme$z.jsonl" --save "$TMP/nvme$z" $nv --quiet 0 \
                 > "$TMP/nvme$z.out" 2>&1 || { tail -n 5 "$TMP/cpu$z.out" "$TMP/nvme$z.out"; rc=1; continue; }
         grep -E "^ZeRO-Infinity|^       \(one file" "$TMP/nvme$z.out"
-        python3 - "$TMP/cpu$z.jsonl" "$TMP/nvme$z.jsonl" "$z" <<'PYEOF' || rc=1
+        "$PY" - "$TMP/cpu$z.jsonl" "$TMP/nvme$z.jsonl" "$z" <<'PYEOF' || rc=1
 import json, sys
 rec = lambda p, t: [r for r in map(json.loads, open(p)) if r.get("type") == t]
 a, b = ([(r["loss"], r["grad_norm"]) for r in rec(p, "train")] for p in sys.argv[1:3])
@@ -318,120 +552,66 @@ PYEOF
     return $rc
 }
 
-# one benchmark run: NAME BINARY STEPS [flags]; appends "name|tok/s|ms|GFLOP/s per tok|loss a->b|mem" to $TMPD/bench.txt
-bench_run() {
-    local name=$1 bin=$2 steps=$3; shift 3
-    local out="$TMPD/bench_$name.out"
-    echo "-- $name: $bin --preset gpt2-124m --batch 16 --seq 1024 --steps $steps $*"
-    "$bin" --preset gpt2-124m --batch 16 --seq 1024 --steps "$steps" --lr 6e-4 --warmup 10 --log "$TMPD/bench_$name.jsonl" \
-        "$@" > "$out" 2>&1
-    local rc=$?
-    grep -E "^zeroc|ZeRO stage|^\| (model states|device in use|host|activations|scratch)|step +[0-9]+/" "$out" | sed -n '1,14p;$p'
-    [ $rc -eq 0 ] || { tail -n 20 "$out"; echo "$name|FAILED (exit $rc)" >> "$TMPD/bench.txt"; return 1; }
-    python3 - "$name" "$TMPD/bench_$name.jsonl" >> "$TMPD/bench.txt" <<'PYEOF'
-import json, statistics, sys
-name, log = sys.argv[1:3]
-recs = list(map(json.loads, open(log)))
-rows = [r for r in recs if r.get("type") == "train"]
-steady = [r for r in rows if r["step"] > 5] or rows   # the first steps warm up cuBLAS and the allocator
-tok = statistics.median(r["tokens_per_sec"] for r in steady)
-ms = statistics.median(r["ms"] for r in steady)
-fpt = statistics.median(r["gflops"] * 1e9 / r["tokens_per_sec"] for r in steady)
-mem = max([r.get("mem_bytes", 0) for r in rows] + [r.get("device_used_bytes", 0) for r in recs if r.get("type") == "memory"])
-print(f"{name}|{tok:.0f}|{ms:.1f}|{fpt / 1e9:.4f}|{rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}|{mem / 2**30:.1f}")
-PYEOF
-}
-
-bench() {
-    nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "no GPU found"; return 77; }
-    [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/ (scripts/prepare_data.sh makes it)"; return 77; }
-    : > "$TMPD/bench.txt"
-    local rc=0
-    bench_run zero0 ./build/gpu_z0_o0/train_gpt 30 || rc=1
-    # the fused attention (cuda/flash_attention.cuh; default cublas until it has passed test_gpu.sh section 11)
-    bench_run zero0_flash ./build/gpu_z0_o0/train_gpt 30 --attention flash || rc=1
-    bench_run zero3 ./build/gpu_z3_o0/train_gpt 15 || rc=1
-    bench_run zero2_offload ./build/gpu_z2_o1/train_gpt 12 || rc=1
-    # memory against speed: activation checkpointing, and its checkpoints in pinned host memory
-    bench_run zero0_recompute ./build/gpu_z0_o0/train_gpt 12 --recompute 1 || rc=1
-    bench_run zero0_cpu_ckpt ./build/gpu_z0_o0/train_gpt 12 --recompute 1 --cpu-checkpointing 1 || rc=1
-    echo
-    python3 - "$TMPD/bench.txt" "$PEAK_SPEC" "$PEAK_MEASURED" <<'PYEOF'
-import sys
-path, spec, meas = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-print("GPT-2 124M on Brown, B=16 x T=1024 (16384 tokens per step), one GPU, median over the steps after the 5th")
-print(f"{'run':<15} {'tok/s':>9} {'ms/step':>8} {'FLOP/token':>12} {'TFLOP/s':>8} {'MFU(989)':>9} {'MFU(800)':>9} {'loss':>17} {'GPU GiB':>8}")
-for line in open(path):
-    f = line.strip().split("|")
-    if len(f) < 6: print(f"{f[0]:<15} {f[1]}"); continue
-    tok, ms, gfpt = float(f[1]), float(f[2]), float(f[3])
-    fl = tok * gfpt * 1e9
-    print(f"{f[0]:<15} {tok:>9.0f} {ms:>8.1f} {gfpt * 1e9:>12.4g} {fl / 1e12:>8.1f} {100 * fl / spec:>8.1f}% {100 * fl / meas:>8.1f}% {f[4]:>17} {f[5]:>8}")
-print("FLOP/token: model_flops_per_token() of model/model.h (6N + 12LTC, PaLM/llm.c convention), as the trainer prints it.")
-print(f"MFU(989): against the H100 SXM datasheet's {spec / 1e12:.0f} TFLOP/s dense bf16; MFU(800): against ~{meas / 1e12:.0f} measured (DESIGN.md).")
-PYEOF
-    return $rc
-}
+# ----------------------------------------------------------------------------
 
 main() {
-    # ZEROC_COMMIT: the device tool copies the working tree, not always the repository's newest HEAD
-    echo "zeroc gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')}"
-    nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
-    echo "cores: $(nproc), memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}')"
-    # the facts that decide whether the carried libraries can work here, before they are unpacked
-    local inc=${CUDA_HOME:-/usr/local/cuda}/include
-    echo "glibc $(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9]*\.[0-9]*$'); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
-    echo "mpirun of the image: $(command -v mpirun || echo none)$(command -v mpirun >/dev/null && mpirun --version 2>/dev/null | head -n 1 | sed 's/^/, /')"
-    echo "NCCL (toolkit header): $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$inc/nccl.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}')" \
-         "cuBLAS: $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", NR > 1 ? "." : "", $3}')"
-    echo; echo "######## environment"
+    facts
+    echo; echo "######## env: our Debian libraries from .gpu_deps (scripts/gpu_env.sh)"
+    local t0; t0=$(date +%s)
     # shellcheck source=scripts/gpu_env.sh
-    if source scripts/gpu_env.sh; then results+=("environment (.gpu_deps)|PASS|$(elapsed)")
-    else results+=("environment (.gpu_deps)|FAIL|$(elapsed)"); fi
+    if source scripts/gpu_env.sh; then results+=("env|.gpu_deps unpacked, PATH and library paths set|PASS|$(( $(date +%s) - t0 ))")
+    else results+=("env|.gpu_deps unpacked, PATH and library paths set|FAIL|$(( $(date +%s) - t0 ))"); fi
+    # a python with torch: on the GPU machine the image's python3 (/opt/torch/.venv/bin/python3)
+    PY=python3
+    for cand in "${PYTHON:-}" python3 /usr/bin/python3; do
+        if [ -n "$cand" ] && "$cand" -c "import torch" >/dev/null 2>&1; then PY=$cand; break; fi
+    done
+    GPU_CHECK_PY=$PY
     cuda_libs
-    "$NVCC" --version | tail -n 2
-    python3 -c "import torch; print('python3', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-    export -f build sanitize bench bench_run hf_transformers fp16_run compare nvme_gpu demo_gpu
-    export TMPD PEAK_SPEC PEAK_MEASURED ZEROC_COMMIT tag dev_name
-    # correctness first, then the numbers, then the diagnostics: what the budget cuts comes last
-    stage build "build (sm_90)" 200 build
-    stage test_gpu "test_gpu.sh (test_gpt vs PyTorch, GPU vs CPU, resume, stages, fp16, flash, fusion)" 380 bash tests/test_gpu.sh
-    stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 45 nvme_gpu
-    stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 fp16_run
-    stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 hf_transformers
-    stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 bash tests/test_sample_gpu.sh
-    stage bench "benchmark: GPT-2 124M on Brown" 180 bench
-    stage sanitize "compute-sanitizer memcheck, racecheck, initcheck" 210 sanitize
-    stage kernels "dev/cuda kernels vs CPU references" 180 bash tests/test_cuda_kernels.sh
-    stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 compare
-    stage gpu_train "speed: zeroc vs PyTorch eager and torch.compile (bench/gpu_train.sh)" 420 bash bench/gpu_train.sh
-    stage demo "make demo (README's first command) on the GPU" 240 demo_gpu
+    facts_libs
+    export -f build kernel_list kernels test_sections nccl_stage lib_probe nccl_candidates cs_find cs_memcheck cs_racecheck \
+        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu
+    export TMPD ZEROC_COMMIT tag dev_name NVCC PY GPU_CHECK_PY NEW_PATHS KERNELS_VALIDATED KERNELS_FIRST
+    export GPU_TRAIN_ROWS="$TMPD/gpu_train_rows"
+    # most informative first: what the budget cuts comes last
+    stage build "build (sm_90, make -j)" 150 60 build
+    stage kernels "dev/cuda programs of the paths not yet run" 120 60 kernels pending
+    stage test_new "test_gpu.sh: the opt-in paths against the default (9-12), the default against PyTorch and the CPU (1-2)" 200 90 \
+        test_sections $TEST_NEW
+    stage speed "GPT-2 124M, B=16, T=1024: the default, each opt-in path, all, the default again (bench/gpu_train.sh pairs)" 120 65 \
+        bash bench/gpu_train.sh pairs
+    stage torch "PyTorch eager and torch.compile, the same GPU and model (bench/gpu_train.sh torch)" 150 70 bash bench/gpu_train.sh torch
+    stage nccl "NCCL with 2 ranks on one GPU against host-staged MPI (test_gpu.sh 13)" 90 30 nccl_stage
+    stage sanitize "compute-sanitizer on the opt-in paths' kernels" 120 60 sanitize_new
+    stage test_rest "test_gpu.sh 3-8: the default path again (refactored since it ran)" 180 60 test_sections $TEST_REST
+    stage kernels_rest "dev/cuda programs that passed on 2026-11-22, unchanged" 90 40 kernels validated
+    stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 60 45 nvme_gpu
+    stage tensorboard "TensorBoard's reader on the trainer's event files (hook)" 30 5 tensorboard_hook
+    stage hf_export "transformers loads an exported folder, model and tokenizer (hook)" 60 20 hf_export_hook
+    stage sanitize_default "compute-sanitizer on the default path" 150 100 sanitize_default
+    stage sample "sampling: KV cache vs full forward, --sample 1 (test_sample_gpu.sh)" 90 45 bash tests/test_sample_gpu.sh
+    stage fp16 "fp16 build: GPT-2 124M on Brown, loss scaling" 60 10 fp16_run
+    stage hf "transformers: export in GPT2LMHeadModel/LlamaForCausalLM vs zeroc" 60 45 hf_transformers
+    stage bench_stages "GPT-2 124M: --breakdown, stage 3, offload, llama, recompute (bench/gpu_train.sh stages)" 150 60 \
+        bash bench/gpu_train.sh stages
+    stage compare "GPT-2 124M, zeroc vs PyTorch on this GPU (bench/gpu_compare)" 420 130 compare
+    stage demo "make demo (README's first command) on the GPU" 240 60 demo_gpu
 
     echo; echo "######## summary ($(elapsed)s of ${BUDGET}s; ${dev_name:-no GPU})"
-    printf '| %-62s | %-16s | %6s |\n' "stage" "result" "time"
-    printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..64})" "$(printf -- '-%.0s' {1..18})" "$(printf -- '-%.0s' {1..8})"
-    local r
+    printf '| %-12s | %-100s | %-16s | %6s |\n' "stage" "what" "result" "time"
+    printf '|%s|%s|%s|%s|\n' "--------------" "$(printf -- '-%.0s' {1..102})" "------------------" "--------"
+    local r k n s t pass=0 fail=0 skip=0
     for r in "${results[@]}"; do
-        IFS='|' read -r n s t <<< "$r"
-        printf '| %-62s | %-16s | %5ss |\n' "$n" "$s" "$t"
+        IFS='|' read -r k n s t <<< "$r"
+        printf '| %-12s | %-100s | %-16s | %5ss |\n' "$k" "${n:0:100}" "$s" "$t"
+        case $s in PASS) pass=$((pass + 1));; SKIP*) skip=$((skip + 1));; *) fail=$((fail + 1));; esac
     done
-    if [ -s "$TMPD/bench.txt" ]; then echo; python3 - "$TMPD/bench.txt" <<'PYEOF'
-import sys
-for line in open(sys.argv[1]):
-    f = line.strip().split("|")
-    if len(f) >= 6: print(f"benchmark {f[0]}: {float(f[1]):.0f} tok/s, {f[2]} ms/step, loss {f[4]}, {f[5]} GiB on the GPU")
-    else: print(f"benchmark {f[0]}: {f[1]}")
-PYEOF
-    fi
-    local bad=0
-    for r in "${results[@]}"; do [[ "$r" == *"|FAIL"* || "$r" == *"|TIMEOUT"* ]] && bad=1; done
-    echo "full log: $LOG"
-    return $bad
+    echo "full log: $LOG${OUT:+ (and \$OUT/$(basename "$LOG"))}"
+    echo "gpu_check: $pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
 }
 
-main 2>&1 | tee "$LOG"
+main 2>&1 | tee "$LOG" ${OUT:+"$OUT/$(basename "$LOG")"}
 rc=${PIPESTATUS[0]}
-[ -n "${OUT:-}" ] && [ -d "$OUT" ] && cp "$LOG" "$OUT/" && echo "copied to \$OUT/$(basename "$LOG")"
 rm -rf "$TMPD"
-exit $rc
+exit "$rc"

@@ -73,55 +73,56 @@ PYEOF
   done
 done
 
-echo "the estimator with --attention flash: train_gpt keeps no T x T tensor (exact bytes)"
+echo "the estimator with --attention flash and --lean-step 1: train_gpt keeps no T x T tensor, adds the weight-decay mask (exact bytes)"
 # llama with GQA, T = 96 (not a multiple of the kernels' 64-row tiles), without and with recompute
 # (one layer's tensors or all 4). The expected bytes from the shape, as train/activations.h lays them out
 # (each tensor rounded up to 256 bytes): saved, the [B,H,T,T] bf16 probabilities become the fp32
 # log-sum-exp [B,H,T]; scratch, the fp32 scores and bf16 dS [B,H,T,T], y [B,H,T,hd] and dq|dk|dv
-# [B,T,QKV] become the fp32 D [B,H,T]. The CPU trainer's rows do not change; --gpu-baseline 1 runs
-# (and counts) the cuBLAS attention whatever --attention says, and the per-segment AdamW, without the
-# lean step's weight-decay mask (a bit per element of the partition, scratch); --attention auto at
-# head size 64 is flash.
+# [B,T,QKV] become the fp32 D [B,H,T]. The CPU trainer's rows do not change. --lean-step 1 adds the lean
+# AdamW's weight-decay mask (a bit per element of the partition, scratch) and nothing else; --attention
+# auto at head size 64 is flash. The defaults (cuBLAS, --lean-step 0) are what the default run allocates.
 FA="--arch llama --layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --vocab 500 --max-seq 128 --seq 96 --batch 3"
 for rc in 0 1; do
-    for att in cublas flash; do
+    for att in cublas flash auto; do
         build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --attention $att --estimate-memory 1 \
             --log "$TMP/fa_${att}_$rc.est" > /dev/null 2>&1
     done
-    build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --attention flash --gpu-baseline 1 --estimate-memory 1 \
-        --log "$TMP/fa_base_$rc.est" > /dev/null 2>&1
-    build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --attention auto --estimate-memory 1 \
-        --log "$TMP/fa_auto_$rc.est" > /dev/null 2>&1
-    $PY - "$TMP/fa_cublas_$rc.est" "$TMP/fa_flash_$rc.est" "$TMP/fa_base_$rc.est" "$TMP/fa_auto_$rc.est" "$rc" <<'PYEOF'
+    build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --lean-step 1 --estimate-memory 1 \
+        --log "$TMP/fa_lean_$rc.est" > /dev/null 2>&1
+    build/z0/train_gpt_cpu --train "$TMP/tok.bin" $FA --recompute $rc --estimate-memory 1 \
+        --log "$TMP/fa_default_$rc.est" > /dev/null 2>&1
+    $PY - "$TMP/fa_cublas_$rc.est" "$TMP/fa_flash_$rc.est" "$TMP/fa_lean_$rc.est" "$TMP/fa_auto_$rc.est" \
+        "$TMP/fa_default_$rc.est" "$rc" <<'PYEOF'
 import json, sys
 def est(p): return [json.loads(l) for l in open(p) if '"estimate"' in l][0]
-cub, fla, base, auto, rc = est(sys.argv[1]), est(sys.argv[2]), est(sys.argv[3]), est(sys.argv[4]), int(sys.argv[5])
+cub, fla, lean, auto, default = (est(p) for p in sys.argv[1:6])
+rc = int(sys.argv[6])
 L, B, T, C, H, KV = 4, 3, 96, 256, 4, 2
 hd, Ls = C // H, 1 if rc else L
 QKV = (H + 2 * KV) * hd
 r = lambda n: (n + 255) // 256 * 256
 want_act = r(Ls * B * H * T * T * 2) - r(Ls * B * H * T * 4)
 want_scr = r(B * H * T * T * 4) + r(B * H * T * T * 2) + r(B * H * T * hd * 2) + r(B * T * QKV * 2) - r(B * H * T * 4)
-ok = fla["attention"] == "flash" and cub["attention"] == "cublas" and base["attention"] == "cublas" and auto == fla
+ok = fla["attention"] == "flash" and cub["attention"] == "cublas" and lean["attention"] == "cublas" and auto == fla \
+    and default == cub
 for s in range(4):
-    c, f, b = (e["train_gpt"]["stage%d" % s] for e in (cub, fla, base))
+    c, f, l = (e["train_gpt"]["stage%d" % s] for e in (cub, fla, lean))
     d_act, d_scr = c["activations"] - f["activations"], c["scratch"] - f["scratch"]
     same_rest = all(c[k] == f[k] for k in c if k not in ("activations", "scratch", "total", "host", "nvme"))
-    cpu_same = cub["train_gpt_cpu"]["stage%d" % s] == fla["train_gpt_cpu"]["stage%d" % s]
+    cpu_same = all(cub["train_gpt_cpu"]["stage%d" % s] == e["train_gpt_cpu"]["stage%d" % s] for e in (fla, lean))
     mask = (c["params"] // 2 + 31) // 32 * 4   # one rank: the partition is every (padded) bf16 parameter
-    base_ok = (all(b[k] == c[k] for k in c if k not in ("scratch", "total")) and c["scratch"] - b["scratch"] == mask
-               and c["total"] - b["total"] == mask)
+    lean_ok = (all(l[k] == c[k] for k in c if k not in ("scratch", "total")) and l["scratch"] - c["scratch"] == mask
+               and l["total"] - c["total"] == mask)
     good = (d_act == want_act and d_scr == want_scr and c["total"] - f["total"] == want_act + want_scr and same_rest
-            and cpu_same and base_ok)
+            and cpu_same and lean_ok)
     if s == 0 or not good:
         print(f"      recompute {rc}, stage {s}: activations -{d_act} (expected -{want_act}), scratch -{d_scr} "
               f"(expected -{want_scr}); other kinds equal: {same_rest}; CPU trainer unchanged: {cpu_same}; "
-              f"--gpu-baseline 1 counts cuBLAS and no weight-decay mask ({c['scratch'] - b['scratch']} bytes, "
-              f"expected {mask}): {base_ok}")
+              f"--lean-step 1 adds the weight-decay mask alone ({l['scratch'] - c['scratch']} bytes, expected {mask}): {lean_ok}")
     ok = ok and good
 sys.exit(0 if ok else 1)
 PYEOF
-    st=$?; check "--attention flash (and auto at hd 64), recompute $rc: train_gpt's estimate drops exactly the T x T tensors, every stage" $st
+    st=$?; check "--attention flash (and auto at hd 64), --lean-step 1, recompute $rc: train_gpt's estimate drops exactly the T x T tensors, adds exactly the mask, every stage; the defaults are cuBLAS without the mask" $st
 done
 
 echo "the largest micro batch within a budget (--memory-budget)"

@@ -1,29 +1,28 @@
 // train/activations.h: what each trainer keeps from its forward pass for its backward
 // pass, and the scratch its kernels need, as sizes. The trainers lay their
-// activation structs out from these lists (one allocation per class, views at
-// aligned offsets, in the order of the lists), and the memory report and the
-// estimator add them up without allocating anything.
+// activation structs out from these lists: one allocation per class, with views at
+// aligned offsets in the order of the lists. The memory report and the estimator
+// add the same lists up without allocating anything.
 //
-// Saved activations (both trainers, the same tensors): per layer, the norms'
-// outputs and statistics, q|k|v, the attention probabilities, the attention
-// output, the residual after attention, the MLP's pre- and post-activation and
-// the layer's output; for the head, the final norm, the logits and the losses.
-// Recompute (activation checkpointing, --recompute 1): a layer's tensors exist
-// once, for the layer being computed, instead of once per layer; each layer's
-// output (the next layer's input) is still kept for every layer, and the
-// backward recomputes a layer's forward from its input before its backward.
+// Both trainers save the same tensors. Per layer: the norms' outputs and
+// statistics, q|k|v, the attention probabilities, the attention output, the
+// residual after attention, the MLP's pre- and post-activation and the layer's
+// output. For the head: the final norm, the logits and the losses.
+// With --recompute 1 (activation checkpointing) a layer's tensors exist once, for
+// the layer being computed, instead of once per layer. Every layer's output is
+// still kept, since it is the next layer's input, and the backward recomputes a
+// layer's forward from its input before its backward.
 //
-// Element sizes: everything is fp32 in the CPU trainer; in the GPU trainer the
-// tensors are floatX (x_bytes: 2) except norm statistics, losses and the fp32
-// attention scratch.
+// The CPU trainer stores everything in fp32. The GPU trainer stores floatX (2
+// bytes), except the norm statistics, the losses and the fp32 attention scratch.
 //
 // The GPU trainer's attention (--attention, gpu_flash_attention) decides what a
 // layer keeps of its attention and which scratch the attention needs:
-//   cublas (cuda/attention.cuh): q|k|v permuted, the [B,H,T,T] probabilities;
-//          scratch: fp32 scores / dP and bf16 dS [B,H,T,T], y [B,H,T,hd], dq|dk|dv
-//   flash  (cuda/flash_attention.cuh): q|k|v as the QKV matmul wrote them (after
-//          RoPE), the fp32 log-sum-exp [B,H,T] in the probabilities' slot;
-//          scratch: the backward's fp32 D [B,H,T]. Nothing of size T x T.
+//   cublas (cuda/attention.cuh): q|k|v permuted and the [B,H,T,T] probabilities.
+//          Scratch: fp32 scores / dP and bf16 dS [B,H,T,T], y [B,H,T,hd], dq|dk|dv.
+//   flash  (cuda/flash_attention.cuh): q|k|v as the QKV matmul wrote them, after
+//          RoPE, and the fp32 log-sum-exp [B,H,T] in the probabilities' slot.
+//          Scratch: the backward's fp32 D [B,H,T]. Nothing of size T x T.
 #pragma once
 #include "zero.h"
 #include "cuda/sizes.h"
@@ -34,18 +33,19 @@ enum {
     ACT_LN2, ACT_LN2_MEAN, ACT_LN2_RSTD, ACT_FCH, ACT_FCH_ACT, ACT_RES3,
     ACT_LNF, ACT_LNF_MEAN, ACT_LNF_RSTD, ACT_LOGITS, ACT_LOSSES, N_ACT_SAVED
 };
-// the CPU trainer's scratch (one layer's backward worth, and the RoPE tables)
+// the CPU trainer's scratch: one layer's backward worth, and the RoPE tables
 enum { CPU_DRES, CPU_DBUF, CPU_DQKV, CPU_DATT, CPU_DFCH, CPU_DFCH_ACT, CPU_ROPE_COS, CPU_ROPE_SIN, N_CPU_SCRATCH };
-// the GPU trainer's scratch (one layer's worth, the kernels' workspaces, the token ids on the device;
-// the embedding backward's sort buffers and cuBLASLt's workspace are allocated by their kernels'
-// headers: gpu_kernel_workspace_bytes)
+// the GPU trainer's scratch: one layer's worth, the kernels' workspaces, the token ids on the device.
+// The embedding backward's sort buffers and cuBLASLt's workspace are allocated by their kernels'
+// headers (gpu_kernel_workspace_bytes).
 enum {
     GPU_QKV, GPU_DRES, GPU_DBUF, GPU_DFCH, GPU_DFCH_ACT, GPU_ATT_F32, GPU_ATT_X, GPU_ATT_Y, GPU_ATT_DQKVR,
     GPU_NORM_SCRATCH, GPU_DBIAS_SCRATCH, GPU_INPUTS, GPU_TARGETS, N_GPU_SCRATCH
 };
 
-// The views of the saved activations in the order above, for act_alloc: both trainers' Activations
-// name their fields alike (qkv: the CPU keeps q|k|v as the matmul wrote them, the GPU permuted: qkvr).
+// The views of the saved activations in the order above, for act_alloc. Both trainers' Activations
+// name their fields alike, except qkv: the CPU keeps q|k|v as the matmul wrote them, the GPU keeps
+// them permuted in qkvr.
 #define SAVED_ACTIVATION_VIEWS(a, qkv) {                                                                        \
     (void **)&(a)->encoded, (void **)&(a)->ln1, (void **)&(a)->ln1_mean, (void **)&(a)->ln1_rstd, (void **)&(a)->qkv, \
     (void **)&(a)->att, (void **)&(a)->atty, (void **)&(a)->res2, (void **)&(a)->ln2, (void **)&(a)->ln2_mean,      \
@@ -55,18 +55,16 @@ enum {
 #define CPU_ACT_ALIGN 64    // bytes: 16 floats, a cache line
 #define GPU_ACT_ALIGN 256   // bytes: what cuBLASLt and the vector loads like
 
-// Whether the fused attention's kernels take this run: bf16 (not the GPU trainer's fp16
-// build), a head size of 64 or 128, T up to FLASH_MAX_T (cuda/flash_attention.cuh).
+// Whether the fused attention's kernels can run this model: they need bf16 (not the
+// fp16 build), a head size of 64 or 128, and T up to FLASH_MAX_T (cuda/flash_attention.cuh).
 static int flash_attention_applies(const ModelConfig *c, int T) {
     int hd = c->d_model / c->n_head;
     return !FLOATX_FP16 && (hd == 64 || hd == 128) && T <= FLASH_MAX_T;
 }
 
 // The GPU trainer runs the fused attention: --attention flash (train_gpt refuses a model it does not
-// apply to), or auto where it applies; never with --gpu-baseline 1 (the step as first measured: the
-// cuBLAS attention whatever --attention says).
+// apply to), or auto where it applies.
 static int gpu_flash_attention(const TrainConfig *tc) {
-    if (tc->gpu_baseline) return 0;
     if (!strcmp(tc->attention, "auto")) return flash_attention_applies(&tc->model, tc->T);
     return !strcmp(tc->attention, "flash");
 }
@@ -84,12 +82,12 @@ static ActDims act_dims(const ModelConfig *c, int B, int T) {
     return d;
 }
 
-// Saved activations in bytes. x: bytes of an activation element (4 on the CPU,
-// sizeof(floatX) on the GPU); statistics and losses are fp32 in both.
-// cpu_ckpt (GPU trainer, with recompute): the layer outputs live in pinned host
-// memory (cpu_checkpoint_host_bytes); the device keeps a ring of three.
+// Saved activations in bytes. x is the size of an activation element: 4 on the
+// CPU, sizeof(floatX) on the GPU; statistics and losses are fp32 in both.
+// cpu_ckpt (GPU trainer with recompute): the layer outputs live in pinned host
+// memory (cpu_checkpoint_host_bytes) and the device keeps a ring of three.
 // flash (GPU trainer, gpu_flash_attention): the attention keeps its fp32
-// log-sum-exp instead of the probabilities (the CPU trainer passes 0).
+// log-sum-exp instead of the probabilities. The CPU trainer passes 0.
 static void saved_activation_sizes(size_t t[N_ACT_SAVED], const ModelConfig *c, int B, int T, int recompute, int cpu_ckpt,
                                    int flash, size_t x) {
     ActDims d = act_dims(c, B, T);
@@ -113,7 +111,7 @@ static void cpu_scratch_sizes(size_t t[N_CPU_SCRATCH], const ModelConfig *c, int
     t[CPU_DFCH] = d.BT * d.FC * 4; t[CPU_DFCH_ACT] = d.BT * d.F * 4; t[CPU_ROPE_COS] = rope; t[CPU_ROPE_SIN] = rope;
 }
 
-// flash: as saved_activation_sizes (the fused attention's backward needs only D, fp32 [B,H,T])
+// flash: as for saved_activation_sizes. The fused attention's backward needs only D, fp32 [B,H,T].
 static void gpu_scratch_sizes(size_t t[N_GPU_SCRATCH], const ModelConfig *c, int B, int T, int flash, size_t x) {
     ActDims d = act_dims(c, B, T);
     size_t max_oc = d.QKV > d.FC ? d.QKV : d.FC;
@@ -131,13 +129,13 @@ static void gpu_scratch_sizes(size_t t[N_GPU_SCRATCH], const ModelConfig *c, int
     t[GPU_INPUTS] = d.BT * 4; t[GPU_TARGETS] = d.BT * 4;
 }
 
-// the buffers the GPU kernels' headers allocate themselves: cuBLASLt's workspace
-// and the embedding backward's sort (keys and positions; CUB's temporary storage,
-// whose size CUB decides at run time, is not included)
+// The buffers the GPU kernels' headers allocate themselves: cuBLASLt's workspace
+// and the embedding backward's sort keys and positions. CUB's temporary storage is
+// not included: CUB decides its size at run time.
 static size_t gpu_kernel_workspace_bytes(int B, int T) { return CUBLASLT_WORKSPACE_BYTES + 3 * (size_t)B * T * sizeof(int); }
 
-// cpu_checkpointing: the outputs of layers 0..L-2 (the inputs the backward's
-// recompute needs; the embedding's output stays on the device) in pinned host memory
+// cpu_checkpointing: the outputs of layers 0..L-2 in pinned host memory. They are the
+// inputs the backward's recompute needs; the embedding's output stays on the device.
 static size_t cpu_checkpoint_host_bytes(const ModelConfig *c, int B, int T, size_t x) {
     return (size_t)(c->n_layer - 1) * B * T * c->d_model * x;
 }

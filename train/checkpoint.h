@@ -1,10 +1,11 @@
 // train/checkpoint.h: the model file and training checkpoints, shared by both trainers.
 //
-// Model file (model.bin; also what --init reads and scripts/train_gpt.py
-// exchanges): a 256-int32 header (docs/model.md) and every parameter in fp32,
-// flat order. Each rank writes the slices of the master it holds (rank 0 all of it where every
-// rank holds it whole), and reads back only the ranges its stage holds. --init also reads
-// Hugging Face safetensors files (model/hf.h); tools/export_model.c writes them.
+// The model file, model.bin, is also what --init reads and scripts/train_gpt.py
+// exchanges: a 256-int32 header (docs/model.md), then every parameter in fp32, in
+// flat order. Each rank writes the slices of the master it holds; where every rank
+// holds it whole, rank 0 writes it all. Each rank reads back only the ranges its
+// stage holds. --init also reads Hugging Face safetensors files (model/hf.h), which
+// tools/export_model.c writes.
 //
 // Checkpoint: a directory DIR/ckpt_SSSSSSSS holding
 //   model.bin                 the full fp32 parameters (the master weights)
@@ -13,19 +14,19 @@
 //                             shuffle state, sampling RNG, skipped steps and the fp16 loss
 //                             scaler's state (train/step_guard.h), file sizes and CRC-32s
 // It is written as DIR/.ckpt_SSSSSSSS.tmp and renamed into place only when every
-// file is complete and synced, then DIR/latest names it (also by rename): a
+// file is complete and synced; then DIR/latest names it, also by a rename. So a
 // crash never leaves a half-written checkpoint where --resume would find it.
-// Every write is checked (util/common.h's OutFile): a save that fails on any rank
+// Every write is checked (util/common.h's OutFile). A save that fails on any rank
 // removes its temporary files, leaves the previous checkpoints and DIR/latest as
 // they were, and stops every rank with the failing rank's one line.
-// --resume DIR takes the newest checkpoint that verifies (the one DIR/latest
-// names, else the next older ckpt_ directory), saying which it skipped and why.
+// --resume DIR takes the newest checkpoint that verifies: the one DIR/latest names,
+// else the next older ckpt_ directory. It says which it skipped and why.
 // --keep-last K removes older checkpoints once a newer one is complete.
 // The formats (manifest, optimizer shard header) are in train/checkpoint_format.h.
 //
-// Resume works at any world size and any stage: each rank recomputes from the
-// manifest where the writer's partitions put each element (the plan is pure
-// arithmetic, zero.h) and reads the pieces of its own partition.
+// Resume works at any world size and any stage. The plan is pure arithmetic
+// (zero.h), so each rank recomputes from the manifest where the writer's
+// partitions put each element, and reads the pieces of its own partition.
 #pragma once
 #include "zero.h"
 #include "model/hf.h"
@@ -80,10 +81,10 @@ static int params_read_safetensors(ParamSource *s, int u, size_t lo, size_t n, f
     return hf_source_read((HFSource *)s->hf, u, lo, n, out, s->err, sizeof(s->err));
 }
 
-// Opens a model file as a parameter source: zeroc's own (its header checked
-// against the run's model) or a Hugging Face .safetensors file (model/hf.h: checked
-// from its header, converted a tensor at a time); either way each rank then
-// reads only its ranges. Returns 1, or 0 with err.
+// Opens a model file as a parameter source: zeroc's own, whose header must match the
+// run's model, or a Hugging Face .safetensors file, which model/hf.h checks from its
+// header and converts a tensor at a time. Either way each rank then reads only its
+// ranges. Returns 1, or 0 with err.
 static int params_from_file(ParamSource *s, const ModelLayout *L, const char *path, char *err, size_t errn) {
     const ModelConfig *c = &L->cfg;
     size_t num_params = L->num_params;
@@ -128,7 +129,7 @@ static void params_close(ParamSource *s) {
     s->fd = -1; s->hf = NULL;
 }
 
-// The whole model file into flat (tests; the exporter streams instead). Returns 1, or 0 with err.
+// The whole model file into flat, for tests; the exporter streams instead. Returns 1, or 0 with err.
 static int model_file_read(const char *path, const ModelLayout *L, float *flat, char *err, size_t errn) {
     ParamSource s;
     if (!params_from_file(&s, L, path, err, errn)) return 0;
@@ -139,11 +140,11 @@ static int model_file_read(const char *path, const ModelLayout *L, float *flat, 
 }
 
 // Collective: writes the model file without gathering the model anywhere. Rank 0
-// creates it (the header, the full size); then, where the fp32 master is
-// partitioned, every rank writes its own slice of every unit at its place in the
-// flat order, and where every rank holds the whole master, rank 0 writes it all,
-// unit by unit. Returns 1, or 0 with a one-line err (the caller agrees with the
-// other ranks: every rank makes the same calls either way).
+// creates it with its header at its full size. Where the fp32 master is
+// partitioned, every rank then writes its own slice of every unit at its place in
+// the flat order; where every rank holds the whole master, rank 0 writes it all,
+// unit by unit. Returns 1, or 0 with a one-line err. Every rank makes the same
+// calls either way, and the caller agrees on the outcome with the other ranks.
 static int model_file_write(Zero *z, const char *path, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     Comm *c = z->comm;
@@ -166,7 +167,7 @@ static int model_file_write(Zero *z, const char *path, char *err, size_t errn) {
         size_t lo = whole ? 0 : (size_t)p->part * U->shard, n = whole ? U->numel : U->shard;
         if (lo >= U->numel) continue;                   // a slice of padding only
         if (lo + n > U->numel) n = U->numel - lo;
-        zero_master_read(z, i, lo, n, buf);   // (from the NVMe files where the master is there)
+        zero_master_read(z, i, lo, n, buf);   // from the NVMe files when the master lives there
         out_seek(&f, 1024 + 4 * (off_t)(z->layout->units[i].flat_offset + lo));
         out_write(&f, buf, n * 4);
     }
@@ -235,7 +236,7 @@ static int checkpoint_list(const char *dir, int *steps, int max) {
     return n;
 }
 
-// --keep-last K (rank 0, after a complete save): all but the newest K checkpoints go
+// --keep-last K: rank 0, after a complete save, removes all but the newest K checkpoints
 static void checkpoint_prune(const char *dir, int keep, int say) {
     int steps[4096];
     int n = checkpoint_list(dir, steps, 4096);
@@ -287,7 +288,7 @@ static int checkpoint_publish(Zero *z, const char *dir, const char *name, const 
     snprintf(line, sizeof(line), "%s\n", name);
     if (out_open(&lf, latest, 1)) out_write(&lf, line, strlen(line));
     if (!out_finish(&lf)) { snprintf(err, errn, "%s", lf.err); return 0; }
-    // into place: the complete directory appears at once (a same-step checkpoint moved aside first)
+    // into place: the complete directory appears at once; a checkpoint of the same step is moved aside first
     snprintf(final_dir, sizeof(final_dir), "%s/%s", dir, name);
     snprintf(old, sizeof(old), "%s/.%s.old", dir, name);
     rm_tree(old);
@@ -322,7 +323,7 @@ static int optim_file_write(Zero *z, const char *path, char *err, size_t errn) {
         int32_t h[256];
         optim_header(h, p->P, p->part, p->n_units, ZERO_ALIGN, p->shard_elems);
         out_write(&f, h, sizeof(h));
-        // m, then v, a piece at a time (no copy of the whole partition)
+        // m, then v, a piece at a time: the whole partition is never copied
         size_t piece = p->max_shard;
         float *buf = (float *)xmalloc(piece * 4, "optimizer state");
         for (int which = 0; which < 2; which++)
@@ -337,9 +338,9 @@ static int optim_file_write(Zero *z, const char *path, char *err, size_t errn) {
     return 1;
 }
 
-// Every rank: did every rank succeed? If not, rank 0 removes the temporary files
-// (before anyone exits: mpirun ends the job at the first exit) and every rank stops
-// with the failing rank's line.
+// Every rank: did every rank succeed? If not, rank 0 removes the temporary files and
+// every rank stops with the failing rank's line. Rank 0 cleans up before anyone
+// exits, because mpirun ends the job at the first exit.
 static void save_agree(Comm *c, int ok, char *err, size_t errn, const char *tmp, const char *dir, const char *name) {
     if (comm_agree(c, ok, err, errn)) return;
     if (c->rank == 0) {
@@ -432,9 +433,9 @@ static int checkpoint_verify(const char *ck, Manifest *m, char *err, size_t errn
     return ok;
 }
 
-// The checkpoints --resume DIR may take, in the order to try them: DIR itself if it
-// holds a manifest (then only it), else the one DIR/latest names, then every ckpt_
-// directory of DIR, newest first. Returns how many (at most max), 0 with err if none.
+// The checkpoints --resume DIR may take, in the order to try them: DIR alone if it
+// holds a manifest, else the one DIR/latest names, then every ckpt_ directory of
+// DIR, newest first. Returns how many, at most max; 0 with err if there are none.
 #define RESUME_MAX_CANDIDATES 64
 static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, char *err, size_t errn) {
     char path[1100];
@@ -462,10 +463,10 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
     return n;
 }
 
-// What a resumed run must share with the checkpoint m (in ck): the model, the sequence
-// length, the global batch (micro batch, accumulation and ranks may be regrouped: the
-// data order is the same) and the data; and it must have steps left. Returns 1 (rank 0
-// prints notes when say), or 0 with a one-line err.
+// What a resumed run must share with the checkpoint m in ck: the model, the sequence
+// length, the global batch and the data, and it must have steps left. The micro
+// batch, accumulation and ranks may be regrouped, since the data order stays the
+// same. Returns 1, with rank 0's notes printed when say, or 0 with a one-line err.
 static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPlan *p, const TrainConfig *tc, const TrainState *data,
                                  int world, int say, char *err, size_t errn) {
     if ((size_t)m->num_params != p->num_params)
@@ -498,9 +499,9 @@ static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPl
     return 1;
 }
 
-// The parameters and optimizer state of checkpoint ck (manifest m, verified) into z,
-// resharded from its writer's partitions: each rank reads only the pieces its own
-// partition holds, a piece at a time.
+// The parameters and optimizer state of checkpoint ck, whose manifest m is verified,
+// into z, resharded from its writer's partitions: each rank reads only the pieces
+// its own partition holds, a piece at a time.
 static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, char *err, size_t errn) {
     const ZeroPlan *p = &z->plan;
     char path[1200];
@@ -548,9 +549,10 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
 }
 #undef CK_FAIL
 
-// The checkpoint --resume DIR takes: the first candidate that verifies, on every rank
-// of c (NULL: this process alone; then nothing is collective). The skipped ones are
-// named with their reason (when say). Returns 1 with ck and m (to free), or 0 with err.
+// The checkpoint --resume DIR takes: the first candidate that verifies on every rank
+// of c. With c NULL this process decides alone and nothing is collective. With say
+// the skipped ones are named with their reason. Returns 1 with ck and m, which the
+// caller frees, or 0 with err.
 static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Manifest *m, int say, char *err, size_t errn) {
     static char cands[RESUME_MAX_CANDIDATES][1100];
     char first_err[1600] = "";
@@ -568,10 +570,11 @@ static int checkpoint_choose(Comm *c, const char *dir, char *ck, size_t ckn, Man
 }
 
 // Collective: --resume. Takes the checkpoint checkpoint_choose picks, checks that this
-// run can continue it, loads it into z and st. Any failure stops every rank with the
-// same one line; rank 0 prints the warnings and notes (stderr), and with say the
-// checkpoint taken (stdout). st: this run's train data (data_tokens, data_crc) on
-// entry, and st->guard its scaler settings; data_tokens 0: sampling (the weights only).
+// run can continue it, and loads it into z and st. Any failure stops every rank with
+// the same one line. Rank 0 prints the warnings and notes on stderr and, with say,
+// the checkpoint taken on stdout. On entry st holds this run's train data
+// (data_tokens, data_crc) and, in st->guard, its scaler settings; data_tokens 0
+// means sampling, which reads only the weights.
 static void checkpoint_load(Zero *z, const TrainConfig *tc, TrainState *st, int say) {
     Comm *c = z->comm;
     char err[1600] = "", ck[1100];

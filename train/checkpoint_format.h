@@ -7,16 +7,16 @@
 //   num_params, model {arch, n_layer, ...}, train {batch, seq, accum, total_batch, lr,
 //   train (the --train path), train_tokens, train_crc32 (dataloader_fingerprint)},
 //   files [{name, bytes, crc32}: model.bin, then optim_rank_00000.bin ...],
-//   the sections other headers own, written and read by them: data (the loader's
-//   position and shuffle state, dataloader.h), skipped_steps, consecutive_skips,
+//   the sections other headers write and read themselves: data, the loader's position
+//   and shuffle state (dataloader.h); skipped_steps, consecutive_skips and
 //   loss_scaler (train/step_guard.h),
-//   manifest_crc32: the CRC-32 of the manifest's own canonical text, i.e. the object
-//   without this key printed by cJSON_PrintUnformatted. Editing any value (the step,
-//   the data position) breaks it; reformatting the file does not.
-// Format 1 manifests (before zeroc checksummed them) have no manifest_crc32 and no
-// train_tokens / train_crc32 (and the oldest a token offset "data_pos" instead of
-// "data"): they are accepted with a note saying what cannot be checked (their data
-// files are still checked against their sizes and CRC-32s).
+//   manifest_crc32: the CRC-32 of the manifest's own canonical text, which is the
+//   object without this key printed by cJSON_PrintUnformatted. Editing any value, such
+//   as the step or the data position, breaks it; reformatting the file does not.
+// Format 1 manifests predate the checksum: they have no manifest_crc32, no
+// train_tokens and no train_crc32, and the oldest have a token offset "data_pos"
+// instead of "data". They are accepted with a note saying what cannot be checked;
+// their files are still checked against their sizes and CRC-32s.
 //
 // optim_rank_RRRRR.bin: a header of 256 int32 [0] OPTIM_MAGIC [1] version 1
 // [2] partitions [3] this partition [4] units [5] alignment [6,7] shard elements
@@ -61,9 +61,9 @@ static uint32_t manifest_canonical_crc(cJSON *m) {
     return crc;
 }
 
-// The manifest's text (cJSON_Print'ed, to be freed) for a checkpoint of m (its files
-// filled in) of the model mc trained with tc; the items of `sections` (the data
-// position, the skips) join it (and are consumed).
+// The manifest's text, from cJSON_Print and to be freed, for a checkpoint of m, whose
+// files are filled in, of the model mc trained with tc. The items of `sections`, such
+// as the data position and the skips, join it and are consumed.
 static char *manifest_text(const Manifest *m, const ModelConfig *mc, const TrainConfig *tc, cJSON *sections) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "format", MANIFEST_FORMAT);
@@ -132,9 +132,9 @@ static int mf_hex(cJSON *obj, const char *key, int digits, uint64_t *out) {
     return 1;
 }
 
-// Parses and checks a manifest's text (n bytes, `path` for messages) into m: its own
-// checksum, every field's type and range, the file list (one per partition, plus the
-// model). Returns 1, or 0 with a one-line err (and m freed).
+// Parses the manifest's n bytes of text into m and checks its own checksum, every
+// field's type and range, and the file list: the model plus one per partition.
+// `path` names it in messages. Returns 1, or 0 with a one-line err and m freed.
 static int manifest_parse(const char *text, size_t n, const char *path, Manifest *m, char *err, size_t errn) {
     memset(m, 0, sizeof(*m));
     cJSON *j = cJSON_ParseWithLength(text, n);
@@ -211,7 +211,7 @@ static void optim_header(int32_t h[256], int partitions, int part, int n_units, 
 }
 
 // Checks the header of partition `part` of a checkpoint with `partitions` partitions
-// whose plan gives shard_elems elements per partition; file_bytes: the file's size.
+// whose plan gives shard_elems elements per partition; file_bytes is the file's size.
 static int optim_header_check(const int32_t h[256], int partitions, int part, size_t shard_elems, long long file_bytes,
                               const char *path, char *err, size_t errn) {
     size_t elems = (size_t)(uint32_t)h[6] | ((size_t)(uint32_t)h[7] << 32);

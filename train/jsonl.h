@@ -1,14 +1,14 @@
-// train/jsonl.h: the --log file, one JSON object per line (rank 0 writes it).
-// One function per record type; the reports of train/zero_report.h build their own
+// train/jsonl.h: the --log file, one JSON object per line, written by rank 0.
+// One function per record type. The reports of train/zero_report.h build their own
 // records (memory, comm, estimate) and hand them to jsonl_record.
 //   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps",
 //    "elapsed_s", "gflops", "mem_bytes" [, "skip_reason"][, "loss_scale"][, "peak_live_elems"][, "mfu"]
 //    [, "forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms": --breakdown 1]}
 //   {"type":"val", "step", "val_loss"}
-// A number that is not finite is written as the string "nan", "inf" or "-inf"
-// (JSON has no such numbers; cJSON would write null): Python's float() reads
-// them back, and a reader can tell a diverged loss from a missing one.
-//   {"type":"config", ...}: config/ds_config.h's config_json_record (the resolved configuration, first)
+// A number that is not finite is written as the string "nan", "inf" or "-inf".
+// JSON has no such numbers and cJSON would write null; as strings Python's float()
+// reads them back, and a reader can tell a diverged loss from a missing one.
+//   {"type":"config", ...}: the resolved configuration, first (config/ds_config.h's config_json_record)
 //   {"type":"memory", ...}, {"type":"comm", ...}, {"type":"estimate", ...}: train/zero_report.h
 #pragma once
 #include "util/common.h"
@@ -27,7 +27,7 @@ static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
 static void jsonl_record(JsonLog *l, cJSON *rec) {
     if (l->f) {
         char *s = cJSON_PrintUnformatted(rec);
-        // a log that cannot be written (a full disk) is not worth the run: say so once, stop logging
+        // a log that cannot be written, on a full disk, is not worth the run: say so once, stop logging
         if (fprintf(l->f, "%s\n", s) < 0 || fflush(l->f) != 0) {
             diag("warning", "%s: write failed (%s): the log stops here, training goes on", l->path, strerror(errno));
             fclose(l->f);

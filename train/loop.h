@@ -1,22 +1,24 @@
-// train/loop.h: what both trainers share above the model: start-up (MPI, the
-// flags, the memory estimator), validation, sampling and the training loop.
-// A trainer's main() calls train_startup, builds its model and calls train (or,
-// with --sample 1, sample_run):
+// train/loop.h: what both trainers share above the model: start-up, validation,
+// sampling and the training loop. A trainer's main() calls train_startup, builds
+// its model, then calls train, or sample_run for --sample 1.
 //
-//   GPT (its model) has: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
-//                        int B, T; int *inputs, *targets (host, B*T);
-//                        double peak_flops (per device, for the step line's MFU; 0: unknown)
-//   gpt_forward, gpt_backward, gpt_decode (train/passes.h), what train/sample.h lists, and
-//   void gpt_set_dloss(GPT *m, float dloss)        the dloss the coming training backwards take (the
-//                                                  GPU's fused classifier uses it in the forward already)
-//   float gpt_step_loss(GPT *m)                    the mean loss of the training forwards since the last
-//                                                  call: each micro-batch's mean loss (float), summed in
-//                                                  double in micro-step order, over their number (the GPU
-//                                                  sums on the device: one read per step, not per micro-step)
+// The optimizer step is train_step, between TRAINING SECTION BEGIN and END: for
+// each micro-step a forward and a backward, then reduce, guard, update. The guard
+// (train/step_guard.h) does fp16 loss scaling and skips non-finite steps. The loop
+// around it reports, validates, samples, saves and answers signals.
 //
+// Include this file after the trainer has defined:
+//   GPT, its model, with: ModelConfig cfg; ModelLayout layout; Zero zero; Comm *comm;
+//       int B, T; int *inputs, *targets (host, B*T each);
+//       double peak_flops (one device's, for the step line's MFU; 0 when unknown)
+//   gpt_forward, gpt_backward, gpt_decode (train/passes.h) and what train/sample.h lists
+//   void gpt_set_dloss(GPT *m, float dloss)   the dloss the coming backwards take. The GPU's
+//                                             fused classifier already uses it in the forward.
+//   float gpt_step_loss(GPT *m)               the mean loss of the training forwards since the
+//                                             last call: each micro-batch's mean (a float), summed
+//                                             in double in micro-step order, divided by their number.
+//                                             The GPU sums on the device and reads once per step.
 // train_gpt.c (CPU, fp32) and train_gpt.cu (GPU, bf16 or fp16) differ only in those.
-// The optimizer step goes through train/step_guard.h: fp16 loss scaling, skipped steps.
-// Include this file after the trainer's GPT and its functions above are defined.
 #pragma once
 #include "train/jsonl.h"
 #include "train/zero_report.h"
@@ -33,8 +35,8 @@ static long long config_hash(const TrainConfig *c) {
 
 // MPI, the flags, the batch over the world, the collective backend, and a check
 // that every rank was given the same model. Returns 0 when there is nothing to
-// train: --estimate-memory prints the per-rank memory of every stage (plan
-// arithmetic only, nothing allocated) and the run ends.
+// train: --estimate-memory prints each stage's memory per rank from the plan's
+// arithmetic alone, allocates nothing, and ends the run.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
@@ -55,8 +57,8 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     comm_attach_device(comm);   // the GPU trainer's device: not needed above
     config_resolve_batch(tc, comm->world);
     if (tc->sample) {
-        // sampling builds no training batch: the KV cache has its own buffers (sampler_init);
-        // --kv-cache 0 runs its full forwards on num_samples x max_seq activations
+        // Sampling builds no training batch. The KV cache has its own buffers (sampler_init);
+        // --kv-cache 0 runs its full forwards on num_samples x max_seq activations.
         tc->B = tc->kv_cache ? 1 : tc->num_samples;
         tc->T = tc->kv_cache ? 1 : tc->model.max_seq;
         tc->accum = 1;
@@ -81,11 +83,12 @@ static float gpt_validate(GPT *m, DataLoader *val, int batches) {
     return loss;
 }
 
-// parameters: resume, --init, or a seeded initialization. Each rank reads or
-// generates only what its ZeRO stage holds (zero_load_params). train (NULL when
-// sampling): the train data, which a checkpoint records and a resume must share.
+// The starting parameters: from --resume, from --init, or a seeded initialization.
+// Each rank reads or generates only what its ZeRO stage holds (zero_load_params).
+// `train` is the train data, which a checkpoint records and a resume must share;
+// it is NULL when sampling.
 static TrainState load_start(GPT *m, const TrainConfig *tc, const DataLoader *train, FILE *say) {
-    TrainState st = {0, {0}, tc->seed ^ 0x5DEECE66DULL, step_guard_init(tc, m->comm), 0, 0};
+    TrainState st = {.step = 0, .rng = tc->seed ^ 0x5DEECE66DULL, .guard = step_guard_init(tc, m->comm)};
     if (train) { st.data_tokens = train->n_tokens; st.data_crc = dataloader_fingerprint(train); }
     if (tc->resume_dir[0]) {
         checkpoint_load(&m->zero, tc, &st, say != NULL);
@@ -113,9 +116,9 @@ static const char *clock_text(double seconds, char *buf, size_t n) {
     return buf;
 }
 
-// The step line: loss, lr, gradient norm (with fp16 the loss scale; once a step was
-// skipped, the skips), time, tokens/s, MFU (or GFLOP/s without a known peak), memory
-// in use, elapsed time and the time left; with --breakdown a second line of phases.
+// The step line: loss, lr, gradient norm, time, tokens/s, MFU (GFLOP/s when the
+// peak is unknown), memory in use, elapsed time and time left. With fp16 it adds the
+// loss scale, and once a step was skipped the skips. --breakdown adds a line of phases.
 static void print_step(const StepStats *s, int steps) {
     char extra[160] = "", perf[48], el[32], eta[32];
     int k = 0;
@@ -150,153 +153,274 @@ static void train_save(GPT *m, const TrainConfig *tc, const TrainState *now, FIL
     if (say) printf("saved %s/ckpt_%08d\n", tc->save_dir, now->step);
 }
 
-// The training loop: tc->steps optimizer steps of tc->accum micro-steps each,
-// with validation, samples and checkpoints as asked. `name` and `workers` (the
-// threads or the device of each rank) go into the start-up line. Returns the exit
-// status: 0, or EXIT_PREEMPTED when a signal stopped the run (train/preempt.h).
-static int train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+// ----------------------------------------------------------------------------
+// the optimizer step
+
+// What one optimizer step hands to the reports.
+typedef struct {
+    float loss;            // the step's mean loss, averaged over the ranks
+    float lr;
+    StepVerdict verdict;   // applied, skipped or stop the run (train/step_guard.h)
+    double seconds;        // the whole step
+    double end;            // wall_time() when it ended
+    double phase_s[4];     // forward, backward, communication wait, optimizer
+} StepResult;
+
+// Now, once the device has finished the work queued so far when --breakdown times
+// the phases (otherwise a phase would end when its kernels were only queued).
+static double phase_clock(GPT *m, const TrainConfig *tc) {
+    if (tc->breakdown) zb_sync(&m->zero.be);
+    return wall_time();
+}
+
+// AdamW's settings for optimizer step `step` (0-based). A skipped step advances
+// neither the learning-rate schedule nor Adam's t, so both count applied steps.
+static ZeroOptim step_optim(const TrainConfig *tc, const StepGuard *guard, int step) {
+    int applied = step - (int)guard->skipped;
+    ZeroOptim o = {.lr = lr_at(tc, applied, tc->steps), .beta1 = tc->beta1, .beta2 = tc->beta2, .eps = tc->eps,
+                   .weight_decay = tc->weight_decay, .grad_clip = tc->grad_clip, .t = applied + 1};
+    return o;
+}
+
+// Optimizer step `step` (0-based): tc->accum micro-steps of forward and backward,
+// then the gradients reduced, the step guarded and AdamW applied. The guard
+// (train/step_guard.h) skips a step whose loss or gradients are not finite on any
+// rank. The phases are timed for the step line's --breakdown.
+static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, StepGuard *guard, int step) {
+    StepResult r;
+    memset(&r, 0, sizeof(r));
+    double t0 = wall_time(), t;
+    comm_blocked_seconds();          // the step's collective waits and
+    comm_reset_counters(m->comm);    // bytes count from here
+    // --------------- TRAINING SECTION BEGIN -----------------
+    zero_step_begin(&m->zero);
+    float dloss = step_guard_dloss(guard, tc->accum);   // 1/accum, times the loss scale with fp16
+    gpt_set_dloss(m, dloss);
+    for (int k = 0; k < tc->accum; k++) {
+        comm_phase("forward/backward", step + 1);
+        dataloader_next(train, m->inputs, m->targets);
+        t = wall_time();
+        gpt_forward(m, m->targets, 1);   // its loss joins the step's (gpt_step_loss)
+        r.phase_s[0] += phase_clock(m, tc) - t;
+        t = wall_time();
+        gpt_backward(m, m->targets, dloss);
+        r.phase_s[1] += phase_clock(m, tc) - t;
+        zero_micro_step_end(&m->zero);
+    }
+    comm_phase("the optimizer step", step + 1);
+    t = wall_time();
+    ZeroOptim opt = step_optim(tc, guard, step);
+    zero_step_reduce(&m->zero);
+    step_guard_inject(guard, &m->zero, step + 1);
+    float scaled_norm = zero_global_norm(&m->zero);
+    r.loss = gpt_step_loss(m);   // after the norm's synchronization: the GPU reads its loss once per step
+    comm_all_reduce_host(m->comm, &r.loss, 1, DT_F32, OP_AVG);
+    r.verdict = step_guard_check(guard, m->comm, step + 1, r.loss, scaled_norm, tc->grad_clip);
+    if (r.verdict.apply) zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
+    // --------------- TRAINING SECTION END -------------------
+    r.end = phase_clock(m, tc);
+    r.phase_s[3] = r.end - t;
+    r.phase_s[2] = comm_blocked_seconds();   // already inside the phases above: each includes its own waits
+    r.seconds = r.end - t0;
+    r.lr = opt.lr;
+    return r;
+}
+
+// ----------------------------------------------------------------------------
+// the loop around it: reports, validation, samples, checkpoints, signals
+
+// What the loop keeps between steps besides the model.
+typedef struct {
+    GPT *m;
+    const TrainConfig *tc;
+    FILE *say;                 // rank 0's stdout; NULL on the other ranks and with --quiet 1
+    DataLoader train, val;
+    int do_val, do_sample;
+    Sampler sampler;
+    Rng sample_rng;
+    JsonLog log;
+    TrainState st;             // the state the loop started from; st.guard is the live one
+    double t0, steps_time;     // the loop's start; the time of the steps after the first
+    long long comm_bytes[N_COLL], comm_calls[N_COLL];   // the last applied step's communication
+} TrainRun;
+
+// The state after optimizer step `done` (1-based), as a checkpoint records it.
+static TrainState train_state_now(const TrainRun *R, int done) {
+    TrainState now = {.step = done, .data = dataloader_tell(&R->train), .rng = R->sample_rng.state,
+                      .guard = R->st.guard, .data_tokens = R->st.data_tokens, .data_crc = R->st.data_crc};
+    return now;
+}
+
+// The start-up lines, the data (first, so that a bad file fails before anything
+// expensive), the sampler, the parameters, the log, and the plan and memory reports.
+static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+    memset(R, 0, sizeof(*R));
+    R->m = m;
+    R->tc = tc;
     Comm *comm = m->comm;
-    const ModelConfig *mc = &m->cfg;
-    FILE *say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
+    R->say = comm->rank == 0 && !tc->quiet ? stdout : NULL;
     char nodes[1024];
     launch_describe(comm, nodes, sizeof(nodes));   // which ranks share a node (comm/launch.h)
-    if (say) print_model(m, tc, name);
-    if (say) printf("       ZeRO stage %d | %d rank%s x %s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n"
-                    "       %s\n", ZERO_STAGE, comm->world, comm->world > 1 ? "s" : "", workers, tc->B, tc->T, tc->accum,
-                    tc->total_batch, nodes);
+    if (R->say) print_model(m, tc, name);
+    if (R->say) printf("       ZeRO stage %d | %d rank%s x %s | micro batch %d x %d tokens, accumulation %d, global batch %d sequences\n"
+                       "       %s\n", ZERO_STAGE, comm->world, comm->world > 1 ? "s" : "", workers, tc->B, tc->T, tc->accum,
+                       tc->total_batch, nodes);
 
-    // data first: a bad file fails before anything expensive
-    DataLoader train, val;
-    dataloader_init(&train, tc->train_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, tc->shuffle, tc->seed);
-    int do_val = tc->val_every > 0 && tc->val_batches > 0;
-    if (do_val) dataloader_init(&val, tc->val_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, 0, 0);
-    Sampler sampler;   // its KV cache allocated now (the memory report's kv_cache line)
-    int do_sample = tc->sample_every > 0;
-    if (do_sample) sampler_init(&sampler, m, tc);
+    const ModelConfig *mc = &m->cfg;
+    dataloader_init(&R->train, tc->train_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, tc->shuffle, tc->seed);
+    R->do_val = tc->val_every > 0 && tc->val_batches > 0;
+    if (R->do_val) dataloader_init(&R->val, tc->val_path, tc->B, tc->T, comm->rank, comm->world, mc->vocab_size, 0, 0);
+    R->do_sample = tc->sample_every > 0;
+    if (R->do_sample) sampler_init(&R->sampler, m, tc);   // its KV cache now, so the memory report counts it
 
-    TrainState st = load_start(m, tc, &train, say);
-    if (tc->resume_dir[0]) dataloader_seek(&train, &st.data, tc->resume_dir);
-    JsonLog log = jsonl_open(tc->log_path, comm->rank == 0, st.step > 0);
-    jsonl_record(&log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
-    if (say) zero_plan_print(&m->zero);
-    cJSON *memrec = zero_memory_report(&m->zero, say != NULL);
+    R->st = load_start(m, tc, &R->train, R->say);
+    if (tc->resume_dir[0]) dataloader_seek(&R->train, &R->st.data, tc->resume_dir);
+    R->sample_rng.state = R->st.rng;
+    R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step > 0);
+    jsonl_record(&R->log, config_json_record(tc));   // {"type":"config"}: the resolved configuration
+    if (R->say) zero_plan_print(&m->zero);
+    cJSON *memrec = zero_memory_report(&m->zero, R->say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm->rank);
-    jsonl_record(&log, memrec);
+    jsonl_record(&R->log, memrec);
+}
 
-    Rng sample_rng = {st.rng};
-    long long comm_bytes[N_COLL] = {0}, comm_calls[N_COLL] = {0};   // the last applied step's communication
+// The step's numbers for the step line and the log, at the run's mean pace so far.
+static StepStats step_stats(const TrainRun *R, int step, const StepResult *r) {
+    const TrainConfig *tc = R->tc;
+    GPT *m = R->m;
     long long tokens_per_step = (long long)tc->total_batch * tc->T;
-    double flops_per_step = model_flops_per_token(mc, tc->T) * tokens_per_step;
-    StepGuard *guard = &st.guard;
-    int status = 0;
-    preempt_install();
-    comm_watchdog_start(comm, comm->rank, tc->timeout);
-    double loop_t0 = wall_time(), steps_time = 0;
-    for (int step = st.step; step < tc->steps; step++) {
-        double t0 = wall_time(), phase[4] = {0, 0, 0, 0}, tp;   // --breakdown: forward, backward, comm wait, optimizer
-        comm_blocked_seconds();
-        zero_step_begin(&m->zero);
-        comm_reset_counters(comm);
-        float dloss = step_guard_dloss(guard, tc->accum);   // times the loss scale with fp16
-        gpt_set_dloss(m, dloss);
-        for (int k = 0; k < tc->accum; k++) {
-            comm_phase("forward/backward", step + 1);
-            dataloader_next(&train, m->inputs, m->targets);
-            tp = wall_time();
-            gpt_forward(m, m->targets, 1);   // its loss joins the step's (gpt_step_loss)
-            if (tc->breakdown) zb_sync(&m->zero.be);
-            phase[0] += wall_time() - tp;
-            tp = wall_time();
-            gpt_backward(m, m->targets, dloss);
-            if (tc->breakdown) zb_sync(&m->zero.be);
-            phase[1] += wall_time() - tp;
-            zero_micro_step_end(&m->zero);
-        }
-        // the step (train/step_guard.h): reduce, check for Inf/NaN on every rank, update unless skipped;
-        // a skipped step does not advance the schedule or Adam's step count
-        comm_phase("the optimizer step", step + 1);
-        tp = wall_time();
-        int applied = step - (int)guard->skipped;
-        ZeroOptim opt = {lr_at(tc, applied, tc->steps), tc->beta1, tc->beta2, tc->eps, tc->weight_decay, tc->grad_clip, applied + 1};
-        zero_step_reduce(&m->zero);
-        step_guard_inject(guard, &m->zero, step + 1);
-        float scaled_norm = zero_global_norm(&m->zero);
-        // the step's loss, read after the norm's synchronization (the GPU's one read of it per step)
-        float step_loss = gpt_step_loss(m);
-        comm_all_reduce_host(comm, &step_loss, 1, DT_F32, OP_AVG);
-        StepVerdict v = step_guard_check(guard, comm, step + 1, step_loss, scaled_norm, tc->grad_clip);
-        if (v.apply) zero_step_update(&m->zero, &opt, v.grad_scale);
-        if (tc->breakdown) zb_sync(&m->zero.be);
-        double t1 = wall_time(), dt = t1 - t0;
-        phase[3] = t1 - tp;
-        phase[2] = comm_blocked_seconds();   // (inside the phases above: each includes its own waits)
-        if (step > st.step || tc->steps - st.step == 1) steps_time += dt;   // the mean pace leaves out the first step's warm-up
-        if (v.apply || step == st.step) {   // (a skipped step has no parameter all-gather)
-            memcpy(comm_bytes, comm->bytes, sizeof(comm_bytes));
-            memcpy(comm_calls, comm->calls, sizeof(comm_calls));
-        }
-        int timed = step > st.step ? step - st.step : 1;
-        StepStats s = {step + 1, step_loss, opt.lr, v.norm, dt * 1e3, tokens_per_step / dt,
-                       ZERO_STAGE == 3 ? (long long)m->zero.peak_live : -1, v.skipped, guard->skipped,
-                       guard->fp16 ? v.scale : 0, flops_per_step / dt * 1e-9,
-                       m->peak_flops > 0 ? flops_per_step / dt / (m->peak_flops * comm->world) : -1, memory_in_use(&m->zero),
-                       t1 - loop_t0, (steps_time > 0 ? steps_time / timed : dt) * (tc->steps - step - 1),
-                       {tc->breakdown ? phase[0] * 1e3 : -1, phase[1] * 1e3, phase[2] * 1e3, phase[3] * 1e3}};
-        if (say) print_step(&s, tc->steps);
-        jsonl_train(&log, &s);
-        cJSON *io = zero_nvme_record(&m->zero, step + 1);   // ZeRO-Infinity: the step's NVMe I/O
-        if (io) jsonl_record(&log, io);
-        if (v.stop[0]) fatal("%s", v.stop);
+    double flops_per_step = model_flops_per_token(&m->cfg, tc->T) * tokens_per_step, dt = r->seconds;
+    int timed = step > R->st.step ? step - R->st.step : 1;
+    double pace = R->steps_time > 0 ? R->steps_time / timed : dt;
+    StepStats s = {
+        .step = step + 1, .loss = r->loss, .lr = r->lr, .grad_norm = r->verdict.norm,
+        .ms = dt * 1e3, .tokens_per_sec = tokens_per_step / dt,
+        .peak_live_elems = ZERO_STAGE == 3 ? (long long)m->zero.peak_live : -1,
+        .skipped = r->verdict.skipped, .skipped_steps = R->st.guard.skipped,
+        .loss_scale = R->st.guard.fp16 ? r->verdict.scale : 0,
+        .gflops = flops_per_step / dt * 1e-9,
+        .mfu = m->peak_flops > 0 ? flops_per_step / dt / (m->peak_flops * m->comm->world) : -1,
+        .mem_bytes = memory_in_use(&m->zero),
+        .elapsed_s = r->end - R->t0, .eta_s = pace * (tc->steps - step - 1),
+        .phase_ms = {tc->breakdown ? r->phase_s[0] * 1e3 : -1, r->phase_s[1] * 1e3, r->phase_s[2] * 1e3, r->phase_s[3] * 1e3},
+    };
+    return s;
+}
 
-        int last = step + 1 == tc->steps;
-        if (do_val && ((step + 1) % tc->val_every == 0 || last)) {
-            float vl = gpt_validate(m, &val, tc->val_batches);
-            if (say) printf("step %4d/%d | val loss %.6f\n", step + 1, tc->steps, vl);
-            jsonl_val(&log, step + 1, vl);
-        }
-        if (do_sample && ((step + 1) % tc->sample_every == 0 || last)) gpt_generate(m, &sampler, &sample_rng, say, "sample");
-        // a skipped step leaves the last applied step's state, which is saved; but not when the
-        // loss was not finite: those parameters are known to diverge, the last checkpoint stays latest
-        TrainState now = {step + 1, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
-        int saved = tc->save_dir[0] && ((tc->save_every > 0 && (step + 1) % tc->save_every == 0) || last);
-        if (saved && isfinite(step_loss)) train_save(m, tc, &now, say);
-        else if (saved && comm->rank == 0) diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the "
-                                                "parameters (those of the last applied step) diverge; the last checkpoint in %s "
-                                                "stays the latest", step + 1, step_loss, tc->save_dir);
-        // SIGTERM / SIGINT / SIGUSR1 on any rank: every rank acts after this same step
-        comm_phase("the per-step signal agreement", step + 1);
-        int req = preempt_poll(comm);
-        if (req && !last) {
-            if (tc->save_dir[0] && !saved && isfinite(step_loss)) train_save(m, tc, &now, say);
-            if (req & PREEMPT_STOP) {
-                if (comm->rank == 0)
-                    diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(req), step + 1, tc->steps,
-                         tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
-                         EXIT_PREEMPTED);
-                status = EXIT_PREEMPTED;
-                break;
-            }
-            if (!tc->save_dir[0] && comm->rank == 0) diag("warning", "SIGUSR1 asks for a checkpoint, but there is no --save directory");
-        }
+// The step line, its JSONL record and ZeRO-Infinity's NVMe record for step `step`
+// (0-based); keeps the communication of the last applied step for the end report.
+static void report_step(TrainRun *R, int step, const StepResult *r) {
+    Comm *comm = R->m->comm;
+    int first = step == R->st.step;
+    if (!first || R->tc->steps - R->st.step == 1) R->steps_time += r->seconds;   // the mean pace leaves out the first step's warm-up
+    if (r->verdict.apply || first) {   // a skipped step has no parameter all-gather
+        memcpy(R->comm_bytes, comm->bytes, sizeof(R->comm_bytes));
+        memcpy(R->comm_calls, comm->calls, sizeof(R->comm_calls));
     }
-    comm_watchdog_stop();
-    if (tc->steps == st.step && tc->save_dir[0]) {   // --steps 0 --save DIR: write the initial weights
-        TrainState now = {st.step, dataloader_tell(&train), sample_rng.state, *guard, st.data_tokens, st.data_crc};
-        train_save(m, tc, &now, say);
+    StepStats s = step_stats(R, step, r);
+    if (R->say) print_step(&s, R->tc->steps);
+    jsonl_train(&R->log, &s);
+    cJSON *io = zero_nvme_record(&R->m->zero, step + 1);
+    if (io) jsonl_record(&R->log, io);
+}
+
+// Whether an every-N action is due after step `done` (1-based): every N steps (N > 0) and after the last.
+static int due(int done, int every, int last) { return last || (every > 0 && done % every == 0); }
+
+// the validation loss after step `done`, printed and logged
+static void train_validate(TrainRun *R, int done) {
+    float vl = gpt_validate(R->m, &R->val, R->tc->val_batches);
+    if (R->say) printf("step %4d/%d | val loss %.6f\n", done, R->tc->steps, vl);
+    jsonl_val(&R->log, done, vl);
+}
+
+// The checkpoint --save-every (or the last step) asks for. A skipped step leaves
+// the last applied step's state, which is saved; a step whose loss is not finite is
+// not, since its parameters are known to diverge: the last checkpoint stays latest.
+static void train_checkpoint(TrainRun *R, int done, float loss) {
+    const TrainConfig *tc = R->tc;
+    if (isfinite(loss)) {
+        TrainState now = train_state_now(R, done);
+        train_save(R->m, tc, &now, R->say);
+    } else if (R->m->comm->rank == 0)
+        diag("warning", "step %d: no checkpoint written: the loss is not finite (%g), so the parameters (those of the "
+             "last applied step) diverge; the last checkpoint in %s stays the latest", done, loss, tc->save_dir);
+}
+
+// SIGTERM, SIGINT or SIGUSR1 on any rank (train/preempt.h): every rank polls after
+// every step, so all act after the same one. A request saves a checkpoint unless one
+// was due at this step anyway; a stop request then ends the loop: returns 1.
+static int train_signals(TrainRun *R, int done, int last, int save_due, float loss) {
+    const TrainConfig *tc = R->tc;
+    Comm *comm = R->m->comm;
+    comm_phase("the per-step signal agreement", done);
+    int req = preempt_poll(comm);
+    if (!req || last) return 0;
+    if (tc->save_dir[0] && !save_due && isfinite(loss)) {
+        TrainState now = train_state_now(R, done);
+        train_save(R->m, tc, &now, R->say);
     }
-    if (tc->steps > st.step) {
-        memcpy(comm->bytes, comm_bytes, sizeof(comm_bytes));
-        memcpy(comm->calls, comm_calls, sizeof(comm_calls));
-        jsonl_record(&log, zero_comm_report(&m->zero, tc->accum, say != NULL));
+    if (req & PREEMPT_STOP) {
+        if (comm->rank == 0)
+            diag("note", "stopped by %s after step %d of %d: %s%s; exit status %d", preempt_signal_name(req), done, tc->steps,
+                 tc->save_dir[0] ? "checkpoint saved, continue with --resume " : "nothing saved (no --save)", tc->save_dir,
+                 EXIT_PREEMPTED);
+        return 1;
     }
-    if (say && ZERO_STAGE == 3)
+    if (!tc->save_dir[0] && comm->rank == 0) diag("warning", "SIGUSR1 asks for a checkpoint, but there is no --save directory");
+    return 0;
+}
+
+// After the loop: --steps 0 --save DIR writes the initial weights; the reports of
+// the communication of the last applied step and of the peak memory; then frees.
+static void train_close(TrainRun *R) {
+    GPT *m = R->m;
+    const TrainConfig *tc = R->tc;
+    Comm *comm = m->comm;
+    if (tc->steps == R->st.step && tc->save_dir[0]) {
+        TrainState now = train_state_now(R, R->st.step);
+        train_save(m, tc, &now, R->say);
+    }
+    if (tc->steps > R->st.step) {
+        memcpy(comm->bytes, R->comm_bytes, sizeof(R->comm_bytes));
+        memcpy(comm->calls, R->comm_calls, sizeof(R->comm_calls));
+        jsonl_record(&R->log, zero_comm_report(&m->zero, tc->accum, R->say != NULL));
+    }
+    if (R->say && ZERO_STAGE == 3)
         printf("stage 3: peak gathered parameters %zu elements (cap %zu, --max-live %lld)\n",
                m->zero.peak_live, m->zero.plan.live_cap, tc->max_live_elems);
-    jsonl_record(&log, zero_peak_memory_report(&m->zero, say != NULL));
-    jsonl_close(&log);
-    if (do_sample) sampler_free(&sampler, m);
-    dataloader_free(&train);
-    if (do_val) dataloader_free(&val);
+    jsonl_record(&R->log, zero_peak_memory_report(&m->zero, R->say != NULL));
+    jsonl_close(&R->log);
+    if (R->do_sample) sampler_free(&R->sampler, m);
+    dataloader_free(&R->train);
+    if (R->do_val) dataloader_free(&R->val);
+}
+
+// The training loop: tc->steps optimizer steps (train_step), each followed by its
+// reports and, as asked, validation, samples, a checkpoint and the signal check.
+// `name` and `workers` (each rank's threads or device) go into the start-up line.
+// Returns the exit status: 0, or EXIT_PREEMPTED when a signal stopped the run.
+static int train(GPT *m, const TrainConfig *tc, const char *name, const char *workers) {
+    TrainRun R;
+    train_open(&R, m, tc, name, workers);
+    int status = 0;
+    preempt_install();
+    comm_watchdog_start(m->comm, m->comm->rank, tc->timeout);
+    R.t0 = wall_time();
+    for (int step = R.st.step; step < tc->steps; step++) {
+        StepResult r = train_step(m, tc, &R.train, &R.st.guard, step);
+        // everything that follows now is just diagnostics: reports, validation, samples, checkpoints, signals
+        report_step(&R, step, &r);
+        if (r.verdict.stop[0]) fatal("%s", r.verdict.stop);
+        int done = step + 1, last = done == tc->steps;
+        if (R.do_val && due(done, tc->val_every, last)) train_validate(&R, done);
+        if (R.do_sample && due(done, tc->sample_every, last)) gpt_generate(m, &R.sampler, &R.sample_rng, R.say, "sample");
+        int save_due = tc->save_dir[0] && due(done, tc->save_every, last);
+        if (save_due) train_checkpoint(&R, done, r.loss);
+        if (train_signals(&R, done, last, save_due, r.loss)) { status = EXIT_PREEMPTED; break; }
+    }
+    comm_watchdog_stop();
+    train_close(&R);
     return status;
 }
 

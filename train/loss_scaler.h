@@ -1,21 +1,21 @@
 // train/loss_scaler.h: fp16 loss scaling exactly as DeepSpeed does it: one small
-// struct and one update per optimizer step. Semantics of DeepSpeed's
-// deepspeed/runtime/fp16/loss_scaler.py, which its ZeRO optimizers create with
-// CreateLossScaler: LossScaler (static) and DynamicLossScaler.update_scale.
+// struct and one update per optimizer step. It follows DeepSpeed's
+// deepspeed/runtime/fp16/loss_scaler.py, whose LossScaler (static) and
+// DynamicLossScaler.update_scale its ZeRO optimizers create with CreateLossScaler.
 //
-// Config (DeepSpeed's "fp16" block): loss_scale 0 means dynamic, > 0 a static
-// scale; initial_scale_power (start at 2^p), loss_scale_window, hysteresis
-// (DeepSpeed's delayed_shift), consecutive_hysteresis, min_loss_scale.
+// The settings are DeepSpeed's "fp16" block: loss_scale (0: dynamic, > 0: a static
+// scale), initial_scale_power (the dynamic scale starts at 2^p), loss_scale_window,
+// hysteresis (DeepSpeed's delayed_shift), consecutive_hysteresis, min_loss_scale.
 //
-// Per optimizer step, with overflow = any inf/nan in any rank's gradients (the
-// caller agrees on it with a max all-reduce), loss_scaler_update(s, overflow):
-//   static:  the scale never changes; an overflowing step is still skipped
-//            (DeepSpeed's ZeRO optimizers check overflow themselves)
+// Once per optimizer step the caller passes `overflow`: whether any rank's
+// gradients hold an Inf or NaN, agreed by every rank. loss_scaler_update then does:
+//   static:  the scale never changes. An overflowing step is still skipped, since
+//            DeepSpeed's ZeRO optimizers check for overflow themselves.
 //   dynamic, overflow:
 //            if hysteresis == 1 or the current hysteresis == 1:
 //                scale = max(scale / 2, min_loss_scale)
-//                (when the scale already equals min_loss_scale DeepSpeed stops
-//                 the run instead: LOSS_SCALER_AT_MIN, nothing changes)
+//                If the scale already equals min_loss_scale, DeepSpeed stops the
+//                run instead: LOSS_SCALER_AT_MIN, and nothing changes.
 //            else: current hysteresis -= 1
 //            last_overflow_iter = iter
 //   dynamic, no overflow:
@@ -24,13 +24,13 @@
 //                if not consecutive_hysteresis: current hysteresis = hysteresis
 //                scale *= 2
 //   then iter += 1, on every step, skipped or not.
-// So the scale doubles after every loss_scale_window overflow-free steps, an
+// So the scale doubles after every loss_scale_window overflow-free steps, and an
 // overflow halves it only once `hysteresis` overflows have used up the current
-// hysteresis, and the hysteresis is refilled when the scale doubles (or, with
-// consecutive_hysteresis, after any clean step: it then counts consecutive
-// overflows). A skipped step also skips the learning-rate schedule (DeepSpeed
-// steps its scheduler only after an applied step) and zeroes the gradients;
-// gradients are divided by the scale before clipping.
+// hysteresis. The hysteresis is refilled when the scale doubles; with
+// consecutive_hysteresis it is refilled after any clean step, so it counts
+// consecutive overflows. A skipped step also skips the learning-rate schedule, as
+// DeepSpeed steps its scheduler only after an applied step, and zeroes the
+// gradients. Gradients are divided by the scale before clipping.
 #pragma once
 #include <math.h>
 
@@ -66,11 +66,11 @@ static void loss_scaler_init(LossScaler *s, double static_scale, int initial_sca
     s->skipped = 0;
 }
 
-// One optimizer step's verdict: LOSS_SCALER_STEP (apply the step), LOSS_SCALER_SKIP
-// (overflow: skip it, zero the gradients), or LOSS_SCALER_AT_MIN (overflow with the
-// scale already at its minimum: DeepSpeed ends the run here with "Current loss scale
-// already at minimum - cannot decrease scale anymore. Exiting run."; the state is
-// left unchanged). Nonzero means: do not apply this step.
+// One optimizer step's verdict. LOSS_SCALER_STEP: apply the step. LOSS_SCALER_SKIP:
+// an overflow, so skip it and zero the gradients. LOSS_SCALER_AT_MIN: an overflow
+// with the scale already at its minimum; the state is left unchanged and DeepSpeed
+// ends the run with "Current loss scale already at minimum - cannot decrease scale
+// anymore. Exiting run." Nonzero means: do not apply this step.
 static int loss_scaler_update(LossScaler *s, int overflow) {
     if (!s->dynamic) {
         s->iter++;

@@ -1,18 +1,18 @@
 // train/passes.h: the forward and backward passes of both trainers, as walks over
 // model/model.h's schedule with zero.h's calls around each step. The trainer gives
-// the compute of each kind of step, on named views of the parameters (and,
-// backward, of the gradients) that zero.h fetched or opened:
+// the compute of each kind of step. It works on named views of the parameters that
+// zero.h fetched and, in the backward, of the gradients that zero.h opened:
 //
 //   void  embed_forward(GPT *m, EmbedView w)              x = wte[tokens] (+ wpe)
 //   void  layer_forward(GPT *m, int l, LayerView w)       one transformer layer
 //   float head_forward(GPT *m, HeadView w, const int *targets, int training)
-//                                                         final norm, logits, loss (as gpt_forward)
+//                                                         final norm, logits, loss; returns as gpt_forward
 //   void  head_backward(GPT *m, HeadView w, HeadView g, const int *targets, float dloss)
 //   void  layer_backward(GPT *m, int l, LayerView w, LayerView g)
 //   void  embed_backward(GPT *m, EmbedView g)             needs only the token ids
 //
-// and, for decoding with a KV cache (sampling, train/sample.h), on the B rows of one
-// new position per sequence:
+// and, for sampling with a KV cache (train/sample.h), the same on one new position
+// of each of the B sequences:
 //
 //   void  embed_decode(GPT *m, EmbedView w, const int *tokens, int pos)
 //   void  layer_decode(GPT *m, int l, LayerView w, int pos)   appends to layer l's KV cache
@@ -23,10 +23,10 @@
 #pragma once
 
 // Forward over m->inputs. With targets and without `training`, returns the mean
-// loss. With `training` (and targets) it returns 0: the mean loss joins the step's,
-// which the trainer's gpt_step_loss returns once per step (the GPU keeps it on the
-// device until then), and the head's parameters stay gathered for gpt_backward (the
-// schedule's keep).
+// loss. With `training` it returns 0: the mean loss joins the step's, which the
+// trainer's gpt_step_loss returns once per step; the GPU keeps it on the device
+// until then. The head's parameters then stay gathered for gpt_backward, as the
+// schedule's `keep` says.
 static float gpt_forward(GPT *m, const int *targets, int training) {
     Zero *z = &m->zero;
     const ModelLayout *L = &m->layout;
@@ -47,8 +47,9 @@ static float gpt_forward(GPT *m, const int *targets, int training) {
     return loss;
 }
 
-// Backward of the last training forward. dloss: d(step loss)/d(this micro-batch's
-// mean loss) = 1 / accumulation steps (the mean over ranks is the reduce's average).
+// Backward of the last training forward. dloss is d(step loss)/d(this micro-batch's
+// mean loss): 1 / accumulation steps, times the loss scale with fp16. The mean over
+// the ranks is left to the gradient reduction, which averages.
 static void gpt_backward(GPT *m, const int *targets, float dloss) {
     Zero *z = &m->zero;
     const ModelLayout *L = &m->layout;
@@ -72,9 +73,9 @@ static void gpt_backward(GPT *m, const int *targets, float dloss) {
 }
 
 // One decode step: the model on position `pos` of each sequence of the decode
-// batch (tokens[b] its token), its keys and values joining the KV cache. A
-// forward-only pass over the same schedule, so stage 3 gathers and releases
-// every unit exactly as gpt_forward does, on every rank.
+// batch, whose token there is tokens[b]; its keys and values join the KV cache.
+// It is a forward-only pass over the same schedule, so stage 3 gathers and
+// releases every unit exactly as gpt_forward does, on every rank.
 static void gpt_decode(GPT *m, const int *tokens, int pos) {
     Zero *z = &m->zero;
     const ModelLayout *L = &m->layout;

@@ -1,19 +1,21 @@
-// train/preempt.h: SIGTERM and SIGINT (a scheduler's preemption, Ctrl-C) and SIGUSR1,
-// acted on between two optimizer steps, by every rank after the same step:
-//   SIGTERM, SIGINT  finish the current step, save a checkpoint (with --save), exit
-//                    with status 75 (EX_TEMPFAIL in sysexits.h: stopped on request,
-//                    resume with --resume); a second one ends the process at once
+// train/preempt.h: a scheduler's preemption (SIGTERM), Ctrl-C (SIGINT) and a request
+// for a checkpoint (SIGUSR1), acted on between two optimizer steps, by every rank
+// after the same step:
+//   SIGTERM, SIGINT  finish the current step, save a checkpoint with --save, and exit
+//                    with status 75, EX_TEMPFAIL in sysexits.h: stopped on request,
+//                    resume with --resume. A second one ends the process at once.
 //   SIGUSR1          save a checkpoint after the current step and go on
-// The handler only sets a flag. A signal may reach some ranks only (a kill to one
-// process; a scheduler or mpirun signalling them one by one), so once per step every
-// rank ORs its flags with the others' (one int, comm_control_or) and all act alike.
+// The handler only sets a flag. A signal may reach only some ranks: a kill to one
+// process, or a scheduler or mpirun signalling them one by one. So once per step
+// every rank ORs its flags with the others' (one int, comm_control_or), and all act
+// alike.
 #pragma once
 #include "comm/comm.h"
 #include <signal.h>
 
 #define EXIT_PREEMPTED 75
-// PREEMPT_SIGINT / PREEMPT_SIGTERM: which stop signal arrived; OR-ed across ranks with the rest by
-// preempt_poll, so rank 0 names the signal whichever rank received it
+// PREEMPT_SIGINT and PREEMPT_SIGTERM say which stop signal arrived. preempt_poll ORs them across the
+// ranks with the rest, so rank 0 can name the signal whichever rank received it.
 enum { PREEMPT_STOP = 1, PREEMPT_SAVE = 2, PREEMPT_SIGINT = 4, PREEMPT_SIGTERM = 8 };
 
 static volatile sig_atomic_t g_preempt_flags = 0;

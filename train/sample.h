@@ -1,29 +1,29 @@
-// train/sample.h: text generation, for --sample 1 (sampling instead of training, from
-// --init or --resume; train/loop.h's sample_run) and for the samples of
-// --sample-every during training (the same code).
+// train/sample.h: text generation, one code for --sample 1 (train/loop.h's
+// sample_run: sampling instead of training, from --init or --resume) and for the
+// samples of --sample-every during training.
 //
-// Every sample starts from <|endoftext|> (as every training document does), then
-// the prompt's tokens (tokenizer.h), and continues for --sample-len tokens. Each
-// token is drawn from the logits of the last position as Hugging Face transformers'
-// generate() filters them, in its order: the logits divided by --temperature, the
-// --top-k most likely tokens kept (TopKLogitsWarper), then the most likely tokens
-// whose probabilities (renormalized) first reach --top-p kept (TopPLogitsWarper,
-// Holtzman et al. 2019: the token that crosses p stays); one uniform draw of the
-// splitmix64 RNG picks among them. Temperature 0 is greedy: the argmax (the lowest
-// id among equal logits). Without filters the draw walks the ids in order; top-k
-// selects its k in O(V log k); top-p alone sorts the vocabulary.
+// Every sample starts from <|endoftext|>, as every training document does, then the
+// prompt's tokens (tokenizer.h), and continues for --sample-len tokens. Each token
+// is drawn from the logits of the last position, filtered as Hugging Face
+// transformers' generate() filters them and in its order: the logits are divided by
+// --temperature; the --top-k most likely tokens are kept (TopKLogitsWarper); then
+// the most likely tokens whose renormalized probabilities first reach --top-p are
+// kept (TopPLogitsWarper, Holtzman et al. 2019), the token that crosses p included.
+// One uniform draw of the splitmix64 RNG picks among them. Temperature 0 is greedy:
+// the argmax, the lowest id among equal logits. Without filters the draw walks the
+// ids in order; top-k selects its k in O(V log k); top-p alone sorts the vocabulary.
 //
-// The KV cache (default): each step runs the model on ONE new position per
-// sequence (gpt_decode, train/passes.h), whose keys and values join the cache and whose
-// attention reads those of the earlier positions; the context is read the same
-// way, one position per step. So a token costs one position's forward, not a
-// forward over the whole prefix. --kv-cache 0 runs a full forward over the
-// sequence so far for every token (gpt_forward on the model's B x T activations):
-// the reference the tests compare the cache against.
+// With the KV cache (the default) each step runs the model on ONE new position per
+// sequence (gpt_decode, train/passes.h). Its keys and values join the cache, and its
+// attention reads those of the earlier positions; the context is read the same way,
+// one position per step. So a token costs one position's forward, not a forward over
+// the whole prefix. --kv-cache 0 runs a full forward over the sequence so far for
+// every token, on the model's B x T activations: the reference the tests compare
+// the cache against.
 //
-// All ranks run every pass (under ZeRO-3 each pass gathers the units with
-// collectives); rank 0 draws each token and broadcasts it, so the ranks feed the
-// same tokens in lockstep; rank 0 prints.
+// All ranks run every pass, because under ZeRO-3 each pass gathers the units with
+// collectives. Rank 0 draws each token and broadcasts it, so the ranks feed the same
+// tokens in lockstep; rank 0 prints.
 //
 // The trainer provides, beside train/passes.h's gpt_forward and gpt_decode:
 //   void gpt_decode_alloc(GPT *m, int B, int max_len), gpt_decode_free(GPT *m)
@@ -50,9 +50,9 @@ typedef struct {
 
 #define SAMPLE_SEQ(s, b, t) ((s)->seq[(size_t)(b) * ((s)->n_ctx + (s)->len) + (t)])
 
-// The prompt, the lengths and the KV cache (allocated once, for n sequences of
-// every position a sample feeds). Every rank calls it with the same flags, so
-// every rank fails alike.
+// The prompt, the lengths and the KV cache, allocated once for n sequences of every
+// position a sample feeds. Every rank calls it with the same flags, so every rank
+// fails alike.
 static void sampler_init(Sampler *s, GPT *m, const TrainConfig *tc) {
     memset(s, 0, sizeof(*s));
     const ModelConfig *c = &m->cfg;
@@ -109,8 +109,8 @@ static int sample_by_logit(const void *a, const void *b, void *ctx) {
     return i == j ? 0 : logit_before((const float *)ctx, i, j) ? -1 : 1;
 }
 
-// ids[0..k) = the k first ids in that order: one pass over V keeping the k best
-// in a heap whose root is the last of them (O(V log k)), then a sort of the k
+// ids[0..k) = the k first ids in that order, in O(V log k): one pass over V keeps the
+// k best in a heap whose root is the last of them, then the k are sorted
 static void top_k_ids(int *ids, int k, const float *l, int V) {
     for (int i = 0; i < V; i++) {
         int at;
@@ -174,9 +174,9 @@ static void sample_next(GPT *m, Sampler *s, Rng *rng, int pos) {
     for (int b = 0; b < s->n; b++) SAMPLE_SEQ(s, b, pos + 1) = s->step[b];
 }
 
-// Generates the samples (every rank) and prints each one's prompt and
-// continuation to out (rank 0; NULL: nothing), after "label: " when given
-// ("label i/n: " for several), else after a "--- sample i/n" line for several.
+// Generates the samples on every rank. Rank 0 prints each one's prompt and
+// continuation to `out` (NULL: nothing) after "label: ", or "label i/n: " when there
+// are several; without a label, several samples each follow a "--- sample i/n" line.
 static void gpt_generate(GPT *m, Sampler *s, Rng *rng, FILE *out, const char *label) {
     int total = s->n_ctx + s->len;
     if (s->kv) {

@@ -1,15 +1,16 @@
-// train/savedir.h: the --save directory, made ready before anything is trained: created
-// with its parents, test-written (a run that cannot save fails at start-up, not
-// after hours of training), and locked so that a second run saving into the same
-// directory refuses to start instead of overwriting the first one's checkpoints.
+// train/savedir.h: the --save directory, made ready before anything is trained. It is
+// created with its parents and test-written, so a run that cannot save fails at
+// start-up rather than after hours of training. It is locked, so a second run saving
+// into the same directory refuses to start instead of overwriting the first one's
+// checkpoints.
 //
 // The lock is DIR/.lock, created with O_EXCL and holding "PID HOST" of rank 0. A run
 // that finds it refuses to start, naming that pid and host. A lock left by a process
-// that no longer exists on this host (kill -9, a machine that went down before the
-// lock's host came back, a watchdog abort) is taken over with a note; a lock from
-// another host cannot be checked from here, so the message says to remove it once
-// that run is gone. Rank 0 removes its lock when the process exits (normally or
-// through fatal(): an atexit handler).
+// that no longer exists on this host is taken over with a note: after a kill -9, a
+// watchdog abort, or a machine that went down. A lock from another host cannot be
+// checked from here, so the message says to remove it once that run is gone. Rank 0
+// removes its lock when the process exits, normally or through fatal(), with an
+// atexit handler.
 #pragma once
 #include "comm/comm.h"
 #include <sys/stat.h>
@@ -22,7 +23,7 @@ static void savedir_unlock(void) {
     g_lock_path[0] = 0;
 }
 
-// Takes DIR/.lock. Returns 1 (and a note when a stale lock was taken over), or 0 with err.
+// Takes DIR/.lock. Returns 1, with a note when a stale lock was taken over, or 0 with err.
 static int savedir_lock(const char *dir, char *err, size_t errn, char *note, size_t noten) {
     char path[1100], host[256] = "?", text[512];
     snprintf(path, sizeof(path), "%s/.lock", dir);

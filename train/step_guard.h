@@ -1,46 +1,45 @@
-// train/step_guard.h: what stands between a step's gradients and its update, for both
-// trainers: fp16 loss scaling as DeepSpeed does it (train/loss_scaler.h), skipping a
-// step whose loss or gradients are not finite, --max-skips, and never saving a
-// non-finite model. train/loop.h drives one optimizer step through it:
+// train/step_guard.h: what stands between a step's gradients and its update, for
+// both trainers. It does fp16 loss scaling as DeepSpeed does (train/loss_scaler.h),
+// skips a step whose loss or gradients are not finite, stops after --max-skips, and
+// never saves a non-finite model. train/loop.h's train_step calls, in order:
 //
-//   backward with dloss = step_guard_dloss()   1/accum, times the loss scale S with fp16: DeepSpeed
-//                                    scales the loss before the backward, so every gradient comes
-//                                    out multiplied by S and small ones survive fp16's range
-//   zero_step_reduce                 the gradients reduced to their owners (zero.h)
-//   step_guard_inject                --inject-nonfinite (tests only): Inf or NaN into this rank's
-//                                    reduced gradient at the chosen steps
-//   zero_global_norm                 sqrt(sum of squares) of the (scaled) gradients: one Inf or NaN
-//                                    in a rank's partition makes its sum non-finite, so the norm the
-//                                    step computes anyway is the overflow test
-//   step_guard_check                 overflow = the loss or the norm not finite on ANY rank, agreed by
-//                                    every rank (comm_agree: a max all-reduce of the flag); with fp16
-//                                    the scaler moves (DynamicLossScaler.update_scale); the verdict:
-//                                    apply the step, skip it, or stop the run
-//   zero_step_update(grad_scale)     only when applied, grad_scale = clip coefficient / S with the clip
-//                                    coefficient computed on the unscaled norm (norm / S): the gradients
-//                                    are unscaled before clipping, in the one multiply AdamW does anyway
+//   step_guard_dloss    the backward's dloss: 1/accum, times the loss scale S with fp16.
+//                       DeepSpeed scales the loss before the backward, so every gradient
+//                       comes out multiplied by S and small ones survive fp16's range.
+//   zero_step_reduce    the gradients reduced to their owners (zero.h)
+//   step_guard_inject   tests only (--inject-nonfinite): Inf or NaN into this rank's
+//                       reduced gradient at the chosen steps
+//   zero_global_norm    the norm of the scaled gradients. One Inf or NaN in any rank's
+//                       partition makes it non-finite, so the norm the step computes
+//                       anyway is the overflow test.
+//   step_guard_check    an overflow is a loss or norm that is not finite on any rank;
+//                       the ranks agree on it with comm_agree. With fp16 the scaler moves
+//                       as DeepSpeed's DynamicLossScaler.update_scale does. The verdict:
+//                       apply the step, skip it, or stop the run.
+//   zero_step_update    only when applied, with grad_scale = clip coefficient / S. The clip
+//                       coefficient comes from the unscaled norm (norm / S), so unscaling
+//                       and clipping share the one multiply AdamW does anyway.
 //
-// A skipped step changes nothing: parameters, the fp32 master, m and v, Adam's
-// step count and the learning-rate schedule stay as they were (DeepSpeed steps
-// neither its optimizer nor its scheduler after an overflow, and skips a bf16
-// step with Inf/NaN gradients too); the next step starts from zeroed gradients
-// (zero_step_begin). So step k runs at lr_at(applied steps before it) with
-// Adam's t = applied steps + 1, and `skipped` is part of the checkpoint.
+// A skipped step changes nothing: the parameters, the fp32 master, m and v, Adam's
+// step count and the learning-rate schedule stay as they were. DeepSpeed steps
+// neither its optimizer nor its scheduler after an overflow either, and skips a bf16
+// step with Inf or NaN gradients too. The next step starts from zeroed gradients
+// (zero_step_begin). So step k runs at lr_at(applied steps before it) with Adam's
+// t = applied steps + 1, and the checkpoint records `skipped`.
 //
-// The run stops, on every rank at the same step (each rank reaches the same
-// verdict, so none is left waiting in a collective), after --max-skips N
-// consecutive counted skips (default 5; 0: never). Counted: every skip without
-// fp16 (a non-finite loss or gradient norm) and, with fp16, a non-finite loss or
-// an overflow under a static scale. An fp16 overflow with a finite loss under
-// dynamic scaling is routine (the scaler lowers the scale; DeepSpeed skips many
-// steps in a row at the start) and is not counted: there DeepSpeed's own rule
-// stops the run, an overflow while the scale is already min_loss_scale. An
-// applied step resets the count.
+// After --max-skips N consecutive counted skips (default 5; 0: never) the run stops,
+// on every rank at the same step: every rank reaches the same verdict, so none is
+// left waiting in a collective. Without fp16 every skip counts. With fp16 a
+// non-finite loss counts, and so does an overflow under a static scale. An overflow
+// with a finite loss under dynamic scaling is routine (the scaler lowers the scale,
+// and DeepSpeed skips many steps in a row at the start), so it does not count;
+// DeepSpeed's own rule stops such a run: an overflow while the scale is already
+// min_loss_scale. An applied step resets the count.
 //
-// The scale that unscales the gradients is the one their backward used.
-// (DeepSpeed's ZeRO step updates the scaler first and unscales by the updated
-// scale, so on a step where the scale doubles it divides by twice the backward's
-// scale when clipping does not bind: discussed in deepspeedai/DeepSpeed#8588.)
+// The gradients are unscaled by the scale their backward used. DeepSpeed's ZeRO step
+// updates the scaler first and unscales by the updated scale, so on a step where the
+// scale doubles and clipping does not bind it divides by twice the backward's scale
+// (deepspeedai/DeepSpeed#8588).
 #pragma once
 #include "zero.h"
 #include "train/loss_scaler.h"
@@ -102,8 +101,8 @@ static float step_guard_dloss(const StepGuard *g, int accum) {
 }
 
 // --inject-nonfinite: Inf or NaN into the first element of this rank's reduced
-// gradient partition (after the reduction, so only this rank sees it: the
-// overflow must reach the others through step_guard_check's agreement)
+// gradient partition. It comes after the reduction so that only this rank sees it:
+// the other ranks must learn of the overflow through step_guard_check's agreement.
 static void step_guard_inject(const StepGuard *g, Zero *z, int step) {
     for (int i = 0; i < g->n_inject; i++) {
         if (g->inject[i].step != step) continue;
@@ -158,9 +157,9 @@ static StepVerdict step_guard_check(StepGuard *g, Comm *comm, int step, float lo
     return v;
 }
 
-// Whether every element of the fp32 master weights is finite (collective: each
-// rank checks its own partition). On failure every rank gets the same one-line
-// `where` (the first failing rank's).
+// Whether every element of the fp32 master weights is finite. Collective: each
+// rank checks its own partition. On failure every rank gets the first failing
+// rank's one-line `where`.
 static int step_guard_master_finite(Zero *z, char *where, size_t n) {
     const ZeroPlan *p = &z->plan;
     float *buf = (float *)xmalloc(p->max_shard * sizeof(float), "finiteness check");
@@ -181,9 +180,9 @@ static int step_guard_master_finite(Zero *z, char *where, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// in the checkpoint manifest: the skip counts and the loss scaler's state
-// (DeepSpeed saves its loss scaler with the optimizer; here the scaler's settings
-// come from the resumed run's flags and config, its state from the checkpoint)
+// In the checkpoint manifest: the skip counts and the loss scaler's state.
+// DeepSpeed saves its loss scaler with the optimizer. Here the scaler's settings
+// come from the resumed run's flags and config, its state from the checkpoint.
 
 static void step_guard_to_json(const StepGuard *g, cJSON *m) {
     cJSON_AddNumberToObject(m, "skipped_steps", (double)g->skipped);
@@ -198,8 +197,9 @@ static void step_guard_to_json(const StepGuard *g, cJSON *m) {
     cJSON_AddNumberToObject(ls, "skipped", (double)s->skipped);
 }
 
-// Restores what step_guard_to_json wrote (absent in checkpoints of older runs: zeros,
-// a fresh scaler). Returns 0 with a one-line err on a malformed entry.
+// Restores what step_guard_to_json wrote. Checkpoints of older runs lack it: then
+// the counts are zero and the scaler fresh. Returns 0 with a one-line err on a
+// malformed entry.
 static int step_guard_from_json(StepGuard *g, const cJSON *m, const char *path, char *err, size_t errn) {
     const cJSON *sk = cJSON_GetObjectItem(m, "skipped_steps"), *cs = cJSON_GetObjectItem(m, "consecutive_skips");
     const cJSON *ls = cJSON_GetObjectItem(m, "loss_scaler");

@@ -1,8 +1,8 @@
 // train/zero_report.h: what zero.h's plan and allocations mean in bytes, beside the
-// paper's formulas. The plan as a table (rank 0 at start-up), the measured
-// memory of every model state, the communication of a step in theory (the
-// communicator counts what really moved), and the estimator (--estimate-memory),
-// which answers for any world size from the plan's arithmetic alone.
+// paper's formulas: the plan as a table, printed by rank 0 at start-up; the measured
+// memory of every model state; a step's communication in theory, beside what the
+// communicator counted; and the estimator (--estimate-memory), which answers for
+// any world size from the plan's arithmetic alone.
 #pragma once
 #include "zero.h"
 #include "train/activations.h"
@@ -29,11 +29,12 @@ static void zero_plan_print(const Zero *z) {
 // ----------------------------------------------------------------------------
 // reports: measured memory and communication beside the paper's formulas
 
-// Bytes per parameter of each model state: (param, grad, optimizer) =
-// (4, 4, 8) for the fp32 CPU trainer (the master is the parameter; m and v;
-// 4, 4, 12 in its fp16 mode, whose fp16 values sit in fp32 buffers beside a
-// separate master), (2, 2 or 4, 12) for the GPU trainer (bf16 or fp16
-// gradients, fp32 shards from stage 2; fp32 master, m and v).
+// Bytes per parameter of each model state, as (param, grad, optimizer):
+//   CPU trainer, fp32:  (4, 4, 8): the master is the parameter; m and v.
+//   CPU trainer, fp16:  (4, 4, 12): the fp16 values sit in fp32 buffers beside a
+//                       separate fp32 master.
+//   GPU trainer:        (2, 2 or 4, 12): bf16 or fp16 parameters and gradients, the
+//                       gradient shards fp32 from stage 2; fp32 master, m and v.
 typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
 // this run's, from its types
@@ -64,11 +65,11 @@ static const char *const TRAINER_NAMES[2] = {"train_gpt_cpu", "train_gpt"};
 
 typedef struct { double work[N_MEM], host[N_MEM], nvme[N_MEM]; int fits; size_t gather_need; } Footprint;
 
-// What one trainer allocates per rank at a stage and world size, by kind: in its
-// working memory (the GPU's, or the host's for the CPU trainer), in host memory
-// (pinned: offload) and in its NVMe files (ZeRO-Infinity: not memory at all). The
-// same arithmetic as the allocations themselves (zero_buffers, train/activations.h), so
-// it equals what a run measures.
+// What one trainer allocates per rank at a stage and world size, by kind, in three
+// places: its working memory (the GPU's, or the host's for the CPU trainer), pinned
+// host memory for offload, and ZeRO-Infinity's NVMe files, which are not memory at
+// all. It is the same arithmetic as the allocations themselves (zero_buffers,
+// train/activations.h), so it equals what a run measures.
 static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, int trainer, int stage, int world) {
     Footprint f;
     memset(&f, 0, sizeof(f));
@@ -77,7 +78,7 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     int gpu = trainer == TRAINER_GPU;
     size_t x = gpu ? 2 : 4;   // bytes of floatX: bf16 (or fp16) on the GPU, fp32 on the CPU
     ZeroBuffer b[N_ZBUF];
-    ZeroPlacement pl = zero_placement(&p, cfg, gpu, x);   // (the CPU's fp16 mode has a master too)
+    ZeroPlacement pl = zero_placement(&p, cfg, gpu, x);   // the CPU's fp16 mode has a separate master too
     zero_buffers(b, &p, x, &pl);
     for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_NVME ? f.nvme : b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
     const ModelConfig *c = &L->cfg;
@@ -110,12 +111,12 @@ static double footprint_total(const ModelLayout *L, const TrainConfig *cfg, int 
     return footprint_sum(f.work, 0, N_MEM - 1);
 }
 
-// The largest micro batch (sequences of cfg->T tokens per rank) whose working
-// memory fits `budget` bytes, 0 when not even one does: the footprint grows
-// with the micro batch, so a doubling search, then bisection.
+// The largest micro batch, in sequences of cfg->T tokens per rank, whose working
+// memory fits `budget` bytes; 0 when not even one does. The footprint grows with
+// the micro batch, so a doubling search finds a bound, then bisection the value.
 static int zero_max_micro_batch(const ModelLayout *L, const TrainConfig *cfg, int trainer, int stage, int world, double budget) {
     TrainConfig c = *cfg;
-    int lo = 0, hi = 1;   // fits(lo) (or lo = 0), !fits(hi)
+    int lo = 0, hi = 1;   // lo fits or is 0; hi does not fit
     for (;;) {
         c.B = hi;
         if (footprint_total(L, &c, trainer, stage, world) > budget) break;
@@ -131,8 +132,8 @@ static int zero_max_micro_batch(const ModelLayout *L, const TrainConfig *cfg, in
 }
 
 // --memory-budget GIB: for each trainer and stage the largest micro batch per
-// rank within the budget, without and with activation checkpointing (the GPU
-// trainer's "on" column offloads the checkpoints when --cpu-checkpointing is given).
+// rank within the budget, without and with activation checkpointing. With
+// --cpu-checkpointing the GPU trainer's "on" column offloads the checkpoints.
 static void zero_estimate_budget(cJSON *rec, const ModelLayout *L, const TrainConfig *cfg, int world, int print) {
     double budget = cfg->memory_budget * 1073741824.0;
     cJSON *out = cJSON_AddObjectToObject(rec, "max_micro_batch");
@@ -163,10 +164,10 @@ static void zero_estimate_budget(cJSON *rec, const ModelLayout *L, const TrainCo
 
 // The memory estimator (--estimate-memory N): the per-rank footprint of every
 // stage at world size N for both trainers, for the run's micro batch, sequence
-// length and flags (recompute, offload, the stage-3 settings), from the plan's
-// arithmetic alone: nothing is allocated, so it answers for models that would
-// not fit. Not included: the libraries' own memory (CUDA context, NCCL and MPI
-// buffers, OpenBLAS), the data (memory-mapped), CUB's sort storage (GPU).
+// length and flags such as recompute, offload and the stage-3 settings. It uses the
+// plan's arithmetic alone and allocates nothing, so it answers for models that
+// would not fit. It leaves out the libraries' own memory (the CUDA context, NCCL and
+// MPI buffers, OpenBLAS), the memory-mapped data and the GPU's CUB sort storage.
 static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int world, int print) {
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "estimate");
@@ -312,9 +313,9 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     return rec;
 }
 
-// At the end of a run: the peak resident memory over the ranks beside the
-// per-rank footprint the allocations add up to (the rest is the process itself:
-// code, MPI, OpenBLAS, the CUDA context, the memory-mapped data it touched).
+// At the end of a run: the peak resident memory over the ranks, beside the per-rank
+// footprint the allocations add up to. The difference is the process itself: code,
+// MPI, OpenBLAS, the CUDA context and the memory-mapped data it touched.
 static cJSON *zero_peak_memory_report(Zero *z, int print) {
     double hi = peak_rss_bytes(), lo = hi, counted = 0;
     comm_all_reduce_host(z->comm, &hi, 1, DT_F64, OP_MAX);
@@ -334,8 +335,9 @@ static cJSON *zero_peak_memory_report(Zero *z, int print) {
     return rec;
 }
 
-// ZeRO-Infinity's I/O since the last call (once per step: the optimizer step's pass
-// over the NVMe files, and the rest: stage 3's reads, checkpoints), this rank's; NULL without NVMe.
+// This rank's ZeRO-Infinity I/O since the last call, which comes once per step: the
+// optimizer step's pass over the NVMe files, and the rest (stage 3's reads,
+// checkpoints). NULL without NVMe.
 static cJSON *zero_nvme_record(Zero *z, int step) {
     ZeroNvmeStats n;
     if (!zb_nvme_stats(&z->be, &n)) return NULL;
@@ -355,9 +357,9 @@ static cJSON *zero_nvme_record(Zero *z, int step) {
     return rec;
 }
 
-// Communication of one training step in theory (bytes, with the counting of
-// comm/comm.h), given K micro-steps of accumulation: what zero.h's calls issue,
-// derived from the same plan (stage 3: the gather order of a training pass).
+// The bytes one training step should communicate, counted as comm/comm.h counts
+// them, with K micro-steps of accumulation: what zero.h's calls issue, derived from
+// the same plan. For stage 3 that is the gather order of a training pass.
 static void zero_comm_theory(const Zero *z, int K, double out[N_COLL]) {
     const ZeroPlan *p = &z->plan;
     double eb = sizeof(floatX), psi = (double)p->full_elems * eb;   // the padded model
@@ -376,9 +378,9 @@ static void zero_comm_theory(const Zero *z, int K, double out[N_COLL]) {
     out[COLL_ALL_GATHER] = psi;
 #elif ZERO_STAGE == 3
     out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZB_ONE_RANK_IN_PLACE ? K * psi : 0;
-    // every micro-step, each unit of the gather order (layers twice, the
-    // embedding twice with a tied head, the final unit once); persistent units
-    // never, but once after the step; at one rank nothing (zero_shard_whole)
+    // Every micro-step gathers each unit of the gather order: the layers twice, the
+    // embedding twice with a tied head, the final unit once. Persistent units are
+    // gathered once after the step instead. At one rank nothing is (zero_shard_whole).
     double per_micro = 0, persistent = 0;
     for (int i = 0; i < p->n_fetch_train && !z->whole; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
     for (int i = 0; i < p->n_units && !z->whole; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
@@ -412,7 +414,7 @@ static cJSON *zero_comm_report(const Zero *z, int K, int print) {
     cJSON_AddNumberToObject(rec, "total_bytes", total);
     cJSON_AddNumberToObject(rec, "paper_bytes", paper);
     cJSON_AddNumberToObject(rec, "psi_bytes", psi_b);
-    // overlap: the units whose boundary reduction started inside the backward (all of them: DDP-style buckets)
+    // overlap: the units whose boundary reduction started inside the backward; all of them with DDP-style buckets
     cJSON_AddNumberToObject(rec, "units", z->plan.n_units);
     cJSON_AddNumberToObject(rec, "reduced_in_backward", z->reduced_in_backward);
     if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",

@@ -1,7 +1,7 @@
 // util/common.h: the small utilities every zeroc program shares.
 // One-line errors that name the file and the problem, checked file I/O,
 // timing, and the deterministic random number generator used for
-// initialization and sampling (identical on every platform and rank).
+// initialization and sampling, identical on every platform and rank.
 #pragma once
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +22,8 @@
 
 static int g_error_rank = -1;   // set by the communicator so errors say which rank
 
-// One diagnostic line on stderr, "[rank R] LEVEL: message" (LEVEL: error, warning,
-// note), written with one write() so that lines from several ranks never interleave.
+// One diagnostic line on stderr, "[rank R] LEVEL: message", LEVEL being error, warning
+// or note. It is written with one write() so that lines from several ranks never interleave.
 static void diag_v(const char *level, const char *fmt, va_list ap) {
     char line[2048];
     int n = 0;
@@ -101,23 +101,24 @@ static long long file_size_or_die(FILE *f, const char *path) {
 // ----------------------------------------------------------------------------
 // checked writes: every write, flush, fsync, close and rename is checked, and the
 // first failure is kept as one line naming the file and the OS error, for the caller
-// to act on (a checkpoint save removes its temporary files and stops every rank,
-// train/checkpoint.h; the data tools stop at once through the *_or_die forms below).
+// to act on. A checkpoint save removes its temporary files and stops every rank
+// (train/checkpoint.h); the tools stop at once through the atomic_* forms below.
 //
 // An atomic write goes to PATH.tmp, is flushed, synced and closed, then renamed over
 // PATH and the directory synced: a reader sees the old file or the complete new one.
 //
-// Test hook (fault injection): ZEROC_FAIL_WRITE=NAME:N makes the N-th write to a file
-// named NAME (its last path component, without .tmp) fail with ENOSPC, and NAME:last
-// its final flush, where stdio hands the kernel the last buffered bytes (the last write
-// of the file, which a full disk refuses). Counted per process; used by tests/test_save_failure.sh.
+// Test hook for fault injection, used by tests/test_save_failure.sh:
+// ZEROC_FAIL_WRITE=NAME:N makes the N-th write to a file named NAME fail with ENOSPC,
+// NAME being its last path component without .tmp. NAME:last fails its final flush,
+// where stdio hands the kernel the last buffered bytes: the write a full disk refuses
+// last. Writes are counted per process.
 
 typedef struct {
     FILE *f;
     char path[1100];     // where it ends up
     char tmp[1105];      // the file being written: PATH.tmp (atomic) or PATH
     int atomic;
-    long long writes;    // checked writes so far (the fault injection counts them)
+    long long writes;    // checked writes so far, which the fault injection counts
     char err[1400];      // the first failure, "" while everything succeeded
 } OutFile;
 
@@ -162,7 +163,7 @@ static int out_write(OutFile *o, const void *buf, size_t n) {
     return 1;
 }
 
-// An existing file (another rank created it) opened for writing in place, at
+// An existing file, which another rank created, opened for writing in place at
 // out_seek's offsets: each rank of a checkpoint writes its own slices of model.bin.
 static int out_open_existing(OutFile *o, const char *path) {
     memset(o, 0, sizeof(*o));
@@ -177,7 +178,7 @@ static int out_seek(OutFile *o, off_t offset) {
     if (fseeko(o->f, offset, SEEK_SET) != 0) return out_fail(o, "cannot seek", errno);
     return 1;
 }
-// the file's size set to `bytes` (what is not written yet reads as zeros)
+// the file's size set to `bytes`; what is not written yet reads as zeros
 static int out_set_size(OutFile *o, off_t bytes) {
     if (o->err[0] || !o->f) return 0;
     if (fflush(o->f) != 0) return out_fail(o, "write failed", errno);
@@ -185,7 +186,7 @@ static int out_set_size(OutFile *o, off_t bytes) {
     return 1;
 }
 
-// fsync of the directory holding `path`: makes a rename (or a new file) durable
+// fsync of the directory holding `path`: makes a rename or a new file durable
 static int fsync_parent_dir(const char *path, char *err, size_t errn) {
     char dir[1100];
     snprintf(dir, sizeof(dir), "%s", path);
@@ -201,7 +202,7 @@ static int fsync_parent_dir(const char *path, char *err, size_t errn) {
     return 1;
 }
 
-// Flush, fsync and close (not yet renamed). Returns 1, or 0 with o->err; on failure
+// Flush, fsync and close, without the rename. Returns 1, or 0 with o->err; on failure
 // the temporary file of an atomic write is removed.
 static int out_finish(OutFile *o) {
     if (o->f) {
@@ -226,7 +227,7 @@ static int out_rename(OutFile *o) {
 // finish, and for an atomic write rename into place
 static int out_commit(OutFile *o) { return out_finish(o) && (!o->atomic || out_rename(o)); }
 
-// give up: close and remove the temporary file (or the partial file)
+// give up: close and remove the temporary or partial file
 static void out_abort(OutFile *o) {
     if (o->f) fclose(o->f);
     o->f = NULL;
@@ -257,13 +258,12 @@ static AtomicFile atomic_open(const char *path) {
     return a;
 }
 static void atomic_commit(AtomicFile *a) { if (!out_commit(a)) fatal("%s", a->err); }
-static void out_write_or_die(OutFile *o, const void *buf, size_t n) { if (!out_write(o, buf, n)) fatal("%s", o->err); }
 
 // ----------------------------------------------------------------------------
-// floatX: the storage type of parameters, gradients and activations (llm.c's
-// name): fp32 in the CPU trainer; in the GPU trainer bf16, or IEEE fp16 in the
-// fp16 build (make train_gpt FP16=1, which defines FLOATX_FP16). Master weights,
-// the optimizer state and every accumulation are fp32 in all of them.
+// floatX, llm.c's name for the storage type of parameters, gradients and
+// activations: fp32 in the CPU trainer; bf16 in the GPU trainer, or IEEE fp16 in its
+// fp16 build (make train_gpt FP16=1, which defines FLOATX_FP16). Master weights, the
+// optimizer state and every accumulation are fp32 in all of them.
 
 #ifndef FLOATX_FP16
 #define FLOATX_FP16 0
@@ -286,10 +286,10 @@ typedef float floatX;
 #define HOST_DEVICE
 #endif
 
-// bf16 values carried as their uint16_t bits on the host: the one conversion
-// (CPU-Adam's bf16 output, host staging of bf16 buffers, checkpoints, tests).
-// Round to nearest even; NaN stays a quiet NaN (sign and top payload bits
-// kept); overflow rounds to +-Inf; denormals round like any other value.
+// bf16 values carried as their uint16_t bits on the host: the one conversion, for
+// CPU-Adam's bf16 output, host staging of bf16 buffers, checkpoints and tests.
+// Round to nearest even. NaN stays a quiet NaN, its sign and top payload bits kept;
+// overflow rounds to +-Inf; denormals round like any other value.
 HOST_DEVICE static inline uint32_t float_bits(float f) { union { float f; uint32_t u; } x; x.f = f; return x.u; }
 HOST_DEVICE static inline float bits_float(uint32_t u) { union { float f; uint32_t u; } x; x.u = u; return x.f; }
 HOST_DEVICE static inline uint16_t float_to_bf16_rne(float f) {
@@ -300,12 +300,13 @@ HOST_DEVICE static inline uint16_t float_to_bf16_rne(float f) {
 }
 HOST_DEVICE static inline float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
 
-// IEEE fp16 (half) values as their uint16_t bits: the one conversion (CPU-Adam's
-// fp16 output, host staging in the fp16 GPU build, the CPU trainer's fp16 mode).
-// Round to nearest even, as x86's F16C (vcvtps2ph) and CUDA's __float2half_rn do:
-// magnitudes from 65520 up (half-way above the largest half, 65504) become +-Inf,
-// subnormal halves (multiples of 2^-24) are rounded like any other value and
-// smaller magnitudes go to +-0; NaN stays a quiet NaN (sign and top payload bits).
+// IEEE fp16 (half) values as their uint16_t bits: the one conversion, for CPU-Adam's
+// fp16 output, host staging in the fp16 GPU build, the CPU trainer's fp16 mode and
+// Hugging Face F16 weights. Round to nearest even, as x86's F16C (vcvtps2ph) and
+// CUDA's __float2half_rn do. Magnitudes from 65520 up, half-way above the largest
+// half (65504), become +-Inf. Subnormal halves, multiples of 2^-24, are rounded like
+// any other value, and smaller magnitudes go to +-0. NaN stays a quiet NaN, its sign
+// and top payload bits kept.
 HOST_DEVICE static inline uint16_t float_to_fp16_rne(float f) {
     uint32_t u = float_bits(f), a = u & 0x7fffffffu;
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
@@ -328,18 +329,18 @@ HOST_DEVICE static inline float fp16_to_float(uint16_t h) {
     if (e == 0) { float v = (float)m * 5.9604644775390625e-8f; return sign ? -v : v; }   // m * 2^-24, exact
     return bits_float(sign | ((e + 112u) << 23) | (m << 13));
 }
-// f rounded to the nearest fp16 value (the CPU trainer's fp16 mode stores these)
+// f rounded to the nearest fp16 value, as the CPU trainer's fp16 mode stores them
 HOST_DEVICE static inline float fp16_round(float f) { return fp16_to_float(float_to_fp16_rne(f)); }
 
 #ifdef __CUDACC__
-// floatX of the GPU build as host bits (host staging, CPU-Adam's output, tests)
+// floatX of the GPU build as host bits, for host staging, CPU-Adam's output and tests
 static inline uint16_t float_to_floatX_bits(float f) { return FLOATX_FP16 ? float_to_fp16_rne(f) : float_to_bf16_rne(f); }
 static inline float floatX_bits_to_float(uint16_t b) { return FLOATX_FP16 ? fp16_to_float(b) : bf16_to_float(b); }
 #define FLOATX_NAME (FLOATX_FP16 ? "fp16" : "bf16")
 #endif
 
 // ----------------------------------------------------------------------------
-// the process's peak resident memory (what /usr/bin/time -v calls maximum resident set size)
+// the process's peak resident memory, which /usr/bin/time -v calls maximum resident set size
 
 #include <sys/resource.h>
 static double peak_rss_bytes(void) {
@@ -347,7 +348,7 @@ static double peak_rss_bytes(void) {
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss * 1024.0;   // Linux: kilobytes
 }
-// and now (Linux: /proc/self/statm's resident pages); 0 if unknown
+// and now, from Linux's /proc/self/statm resident pages; 0 if unknown
 static double current_rss_bytes(void) {
     long long pages = 0, resident = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -402,7 +403,7 @@ static uint64_t rng_u64(Rng *r) {
 // uniform in [0, 1) with 24 random bits
 static float rng_uniform(Rng *r) { return (rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
 
-// standard normal, one Box-Muller draw per value (computed in double, rounded once)
+// standard normal, one Box-Muller draw per value, computed in double and rounded once
 static float rng_normal(Rng *r) {
     double u1 = ((rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740993.0);  // (0, 1]
     double u2 = (rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);          // [0, 1)

@@ -1,37 +1,32 @@
-// util/cpu_threads.h: how the CPU trainer spends its threads so that a machine shared with other
-// processes costs it about the share they take, no more (train_gpt.c includes it).
+// util/cpu_threads.h: how the CPU trainer spends its threads, so that on a machine shared
+// with other processes it loses about the share they take and no more.
 //
-// Why a busy core used to cost far more than its share: every parallel region ends at a barrier
-// that waits for its slowest thread, and when another process holds one thread's core, that
-// thread runs a few milliseconds, then waits a few milliseconds. Meanwhile
-//   - its teammates spin at the barrier (libgomp's default: about 300000 spins, milliseconds), so
-//     the scheduler sees them busy and does not move the waiting thread to their core;
-//   - OpenBLAS's own threading cuts each GEMM into one equal share per thread up front, and its
-//     threads spin-wait for each other's packed panels: the GEMM takes as long as the share on the
-//     slowed core, whatever the other core could have done.
-// Hence three measures:
-//   1. The OpenMP wait policy (cpu_wait_policy, first thing in main): unless the user set
-//      OMP_WAIT_POLICY or GOMP_SPINCOUNT, OMP_WAIT_POLICY=CPU_WAIT_POLICY (passive): a thread waiting
-//      at a barrier sleeps at once and gives its core away. Measured (bench/cpu_contention.sh's setup,
-//      2 cores, GPT-2 124M's shape and the demo size, both archs): with one core busy, passive gave
-//      1.01-1.10x the 1-thread rate where GOMP_SPINCOUNT=10000 (a few tens of microseconds of spinning)
-//      gave 0.93-1.03x; with the machine to itself the two were within run-to-run noise (a step's
-//      kernels are long enough that waking a sleeping thread costs little). libgomp reads its
-//      environment once, when it is loaded, before main runs; so the program sets the variable and
-//      executes itself again (execv of /proc/self/exe, same arguments, before MPI starts; if that
-//      fails it runs on with libgomp's defaults).
-//   2. The GEMMs' partition (cpu_gemm): with more than one thread, the output is cut into blocks
-//      of whole rows or columns, CPU_GEMM_BLOCKS_PER_THREAD per thread, that the threads take in
-//      turn (schedule(dynamic)); each block is one single-threaded OpenBLAS call (OpenBLAS's OpenMP
-//      build does not nest inside a parallel region). A slowed thread takes fewer blocks and the
-//      others do the rest. The blocks run along the dimension whose split re-packs the smaller
-//      operand (each block packs its own copy of the operand it shares with the others).
-//   3. The other loops (train_gpt.c's kernels) take their iterations in chunks, CPU_CHUNKS_PER_THREAD
-//      per thread, in turn (schedule(dynamic, cpu_chunk(n))) rather than one equal share each.
-// Results: one thread makes one OpenBLAS call per GEMM, exactly as before; with several threads the
-// block boundaries (a function of the shape and the thread count, never of timing) decide how
-// OpenBLAS's kernels tile the output, so runs are bitwise repeatable at a given thread count, as they
-// were with OpenBLAS's own threading (which also differs in the last bits between thread counts).
+// Every parallel region ends at a barrier that waits for its slowest thread. When another
+// process holds one thread's core, that thread runs and waits by turns of a few
+// milliseconds, while its teammates spin at the barrier (libgomp's default is about 300000
+// spins), so the scheduler sees them busy and does not move the waiting thread to their
+// core. OpenBLAS's own threading cuts each GEMM into equal shares up front and spin-waits
+// for the packed panels, so a GEMM takes as long as the share on the slowed core. Hence:
+//   1. cpu_wait_policy, first thing in main, sets OMP_WAIT_POLICY=passive unless the user
+//      set OMP_WAIT_POLICY or GOMP_SPINCOUNT: a waiting thread sleeps at once and gives its
+//      core away. libgomp reads its environment once, when it is loaded before main, so the
+//      program executes itself again (execv of /proc/self/exe, before MPI starts); if that
+//      fails it runs on with libgomp's defaults. Measured with bench/cpu_contention.sh's
+//      setup (2 cores, one busy, GPT-2 124M's shape and the demo size, both archs): passive
+//      gave 1.01-1.10x the 1-thread rate, GOMP_SPINCOUNT=10000 gave 0.93-1.03x. On an idle
+//      machine the two were within noise: waking a sleeping thread costs little next to a
+//      step's kernels.
+//   2. cpu_gemm cuts the output into blocks of whole rows or columns,
+//      CPU_GEMM_BLOCKS_PER_THREAD per thread, which the threads take in turn. Each block is
+//      one single-threaded OpenBLAS call, since OpenBLAS's OpenMP build does not nest in a
+//      parallel region. A slowed thread takes fewer blocks. The split runs along the
+//      dimension that re-packs the smaller operand, because each block packs its own copy
+//      of the operand the blocks share.
+//   3. The other loops (train_gpt.c's kernels) take chunks of cpu_chunk(n) in turn,
+//      CPU_CHUNKS_PER_THREAD per thread, rather than one equal share each.
+// The block boundaries depend on the shape and the thread count, never on timing, so runs
+// are bitwise repeatable at a given thread count, as they were with OpenBLAS's threading.
+// One thread makes one OpenBLAS call per GEMM, exactly as before.
 #pragma once
 #include <omp.h>
 #include <stdlib.h>
@@ -56,9 +51,9 @@ static void cpu_wait_policy_describe(char *out, size_t n) {
                   sc ? "GOMP_SPINCOUNT=" : "", sc ? sc : "");
 }
 
-// The chunk of a loop over independent rows or elements, schedule(dynamic, cpu_chunk(n)): about
-// CPU_CHUNKS_PER_THREAD chunks per thread, taken in turn (which thread computes an iteration never
-// changes its result).
+// The chunk of a loop over independent rows or elements, for schedule(dynamic, cpu_chunk(n)):
+// about CPU_CHUNKS_PER_THREAD chunks per thread, taken in turn. Which thread computes an
+// iteration never changes its result.
 #define CPU_CHUNKS_PER_THREAD 16
 static inline long cpu_chunk(long n) {
     long c = n / ((long)omp_get_max_threads() * CPU_CHUNKS_PER_THREAD);
@@ -66,10 +61,11 @@ static inline long cpu_chunk(long n) {
 }
 
 #define CPU_GEMM_BLOCKS_PER_THREAD 4
-#define CPU_GEMM_MIN_BLOCK 64      // rows or columns per block at least (and a multiple of 16: whole cache lines)
+#define CPU_GEMM_MIN_BLOCK 64      // the fewest rows or columns in a block; blocks are multiples of 16 (cache lines)
 
-// C[M,N] = op(A)[M,K] op(B)[K,N] + beta C (row-major; alpha 1). op(A) = A (lda >= K) or A^T (A is
-// K x M, lda >= M); op(B) = B (K x N, ldb >= N) or B^T (B is N x K, ldb >= K).
+// C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, row-major, alpha 1.
+// op(A) is A (lda >= K) or A^T with A K x M (lda >= M); op(B) is B, K x N (ldb >= N), or B^T
+// with B N x K (ldb >= K).
 static void cpu_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
     int threads = omp_in_parallel() ? 1 : omp_get_max_threads();

@@ -54,7 +54,7 @@ typedef struct {
     ZeroNvme state;              // the partition's state planes: memory or NVMe (zero/state.h)
     AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
     cudaEvent_t unit_copied[2];  // stage 3, parameters on NVMe: each unit buffer's copy to the GPU
-    int baseline;                // --gpu-baseline 1: the optimizer step segment by segment (zb_lean_init declines)
+    int lean;                    // --lean-step 1: the lean optimizer step (zb_lean_init; 0: it declines, segment by segment)
     int say;                     // rank 0, not --quiet: one line about the optimizer step
     // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
     AdamWRun<zgrad_t> *runs;
@@ -96,7 +96,7 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
     b->host_x = (uint16_t *)staging_params;
-    b->baseline = cfg->gpu_baseline;
+    b->lean = cfg->lean_step;
     b->say = comm->rank == 0 && !cfg->quiet;
 }
 static void zb_destroy(ZeroBackend *b) {
@@ -271,11 +271,11 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
 // coefficient is bitwise the per-segment update.
 // decay_mask: zero.h's buffer for AdamW's weight-decay bits (a zeroed bit per element of the shard),
 // allocated where the state and the parameters are in device memory (zero_placement's lean_adamw);
-// NULL: AdamW stays the segment walk (offload's CPU-Adam, NVMe, --gpu-baseline 1).
-// Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --gpu-baseline 1).
+// NULL: AdamW stays the segment walk (offload's CPU-Adam, NVMe, --lean-step 0).
+// Returns ZB_LEAN_NORM | ZB_LEAN_ADAMW, what of the step runs this way (0 with --lean-step 0).
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
                         size_t shard_elems, uint32_t *decay_mask) {
-    if (b->baseline || n_runs < 1) return 0;
+    if (!b->lean || n_runs < 1) return 0;
     const int adamw = decay_mask != NULL;
     if (adamw && (b->offload || b->state.open || !b->state.mem[ZS_MASTER]))
         fatal("internal: the lean AdamW was planned (zero_placement) but the optimizer state is not in device memory");
@@ -311,8 +311,8 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
         free(mask);
     }
     if (b->say)
-        printf("lean optimizer step: the global norm%s in one launch over the partition's %d run%s (%zu elements)%s; "
-               "--gpu-baseline 1: per segment\n", adamw ? " and AdamW each" : "", n, n > 1 ? "s" : "", shard_elems,
+        printf("lean optimizer step (--lean-step 1): the global norm%s in one launch over the partition's %d run%s "
+               "(%zu elements)%s\n", adamw ? " and AdamW each" : "", n, n > 1 ? "s" : "", shard_elems,
                adamw ? "" : ", AdamW on the host (CPU-Adam)");
     return ZB_LEAN_NORM | (adamw ? ZB_LEAN_ADAMW : 0);
 }

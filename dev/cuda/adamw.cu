@@ -125,7 +125,7 @@ static int check_case(size_t n, int bf16_grads, int with_out, size_t off, float 
 // ----------------------------------------------------------------------------
 // The lean step (adamw_gpu_runs: one launch over a partition's runs, weight decay by a bit mask)
 // against the per-segment path (adamw_gpu_step on each segment with its tensor's weight decay: what
-// zero/device.cuh runs with --gpu-baseline 1) and against the CPU reference (adamw_cpu_step on each
+// zero/device.cuh runs by default, --lean-step 0) and against the CPU reference (adamw_cpu_step on each
 // segment), on GPT-2 124M's partition as zero.h lays it out (dev/cuda/zero_partition.cuh). Expected
 // bitwise equal everywhere: the master, m, v (padding included: it must stay zero) and the whole
 // floatX parameter buffer.

@@ -4,7 +4,7 @@
 // Then the lean step's norm (global_norm_squared_runs: one launch over a partition's runs) on
 // GPT-2 124M's partition as zero.h lays it out (dev/cuda/zero_partition.cuh) against the double
 // reference and the per-segment path (global_norm_squared per segment, accumulating: what
-// zero/device.cuh runs with --gpu-baseline 1), repeatable bit for bit; both timed (alternating
+// zero/device.cuh runs by default, --lean-step 0), repeatable bit for bit; both timed (alternating
 // rounds, medians, the ratio). Tolerance: 2e-5 relative on the sum of squares (1e-5 on the norm)
 // against the double sum, for both paths: fp32 running sums of ~460 squares per thread, then fixed
 // trees, err by about 1e-6 in practice (the bound n*eps, 3e-5, is never approached by sums that

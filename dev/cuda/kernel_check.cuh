@@ -68,11 +68,6 @@ static std::vector<float> from_device_bf16(const floatX *d, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = __bfloat162float(tmp[i]);
     return h;
 }
-static float *to_device_f32(const std::vector<float> &h) {
-    float *d = dev_alloc<float>(h.size());
-    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
-}
 static std::vector<float> from_device_f32(const float *d, size_t n) {
     std::vector<float> h(n);
     cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));

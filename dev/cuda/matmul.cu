@@ -184,7 +184,7 @@ static void time_case(int N, int C, int OC, int gelu_fwd, int gelu_bwd) {
 }
 
 // ----------------------------------------------------------------------------
-// the plan cache (g_matmul_cache 1) against a plan built on every call (0, --gpu-baseline 1)
+// the plan cache (g_matmul_cache 1) against a plan built on every call (0, train_gpt's default: --plan-cache 0)
 
 // one linear layer of the trainer: its forward and its backward (dinp, dweight +=, dbias +=)
 typedef struct { const char *name; int N, C, OC, bias, gelu_fwd, gelu_bwd; } LayerCall;

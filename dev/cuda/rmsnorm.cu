@@ -67,7 +67,7 @@ static void run_case(int N, int C, int do_time) {
     check_close("fused residual", from_device_bf16(d_resid, NC), resid_ref, 1e-6f, 1e-6f);
     check_close("fused rmsnorm out", from_device_bf16(d_out, NC), fout_ref, 2e-3f, 1e-2f);
     check_close("fused rmsnorm rstd", from_device_f32(d_frstd, N), frstd_ref, 1e-5f, 1e-4f);
-    // the two kernels the fused one replaces (train_gpt's --gpu-baseline 1 at a layer boundary): the same bits
+    // the two kernels the fused one replaces (train_gpt's default, --fuse-residual 0, at a layer boundary): the same bits
     floatX *d_res_u = dev_alloc<floatX>(NC), *d_out_u = dev_alloc<floatX>(NC);
     float *d_rstd_u = dev_alloc<float>(N);
     residual_forward(d_res_u, d_x, d_x2, NC, 0);
