@@ -46,7 +46,8 @@ enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP
        K_CONSECUTIVE_HYSTERESIS, K_MIN_LOSS_SCALE, K_BF16, K_ACT_CKPT, K_CPU_CKPT, K_NUM_CKPT, K_BREAKDOWN,
        K_NVME_OPT_PATH, K_NVME_BUFFERS, K_NVME_PIPE_READ, K_NVME_PIPE_WRITE, K_NVME_FAST_INIT, K_NVME_PARAM_PATH,
        K_NVME_PARAM_BUFFERS, K_NVME_PARAM_BUFSIZE, K_AIO_BLOCK, K_AIO_QUEUE_DEPTH, K_AIO_THREADS, K_AIO_SINGLE_SUBMIT,
-       K_AIO_OVERLAP_EVENTS };
+       K_AIO_OVERLAP_EVENTS, K_TB_ENABLED, K_CSV_ENABLED, K_WANDB_ENABLED,
+       K_TB_PATH, K_TB_JOB, K_CSV_PATH, K_CSV_JOB, K_WANDB_GROUP, K_WANDB_TEAM, K_WANDB_PROJECT };   // the monitors' strings last, in this order
 
 typedef struct {
     const char *path;    // dotted key path
@@ -64,7 +65,7 @@ static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 
                    R_MIN_SCALE = {0, 3.4e38, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
                    R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1};
 
-#define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py)"
+#define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py), TensorBoard event files (the tensorboard block) and CSV files (csv_monitor)"
 #define ZEROPP "ZeRO++/MiCS are not implemented: parameters are partitioned over all ranks, communication is full precision"
 
 static const DsKey DS_KEYS[] = {
@@ -172,7 +173,7 @@ static const DsKey DS_KEYS[] = {
     {"scheduler.params.warmup_max_lr", NULL, DS_HONOURED, JT_NUM, &R_LR, K_WARMUP_MAX_LR, NULL, "`--lr` (WarmupLR, WarmupDecayLR; zeroc's default: `optimizer.params.lr`, else 6e-4; DeepSpeed's 0.001)"},
     {"scheduler.params.warmup_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_WARMUP_STEPS, NULL, "`--warmup` (zeroc's default 0; DeepSpeed's 1000; both use at least 2)"},
     {"scheduler.params.warmup_type", NULL, DS_HONOURED, JT_STR, NULL, K_WARMUP_TYPE, NULL, "`--warmup-type`: \"log\" (the default) or \"linear\""},
-    {"scheduler.params.total_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_TOTAL_STEPS, NULL, "the horizon of WarmupDecayLR and WarmupCosineLR; also `--steps` when that flag is not given"},
+    {"scheduler.params.total_num_steps", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_TOTAL_STEPS, NULL, "`--lr-total-steps`: the horizon of WarmupDecayLR and WarmupCosineLR; also `--steps` when that flag is not given"},
     {"scheduler.params.warmup_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_WARMUP_MIN_RATIO, NULL, "`--warmup-min-ratio` (WarmupCosineLR): warm-up start as a fraction of the lr"},
     {"scheduler.params.cos_min_ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_COS_MIN_RATIO, NULL, "`--cos-min-ratio` (WarmupCosineLR): the cosine's end as a fraction of the lr"},
     {"scheduler.params.last_batch_iteration", NULL, DS_HONOURED, JT_INT, &R_ANY_INT, K_LAST_BATCH_ITERATION, NULL, "-1 only (the start); the schedule's position is the step (`--resume` restores it)"},
@@ -205,19 +206,19 @@ static const DsKey DS_KEYS[] = {
     {"activation_checkpointing.profile", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--log` records every step's time; there is no per-checkpoint profile"},
 
     // monitors (deepspeed/monitor/config.py): their "enabled" speaks for the block
-    {"tensorboard", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
-    {"tensorboard.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
-    {"tensorboard.output_path", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
-    {"tensorboard.job_name", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
-    {"wandb", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
-    {"wandb.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
-    {"wandb.group", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
-    {"wandb.team", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
-    {"wandb.project", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
-    {"csv_monitor", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
-    {"csv_monitor.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
-    {"csv_monitor.output_path", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
-    {"csv_monitor.job_name", NULL, DS_NO_EFFECT, JT_STR, NULL, K_NONE, "*", MONITOR},
+    {"tensorboard", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "TensorBoard event files written by rank 0 (`train/monitor.h`, docs/monitoring.md)"},
+    {"tensorboard.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_TB_ENABLED, NULL, "`--tensorboard DIR`: DeepSpeed's `Train/Samples/*` scalars and zeroc's own, every step, at the samples seen"},
+    {"tensorboard.output_path", NULL, DS_HONOURED, JT_STR, NULL, K_TB_PATH, NULL, "the directory the job's directory goes in (default \"\": the current directory)"},
+    {"tensorboard.job_name", NULL, DS_HONOURED, JT_STR, NULL, K_TB_JOB, NULL, "`--job-name`: the files go in output_path/job_name (default DeepSpeedJobName)"},
+    {"wandb", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "W&B reads TensorBoard event files: zeroc writes them (the tensorboard block, on for wandb) and names the `wandb sync --sync-tensorboard` line that uploads them"},
+    {"wandb.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_WANDB_ENABLED, NULL, "turns the tensorboard block on; a note gives the upload line"},
+    {"wandb.group", NULL, DS_HONOURED, JT_STR, NULL, K_WANDB_GROUP, NULL, "named in the note (`wandb sync` takes no group: set it in W&B)"},
+    {"wandb.team", NULL, DS_HONOURED, JT_STR, NULL, K_WANDB_TEAM, NULL, "the upload line's `-e TEAM`"},
+    {"wandb.project", NULL, DS_HONOURED, JT_STR, NULL, K_WANDB_PROJECT, NULL, "the upload line's `-p PROJECT` (default deepspeed)"},
+    {"csv_monitor", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "one CSV file per metric, as DeepSpeed's csvMonitor writes them (`train/monitor.h`)"},
+    {"csv_monitor.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_CSV_ENABLED, NULL, "`--csv-monitor DIR`: the tensorboard block's metrics, each in its own file (`Train_Samples_train_loss.csv`: `step,train_loss`)"},
+    {"csv_monitor.output_path", NULL, DS_HONOURED, JT_STR, NULL, K_CSV_PATH, NULL, "the directory the job's directory goes in (default \"\": the current directory)"},
+    {"csv_monitor.job_name", NULL, DS_HONOURED, JT_STR, NULL, K_CSV_JOB, NULL, "`--job-name`: the files go in output_path/job_name (default DeepSpeedJobName)"},
     {"comet", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", MONITOR},
     {"comet.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MONITOR},
     {"comet.samples_log_interval", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, "*", MONITOR},
@@ -463,6 +464,19 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_ACT_CKPT: c->recompute = 1; c->from[FROM_RECOMPUTE] = path; break;
     case K_BREAKDOWN: c->breakdown = cJSON_IsTrue(v); break;
     case K_CPU_CKPT: c->cpu_checkpointing = cJSON_IsTrue(v); c->from[FROM_CPU_CKPT] = path; break;
+    case K_TB_ENABLED: c->tensorboard = cJSON_IsTrue(v); break;
+    case K_CSV_ENABLED: c->csv_monitor = cJSON_IsTrue(v); break;
+    case K_WANDB_ENABLED: c->wandb = cJSON_IsTrue(v); break;
+    case K_TB_PATH: case K_TB_JOB: case K_CSV_PATH: case K_CSV_JOB: case K_WANDB_GROUP: case K_WANDB_TEAM: case K_WANDB_PROJECT: {
+        char *dst[] = {c->tb_path, c->tb_job, c->csv_path, c->csv_job, c->wandb_group, c->wandb_team, c->wandb_project};
+        size_t size[] = {sizeof(c->tb_path), sizeof(c->tb_job), sizeof(c->csv_path), sizeof(c->csv_job), sizeof(c->wandb_group),
+                         sizeof(c->wandb_team), sizeof(c->wandb_project)};
+        int i = k->id - K_TB_PATH;   // dst[] follows the K_ ids' order
+        if (strlen(v->valuestring) >= size[i])
+            report_at(x->r, MSG_ERROR, path, "expected at most %zu characters, got \"%.40s...\"", size[i] - 1, v->valuestring);
+        else strcpy(dst[i], v->valuestring);
+        break;
+    }
     case K_NUM_CKPT:
         if ((int)d != c->model.n_layer)
             report_at(x->r, MSG_ERROR, path, "%d: zeroc checkpoints every layer (%d); remove the key or set it to the number of layers",
@@ -637,7 +651,7 @@ static cJSON *config_json_record(const TrainConfig *c) {
     if (s == SCHED_WARMUP_COSINE_LR) add_f32(sp, "cos_min_ratio", c->cos_min_ratio);
     if (s == SCHED_COSINE) add_f32(sp, "min_lr_frac", c->min_lr_frac);
     if (s == SCHED_COSINE || s == SCHED_WARMUP_DECAY_LR || s == SCHED_WARMUP_COSINE_LR)
-        cJSON_AddNumberToObject(sp, "total_num_steps", c->sched_total > 0 ? c->sched_total : c->steps);
+        cJSON_AddNumberToObject(sp, "total_num_steps", lr_total_steps(c));
 
     cJSON *zo = cJSON_AddObjectToObject(r, "zero_optimization");
     cJSON_AddNumberToObject(zo, "stage", ZERO_STAGE);
@@ -683,6 +697,14 @@ static cJSON *config_json_record(const TrainConfig *c) {
         cJSON *ac = cJSON_AddObjectToObject(r, "activation_checkpointing");
         cJSON_AddNumberToObject(ac, "number_checkpoints", c->model.n_layer);
         cJSON_AddBoolToObject(ac, "cpu_checkpointing", c->cpu_checkpointing);
+    }
+
+    for (int csv = 0; csv < 2; csv++) {   // the monitors, where on (train/monitor.h)
+        if (!(csv ? c->csv_monitor : c->tensorboard)) continue;
+        cJSON *mo = cJSON_AddObjectToObject(r, csv ? "csv_monitor" : "tensorboard");
+        cJSON_AddBoolToObject(mo, "enabled", 1);
+        cJSON_AddStringToObject(mo, "output_path", csv ? c->csv_path : c->tb_path);
+        cJSON_AddStringToObject(mo, "job_name", csv ? c->csv_job : c->tb_job);
     }
 
     cJSON *au = cJSON_AddArrayToObject(r, "auto");

@@ -33,6 +33,8 @@ static void print_help(const char *prog) {
            "  --warmup-type log|linear DeepSpeed's schedules: the warm-up's shape (default log)\n"
            "  --warmup-min-lr X        WarmupLR, WarmupDecayLR: warm-up start and decay end (default 0)\n"
            "  --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)\n"
+           "  --lr-total-steps N       the decay's horizon (DeepSpeed's total_num_steps): default --steps; with --resume\n"
+           "                           the checkpoint's, whatever --steps says (0: re-plan it to this run's --steps)\n"
            "run\n"
            "  --seed S --init FILE --save DIR --save-every N --resume DIR --log FILE\n"
            "                           --init X.safetensors: Hugging Face weights, the model from X's config.json\n"
@@ -43,6 +45,9 @@ static void print_help(const char *prog) {
            "                           16-bit tensor peak; the CPU trainer prints GFLOP/s unless given)\n"
            "  --timeout S              watchdog: abort the job when a step or collective makes no progress\n"
            "                           for S seconds (default 600; 0: off)\n"
+           "  --tensorboard DIR        TensorBoard event files in DIR/JOB (DeepSpeed's tensorboard block; docs/monitoring.md)\n"
+           "  --csv-monitor DIR        one CSV file per metric in DIR/JOB (DeepSpeed's csv_monitor block)\n"
+           "  --job-name JOB           the monitors' job name (default DeepSpeedJobName, as in DeepSpeed)\n"
            "  --threads N --val-every N --val-batches N --sample-every N --sample-len N\n"
            "  --tokenizer FILE --quiet 0|1\n"
            "  --config FILE            DeepSpeed JSON config; explicit flags override it\n"
@@ -134,7 +139,7 @@ static unsigned sched_users(int id) {
     case FROM_MIN_LR_FRAC: return 1u << SCHED_COSINE;
     case FROM_WARMUP_MIN_LR: case FROM_WARMUP_MAX_LR: return 1u << SCHED_WARMUP_LR | 1u << SCHED_WARMUP_DECAY_LR;
     case FROM_WARMUP_MIN_RATIO: case FROM_COS_MIN_RATIO: return 1u << SCHED_WARMUP_COSINE_LR;
-    case FROM_SCHED_TOTAL: return 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
+    case FROM_SCHED_TOTAL: return 1u << SCHED_COSINE | 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
     default: return 0;
     }
 }
@@ -202,7 +207,7 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_ERROR, c->from[id], "not used by the %s schedule (used by %s)%s%s", SCHED_NAMES[c->sched], names,
                   c->from[FROM_SCHED] ? ": the schedule comes from " : "", c->from[FROM_SCHED] ? c->from[FROM_SCHED] : "");
     }
-    int W = c->warmup > 2 ? c->warmup : 2, T = c->sched_total > 0 ? c->sched_total : c->steps;
+    int W = c->warmup > 2 ? c->warmup : 2, T = lr_total_steps(c);
     const char *tname = c->from[FROM_SCHED_TOTAL] ? c->from[FROM_SCHED_TOTAL] : "--steps";
     if ((c->sched == SCHED_WARMUP_DECAY_LR || c->sched == SCHED_WARMUP_COSINE_LR) && T < W)
         report_at(r, MSG_WARNING, tname, "total_num_steps %d is less than warmup_num_steps %d (DeepSpeed warns too)", T, W);
@@ -249,6 +254,16 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
     }
 #endif
     nvme_config_check(c, r);
+    // W&B reads TensorBoard's event files: with the wandb block, zeroc writes those and names the upload
+    if (c->wandb) {
+        c->tensorboard = 1;
+        char dir[700], team[160] = "", group[200] = "";
+        monitor_job_dir(dir, sizeof(dir), c->tb_path, c->tb_job);
+        if (c->wandb_team[0]) snprintf(team, sizeof(team), " -e %s", c->wandb_team);
+        if (c->wandb_group[0]) snprintf(group, sizeof(group), "; group %s: wandb sync takes none, set it in W&B", c->wandb_group);
+        report_at(r, MSG_NOTE, "wandb", "zeroc does not call W&B: it writes TensorBoard event files to %s (the tensorboard block); "
+                  "upload them with: wandb sync --sync-tensorboard -p %s%s %s%s", dir, c->wandb_project, team, dir, group);
+    }
     // activations
     if (c->cpu_checkpointing && !c->recompute)
         report_at(r, MSG_ERROR, c->from[FROM_CPU_CKPT], "offloads the checkpoints of activation checkpointing: it needs --recompute 1 "
@@ -270,9 +285,9 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
 // flags also shape the samples of --sample-every.
 static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, char **argv) {
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
-        "--lr-schedule", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
+        "--lr-schedule", "--lr-total-steps", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
         "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
-        "--val-batches", "--sample-every", "--log", NULL};
+        "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", NULL};
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
     if (c->sample && !c->init_path[0] && !c->resume_dir[0])
         report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
@@ -285,6 +300,21 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     if (given[0] && c->sample) report_at(r, MSG_NOTE, "--sample", "1 samples and does not train: %s ha%s no effect", given, strchr(given, ',') ? "ve" : "s");
     if (given[0] && !c->sample) report_at(r, MSG_NOTE, NULL, "%s ha%s no effect without --sample 1 or --sample-every N", given, strchr(given, ',') ? "ve" : "s");
     if (c->sample && c->config_path[0]) report_at(r, MSG_NOTE, "--config", "when sampling only its ZeRO settings apply");
+}
+
+// The model's shape and the sequence length: each error names the flag.
+static void model_config_check(const TrainConfig *c) {
+    const ModelConfig *m = &c->model;
+    if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
+    if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
+    if (m->arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
+    if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
+}
+
+// Whether the model comes from a zeroc file read after parse_args: --resume's checkpoint, or
+// --init's model file (a Hugging Face --init is read here, hf_config_for_init).
+static int config_model_from_run_file(const TrainConfig *c) {
+    return c->resume_dir[0] || (c->init_path[0] && !st_sniff(c->init_path));
 }
 
 // Parses argv into c. Returns, or exits with the errors, one line each. --help and
@@ -310,7 +340,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
-    int ffn_set = 0;
+    int ffn_set = 0, job_flag = 0;
     const char *gpu_path_given[6] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache,
                                            // --bias-grad-epilogue (as given)
     ModelConfig *m = &c->model;
@@ -343,6 +373,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--clip")) c->grad_clip = (float)flag_number(a, v, &R_CLIP);
         else if (!strcmp(a, "--adam-w-mode")) { c->adam_w_mode = flag_int(a, v, 0, 1); c->from[FROM_ADAM_W_MODE] = "--adam-w-mode"; }
         else if (!strcmp(a, "--lr-schedule")) { c->sched = sched_from_name(a, v); c->from[FROM_SCHED] = "--lr-schedule"; }
+        else if (!strcmp(a, "--lr-total-steps")) { c->sched_total = (int)flag_number(a, v, &R_STEPS); c->from[FROM_SCHED_TOTAL] = "--lr-total-steps"; }
         else if (!strcmp(a, "--warmup")) { c->warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_WARMUP] = "--warmup"; }
         else if (!strcmp(a, "--warmup-type")) {
             if (strcmp(v, "log") && strcmp(v, "linear")) fatal("%s: expected log or linear, got '%s'", a, v);
@@ -363,6 +394,13 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--peak-tflops")) c->peak_tflops = flag_number(a, v, &R_TIMEOUT);
         else if (!strcmp(a, "--resume")) copy_str_or_die(c->resume_dir, sizeof(c->resume_dir), a, v);
         else if (!strcmp(a, "--log")) copy_str_or_die(c->log_path, sizeof(c->log_path), a, v);
+        else if (!strcmp(a, "--tensorboard")) { copy_str_or_die(c->tb_path, sizeof(c->tb_path), a, v); c->tensorboard = 1; }
+        else if (!strcmp(a, "--csv-monitor")) { copy_str_or_die(c->csv_path, sizeof(c->csv_path), a, v); c->csv_monitor = 1; }
+        else if (!strcmp(a, "--job-name")) {
+            copy_str_or_die(c->tb_job, sizeof(c->tb_job), a, v);
+            copy_str_or_die(c->csv_job, sizeof(c->csv_job), a, v);
+            job_flag = 1;
+        }
         else if (!strcmp(a, "--threads")) c->threads = flag_int(a, v, 0, 4096);
         else if (!strcmp(a, "--val-every")) c->val_every = flag_int(a, v, 0, 1 << 30);
         else if (!strcmp(a, "--val-batches")) c->val_batches = flag_int(a, v, 0, 1 << 20);
@@ -427,17 +465,17 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
         m->n_kv_head = m->n_head;
     }
-    // validation: each error names the flag
-    if (m->d_model % m->n_head) fatal("--dim %d is not divisible by --heads %d", m->d_model, m->n_head);
-    if (m->n_head % m->n_kv_head) fatal("--heads %d is not divisible by --kv-heads %d", m->n_head, m->n_kv_head);
-    if (arch == ARCH_LLAMA && (m->d_model / m->n_head) % 2) fatal("llama: head dimension %d must be even for RoPE", m->d_model / m->n_head);
-    if (c->T > m->max_seq) fatal("--seq %d exceeds the model's maximum sequence length %d (--max-seq)", c->T, m->max_seq);
+    // a model that --resume's checkpoint or --init's model file holds replaces this one, and is
+    // checked once taken (train/checkpoint.h's config_from_run_files)
+    if (!config_model_from_run_file(c)) model_config_check(c);
 #if !TRAINER_IS_GPU
     // the GPU step's path flags: accepted (a command line works for both trainers), and said to do nothing here
     for (int i = 0; i < 6; i++)
         if (gpu_path_given[i]) report_at(&rep, MSG_NOTE, gpu_path_given[i], "picks one of the GPU trainer's step paths (train_gpt); the CPU trainer has one");
 #endif
     (void)gpu_path_given;
+    if (job_flag && !c->tensorboard && !c->csv_monitor && !c->wandb)
+        report_at(&rep, MSG_NOTE, "--job-name", "no effect without --tensorboard DIR or --csv-monitor DIR (or their config blocks)");
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);

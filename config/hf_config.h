@@ -194,13 +194,8 @@ static void hf_config_write(const ModelConfig *m, const char *path, const char *
     free(text);
 }
 
-static int hf_flag_given(int argc, char **argv, const char *flag) {
-    for (int i = 1; i + 1 < argc; i++) if (strcmp(argv[i], flag) == 0) return 1;
-    return 0;
-}
-
-// parse_args: with --init X.safetensors the model is the one X's config.json describes. A size
-// flag or a --preset given explicitly must agree with it; one that does not is an error.
+// parse_args: with --init X.safetensors the model is the one X's config.json describes
+// (config_take_model: a flag that disagrees is an error).
 static void hf_config_for_init(TrainConfig *c, int argc, char **argv) {
     if (!c->init_path[0] || !st_sniff(c->init_path)) return;
     char path[1100];
@@ -208,27 +203,6 @@ static void hf_config_for_init(TrainConfig *c, int argc, char **argv) {
     ModelConfig hf;
     int tied;
     hf_config_read(path, &hf, &tied);
-    const ModelConfig *m = &c->model;
-    int preset = hf_flag_given(argc, argv, "--preset");
-    if (hf_flag_given(argc, argv, "--arch") && m->arch != hf.arch)
-        fatal("%s: the model is %s but --arch says %s (with --init %s the model comes from config.json)", path,
-              arch_name(hf.arch), arch_name(m->arch), c->init_path);
-    struct { const char *flag, *what; int by_preset, mine, theirs; } chk[] = {
-        {"--layers", "layers", 1, m->n_layer, hf.n_layer},
-        {"--heads", "heads", 1, m->n_head, hf.n_head},
-        {"--kv-heads", "key/value heads", hf.arch == ARCH_LLAMA, m->n_kv_head, hf.n_kv_head},
-        {"--dim", "width", 1, m->d_model, hf.d_model},
-        {"--ffn", "MLP width", 0, m->d_ff, hf.d_ff},
-        {"--vocab", "vocabulary", 1, m->vocab_size, hf.vocab_size},
-        {"--max-seq", "maximum sequence length", 1, m->max_seq, hf.max_seq},
-    };
-    for (size_t i = 0; i < sizeof(chk) / sizeof(chk[0]); i++) {
-        int given = hf_flag_given(argc, argv, chk[i].flag);
-        if ((given || (preset && chk[i].by_preset)) && chk[i].mine != chk[i].theirs)
-            fatal("%s: %s is %d but %s%s says %d (with --init %s the sizes come from config.json: drop or fix the flag)",
-                  path, chk[i].what, chk[i].theirs, given ? chk[i].flag : "--preset ", given ? "" : c->preset, chk[i].mine, c->init_path);
-    }
-    c->model = hf;
-    snprintf(c->arch, sizeof(c->arch), "%s", arch_name(hf.arch));
+    config_take_model(c, &hf, "config.json's", path, argc, argv);
     snprintf(c->preset, sizeof(c->preset), "config.json");
 }

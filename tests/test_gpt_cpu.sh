@@ -74,5 +74,5 @@ cp -r "$TMP/ck_gpt2/ckpt_00000005" "$TMP/bad2"
 truncate -s 5000 "$TMP/bad2/model.bin"
 expect_error "truncated model file" "truncated" 1 ./build/z0/train_gpt_cpu $M --resume "$TMP/bad2"
 expect_error "no checkpoint" "no checkpoint" 1 ./build/z0/train_gpt_cpu $M --resume "$TMP"
-expect_error "checkpoint of another model" "parameters" 1 ./build/z0/train_gpt_cpu $M --layers 3 --resume "$TMP/ck_gpt2"
+expect_error "a flag for another model than the checkpoint's" "--layers 3 disagrees with the checkpoint's layers 2" 1 ./build/z0/train_gpt_cpu $M --layers 3 --resume "$TMP/ck_gpt2"
 [ $fails -eq 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --resume: the manifest's own checksum, the fall-back to the newest checkpoint that
 # verifies (saying which it skipped and why), old manifests, what a resumed run must share
-# with its checkpoint (sequence length, global batch, data, steps left), --keep-last.
+# with its checkpoint (sequence length, global batch, data, steps left), --keep-last; what it
+# takes from its checkpoint (the model, sequence length, batch, --steps, the schedule's horizon).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 make -s build/z0/train_gpt_cpu || exit 1
@@ -72,4 +73,44 @@ $B $M --steps 5 --save-every 1 --keep-last 2 --save "$TMP/keep" > /dev/null || e
 expect_error "a failed save at step 6 (--keep-last 1)" "ckpt_00000006 not saved" 1 \
     env ZEROC_FAIL_WRITE=model.bin:last $B $M --steps 6 --save-every 1 --keep-last 1 --resume "$TMP/keep" --save "$TMP/keep"
 [ "$(cd "$TMP/keep" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_00000004 ckpt_00000005 " ]; check "nothing pruned by a save that failed" $?
+echo "== --resume takes the model, sequence length, batch and --steps from its checkpoint (as nanoGPT's resume)"
+M2="--arch llama --layers 3 --dim 32 --heads 4 --vocab 250 --batch 2 --accum 2 --seq 12 --train $TMP/train.bin --threads 1"
+$B $M2 --steps 6 --save "$TMP/m2" --save-every 3 --quiet 1 > /dev/null || exit 1
+C3="$TMP/m2/ckpt_00000003"
+$B $M2 --steps 6 --resume "$C3" --save "$TMP/with" --log "$TMP/with.jsonl" --quiet 1 > /dev/null 2>&1; a=$?
+$B --train "$TMP/train.bin" --quiet 1 --threads 1 --resume "$C3" --save "$TMP/without" --log "$TMP/without.jsonl" > "$TMP/without.out" 2>&1; b=$?
+sed 's/^/       /' "$TMP/without.out"
+la=$(grep '"type":"train"' "$TMP/with.jsonl" | grep -o '"loss":[^,]*' | tr '\n' ' ')
+lb=$(grep '"type":"train"' "$TMP/without.jsonl" | grep -o '"loss":[^,]*' | tr '\n' ' ')
+echo "       with the flags:    $la"; echo "       without any:       $lb"
+fa=$(cd "$TMP/with/ckpt_00000006" 2> /dev/null && sha256sum model.bin optim_rank_*.bin); fb=$(cd "$TMP/without/ckpt_00000006" 2> /dev/null && sha256sum model.bin optim_rank_*.bin)
+[ $a -eq 0 ] && [ $b -eq 0 ] && [ -n "$la" ] && [ "$la" = "$lb" ] && [ -n "$fa" ] && [ "$fa" = "$fb" ]
+check "resume without --arch, sizes, --seq, --batch, --accum, --steps = resume with them: losses and saved files bitwise" $?
+expect_error "an explicit flag that disagrees names both values" "--arch gpt2 disagrees with the checkpoint's llama \\($C3\\)" 1 \
+    $B --train "$TMP/train.bin" --threads 1 --arch gpt2 --resume "$C3"
+expect_error "a size flag that disagrees" "--dim 64 disagrees with the checkpoint's width 32" 1 $B --train "$TMP/train.bin" --threads 1 --dim 64 --resume "$C3"
+expect_error "--init of another model: a flag disagrees with the model file" "--layers 2 disagrees with the model file's layers 3" 1 \
+    $B --train "$TMP/train.bin" --threads 1 --layers 2 --init "$C3/model.bin" --steps 1
+text() { "$@" 2>&1 | tail -2 | head -1; }   # the sample: the line before "sampled ..."
+s1=$($B --sample 1 --resume "$TMP/m2" --sample-len 6 --seed 5 --threads 1 2>&1); st=$?
+s2=$(text $B --sample 1 --init "$TMP/m2/ckpt_00000006/model.bin" --sample-len 6 --seed 5 --threads 1)
+s3=$(text $B $M2 --sample 1 --init "$TMP/m2/ckpt_00000006/model.bin" --sample-len 6 --seed 5)
+echo "$s1" | grep -a "^zeroc" | sed 's/^/       /'
+[ $st -eq 0 ] && echo "$s1" | grep -aq "llama (checkpoint): 3 layers" && [ "$(echo "$s1" | tail -2 | head -1)" = "$s2" ] && [ "$s2" = "$s3" ] && [ -n "$s2" ]
+check "--sample 1 with --resume DIR or --init model.bin alone: the file's model, the same text as with the flags" $?
+
+echo "== a larger --steps on --resume keeps the checkpoint's schedule (nanoGPT's lr_decay_iters, DeepSpeed's total_num_steps)"
+S="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --threads 1"
+$B $S --steps 8 --save "$TMP/s8" > /dev/null || exit 1
+$B $S --steps 10 --log "$TMP/fresh10.jsonl" > /dev/null || exit 1
+$B $S --steps 10 --resume "$TMP/s8" --log "$TMP/kept.jsonl" > "$TMP/kept.out" 2>&1
+$B $S --steps 10 --lr-total-steps 0 --resume "$TMP/s8" --log "$TMP/replan.jsonl" > /dev/null 2>&1
+grep "note: --resume" "$TMP/kept.out" | sed 's/^/       /'
+lr() { grep '"type":"train"' "$1" | grep "\"step\":$2," | grep -o '"lr":[^,]*' | cut -d: -f2; }
+echo "       lr at step 9: kept $(lr "$TMP/kept.jsonl" 9), re-planned $(lr "$TMP/replan.jsonl" 9), a fresh 10-step run $(lr "$TMP/fresh10.jsonl" 9)"
+[ "$(lr "$TMP/kept.jsonl" 9)" = "$(lr "$TMP/kept.jsonl" 10)" ] && grep -q "note: --resume: the learning-rate schedule is the checkpoint's, planned for 8 steps: steps 9-10 continue it past its end" "$TMP/kept.out"
+check "steps 9-10 at the 8-step cosine's floor, with one note" $?
+[ -n "$(lr "$TMP/replan.jsonl" 9)" ] && [ "$(lr "$TMP/replan.jsonl" 9)" = "$(lr "$TMP/fresh10.jsonl" 9)" ]
+check "--lr-total-steps 0 re-plans it to --steps 10: step 9's lr is a fresh 10-step run's" $?
+
 [ $fails -eq 0 ]

@@ -112,11 +112,11 @@ expect_error "a tied head stored anyway that differs from the embedding" "lm_hea
     $T0 $B --init "$(bad $G tied_diff tied-head transformer.wte.weight diff)"
 f=$(bad $G nocfg copy); rm "$(dirname "$f")/config.json"
 expect_error "no config.json beside the file" "nocfg/config.json: cannot open" 1 $T0 $B --init "$f"
-expect_error "a size flag that disagrees with config.json" "config.json: layers is 2 but --layers says 3" 1 $T0 $B --layers 3 --init "$G/model.safetensors"
-expect_error "a preset that disagrees with config.json" "config.json: layers is 2 but --preset small says 4" 1 $T0 $B --preset small --init "$G/model.safetensors"
+expect_error "a size flag that disagrees with config.json" "--layers 3 disagrees with config.json.s layers 2" 1 $T0 $B --layers 3 --init "$G/model.safetensors"
+expect_error "a preset that disagrees with config.json" "--preset small \\(layers 4\\) disagrees with config.json.s layers 2" 1 $T0 $B --preset small --init "$G/model.safetensors"
 $T0 $B --kv-heads 2 --init "$Q/model.safetensors" > /dev/null
 check "flags that agree with config.json are accepted (llama's --kv-heads 2 without --arch)" $?
-expect_error "--arch that disagrees with config.json" "the model is gpt2 but --arch says llama" 1 $T0 $B --arch llama --init "$G/model.safetensors"
+expect_error "--arch that disagrees with config.json" "--arch llama disagrees with config.json.s gpt2" 1 $T0 $B --arch llama --init "$G/model.safetensors"
 f=$(bad $Q rope copy); sed -i 's/"rope_scaling":\tnull/"rope_scaling": {"rope_type": "linear", "factor": 2.0}/' "$(dirname "$f")/config.json"
 expect_error "RoPE scaling zeroc does not implement" "\"rope_scaling\" asks for linear RoPE scaling" 1 $T0 $B --init "$f"
 f=$(bad $Q mistral copy); sed -i 's/"model_type":\t"llama"/"model_type": "mistral"/' "$(dirname "$f")/config.json"

@@ -33,6 +33,7 @@
 #include "train/checkpoint_format.h"
 #include "dataloader.h"
 #include "train/step_guard.h"
+#include "config/flags.h"
 #include <sys/stat.h>
 #include <unistd.h>
 #include <ftw.h>
@@ -59,6 +60,30 @@ static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params
     memcpy(&h[11], &c->norm_eps, 4); memcpy(&h[12], &c->rope_theta, 4);
     h[13] = 0;  // fp32
     h[14] = (int32_t)(uint32_t)(num_params & 0xFFFFFFFFu); h[15] = (int32_t)(uint32_t)(num_params >> 32);
+}
+
+// The model a zeroc model file's header describes (with its parameter count). Returns 1,
+// or 0 with a one-line err.
+static int model_file_config(const char *path, ModelConfig *m, long long *num_params, char *err, size_t errn) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    int32_t h[256];
+    int got = fread(h, 4, 256, f) == 256;
+    fclose(f);
+    if (!got) { snprintf(err, errn, "%s: truncated file: no 1024-byte header", path); return 0; }
+    if (h[0] != MODEL_MAGIC) { snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc model file", path, h[0], MODEL_MAGIC); return 0; }
+    if (h[1] != MODEL_VERSION) { snprintf(err, errn, "%s: model file version %d (this build reads %d)", path, h[1], MODEL_VERSION); return 0; }
+    if (h[13] != 0) { snprintf(err, errn, "%s: dtype %d (zeroc model files are fp32: 0)", path, h[13]); return 0; }
+    memset(m, 0, sizeof(*m));
+    m->arch = h[2]; m->n_layer = h[3]; m->n_head = h[4]; m->n_kv_head = h[5]; m->d_model = h[6]; m->d_ff = h[7];
+    m->vocab_size = h[8]; m->padded_vocab = h[9]; m->max_seq = h[10];
+    memcpy(&m->norm_eps, &h[11], 4); memcpy(&m->rope_theta, &h[12], 4);
+    *num_params = (long long)((uint64_t)(uint32_t)h[14] | (uint64_t)(uint32_t)h[15] << 32);
+    int ok = (m->arch == ARCH_GPT2 || m->arch == ARCH_LLAMA) && m->n_layer >= 1 && m->n_head >= 1 && m->n_kv_head >= 1 &&
+             m->d_model >= 1 && m->d_ff >= 1 && m->vocab_size >= 2 && m->padded_vocab == (int)round_up(m->vocab_size, 128) &&
+             m->max_seq >= 1 && *num_params >= 1;
+    if (!ok) snprintf(err, errn, "%s: the header's model is not a valid one (a damaged file)", path);
+    return ok;
 }
 
 static int params_read_file(ParamSource *s, int u, size_t lo, size_t n, float *out) {
@@ -97,23 +122,28 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
         s->read = params_read_safetensors;
         return 1;
     }
+    ModelConfig fm;
+    long long file_params;
+    if (!model_file_config(path, &fm, &file_params, err, errn)) return 0;
+    // the run took its model from this file (config_from_run_files), unless a fall-back checkpoint holds another
+    if (fm.arch != c->arch) { snprintf(err, errn, "%s: the file's model is %s, this run's %s", path, arch_name(fm.arch), arch_name(c->arch)); return 0; }
+#define MF_FIELD(name, a, b) {name, (double)(a), (double)(b)}
+    struct { const char *name; double file, run; } chk[] = {
+        MF_FIELD("layers", fm.n_layer, c->n_layer), MF_FIELD("heads", fm.n_head, c->n_head),
+        MF_FIELD("key/value heads", fm.n_kv_head, c->n_kv_head), MF_FIELD("width", fm.d_model, c->d_model),
+        MF_FIELD("MLP width", fm.d_ff, c->d_ff), MF_FIELD("vocabulary", fm.vocab_size, c->vocab_size),
+        MF_FIELD("maximum sequence length", fm.max_seq, c->max_seq), MF_FIELD("norm epsilon", fm.norm_eps, c->norm_eps),
+        MF_FIELD("RoPE base", fm.rope_theta, c->rope_theta), MF_FIELD("parameters", file_params, num_params)};
+#undef MF_FIELD
+    for (size_t i = 0; i < sizeof(chk) / sizeof(chk[0]); i++)
+        if (chk[i].file != chk[i].run) {
+            snprintf(err, errn, "%s: the file's model has %s %.9g, this run's %.9g", path, chk[i].name, chk[i].file, chk[i].run);
+            return 0;
+        }
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
-    int32_t h[256], want[256];
     fseeko(f, 0, SEEK_END);
     long long size = ftello(f);
-    fseeko(f, 0, SEEK_SET);
-    if (size < 1024 || fread(h, 4, 256, f) != 256) { snprintf(err, errn, "%s: truncated file: no 1024-byte header", path); fclose(f); return 0; }
-    model_header(want, c, num_params);
-    static const char *FIELD[] = {"magic", "version", "arch", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff",
-                                  "vocab_size", "padded_vocab", "max_seq", "norm_eps", "rope_theta", "dtype",
-                                  "num_params", "num_params"};
-    if (h[0] != MODEL_MAGIC) { snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc model file", path, h[0], MODEL_MAGIC); fclose(f); return 0; }
-    for (int i = 1; i < 16; i++)
-        if (h[i] != want[i]) {
-            snprintf(err, errn, "%s: %s is %d in the file but %d for this run's model (check --arch/--preset/sizes)", path, FIELD[i], h[i], want[i]);
-            fclose(f); return 0;
-        }
     long long expect = 1024 + 4LL * (long long)num_params;
     if (size != expect) { snprintf(err, errn, "%s: %s file: %lld bytes, expected %lld", path, size < expect ? "truncated" : "oversized", size, expect); fclose(f); return 0; }
     s->fd = dup(fileno(f));
@@ -592,6 +622,74 @@ static void checkpoint_load(Zero *z, const TrainConfig *tc, TrainState *st, int 
     st->rng = m.rng;
     if (say) printf("resumed from %s at step %d\n", ck, st->step);
     manifest_free(&m);
+}
+
+// ----------------------------------------------------------------------------
+// what a run takes from its --resume checkpoint or --init model file
+
+// The newest checkpoint --resume DIR would try whose manifest and model header read
+// (the full check of its files comes with checkpoint_load): its path, manifest and model.
+static int checkpoint_peek(const char *dir, char *ck, size_t ckn, Manifest *m, ModelConfig *mc) {
+    static char cands[RESUME_MAX_CANDIDATES][1100];
+    char err[1600], path[1200];
+    int n = checkpoint_candidates(dir, cands, RESUME_MAX_CANDIDATES, err, sizeof(err));
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        long long params;
+        snprintf(path, sizeof(path), "%s/manifest.json", cands[i]);
+        char *text = read_text_file(path, &len, err, sizeof(err));
+        if (!text) continue;
+        int ok = manifest_parse(text, len, path, m, err, sizeof(err));
+        free(text);
+        snprintf(path, sizeof(path), "%s/model.bin", cands[i]);
+        if (ok && model_file_config(path, mc, &params, err, sizeof(err))) { snprintf(ck, ckn, "%s", cands[i]); return 1; }
+        if (ok) manifest_free(m);
+    }
+    return 0;
+}
+
+// After parse_args, on every rank alike (each reads the same small files). As nanoGPT's
+// resume takes model_args from its checkpoint, --resume DIR takes the model from the
+// checkpoint, and what no flag or config key sets: the sequence length, the batch,
+// --steps (the run's planned length) and the schedule's horizon (so that a larger --steps
+// does not stretch the decay: one note says what the steps past it get; --lr-total-steps
+// re-plans it). --init FILE (a zeroc model file) gives its model. An explicit flag that
+// disagrees with the model is one error naming both (config_take_model). Then the model
+// is checked as parse_args checks a model from flags.
+static void config_from_run_files(TrainConfig *tc, int world, int argc, char **argv, int say) {
+    ModelConfig mc;
+    char ck[1100], err[1600];
+    Manifest m;
+    long long params;
+    if (tc->resume_dir[0] && checkpoint_peek(tc->resume_dir, ck, sizeof(ck), &m, &mc)) {
+        config_take_model(tc, &mc, "the checkpoint's", ck, argc, argv);
+        snprintf(tc->preset, sizeof(tc->preset), "(checkpoint)");
+        int batch_given = tc->from[FROM_B] || tc->from[FROM_ACCUM] || tc->from[FROM_TOTAL];
+        if (!tc->sample && !flag_given(argc, argv, "--seq") && m.seq > 0) tc->T = m.seq;
+        if (!tc->sample && !batch_given && m.total_batch > 0) {
+            // the same global batch; the same micro batch where this world size can keep it (the accumulation
+            // fills the rest), else the global batch over the ranks without accumulation
+            tc->total_batch = m.total_batch;
+            tc->from[FROM_TOTAL] = "--resume";
+            if (m.batch > 0 && m.total_batch % ((long long)m.batch * world) == 0) { tc->B = m.batch; tc->from[FROM_B] = "--resume"; }
+        }
+        if (!flag_given(argc, argv, "--steps") && !tc->from[FROM_SCHED_TOTAL] && m.steps > 0) tc->steps = m.steps;
+        if (!tc->from[FROM_SCHED_TOTAL] && m.lr_total_steps > 0) {
+            tc->sched_total = m.lr_total_steps;
+            int decays = tc->sched != SCHED_CONSTANT && tc->sched != SCHED_WARMUP_LR;
+            if (say && decays && !tc->sample && tc->steps > tc->sched_total)
+                diag("note", "--resume: the learning-rate schedule is the checkpoint's, planned for %d steps: steps %d-%d continue "
+                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, tc->sched_total + 1,
+                     tc->steps, (double)lr_at(tc, tc->sched_total, tc->sched_total), tc->sched_total + 1, tc->steps);
+        }
+        manifest_free(&m);
+    } else if (!tc->resume_dir[0] && tc->init_path[0] && !st_sniff(tc->init_path) &&
+               model_file_config(tc->init_path, &mc, &params, err, sizeof(err))) {
+        config_take_model(tc, &mc, "the model file's", tc->init_path, argc, argv);
+        snprintf(tc->preset, sizeof(tc->preset), "(model file)");
+    }
+    // (a checkpoint or model file that cannot be read is reported where it is loaded)
+    model_config_check(tc);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -5,6 +5,7 @@
 // manifest.json (format 2), one JSON object:
 //   format, step, rng (16 hex digits), zero_stage, world, partitions, align,
 //   num_params, model {arch, n_layer, ...}, train {batch, seq, accum, total_batch, lr,
+//   steps, lr_total_steps (the schedule's horizon; both since 2026-11: optional),
 //   train (the --train path), train_tokens, train_crc32 (dataloader_fingerprint)},
 //   files [{name, bytes, crc32}: model.bin, then optim_rank_00000.bin ...],
 //   the sections other headers write and read themselves: data, the loader's position
@@ -41,6 +42,7 @@ typedef struct {
     long long num_params;
     // what the run trained on; -1 / "" where a format-1 manifest lacks them
     int batch, seq, accum, total_batch;
+    int steps, lr_total_steps;      // the run's --steps and its schedule's horizon; -1 in manifests before them
     char train_path[512];
     long long train_tokens;
     uint32_t train_crc;
@@ -91,6 +93,8 @@ static char *manifest_text(const Manifest *m, const ModelConfig *mc, const Train
     cJSON_AddNumberToObject(tr, "accum", tc->accum);
     cJSON_AddNumberToObject(tr, "total_batch", tc->total_batch);
     cJSON_AddNumberToObject(tr, "lr", tc->lr);
+    cJSON_AddNumberToObject(tr, "steps", tc->steps);
+    cJSON_AddNumberToObject(tr, "lr_total_steps", lr_total_steps(tc));
     cJSON_AddStringToObject(tr, "train", tc->train_path);
     cJSON_AddNumberToObject(tr, "train_tokens", (double)m->train_tokens);
     snprintf(hex, sizeof(hex), "%08x", m->train_crc);
@@ -160,7 +164,7 @@ static int manifest_parse(const char *text, size_t n, const char *path, Manifest
     MF_NUM(j, "partitions", 1, MANIFEST_MAX_PARTITIONS, m->partitions);
     MF_NUM(j, "align", 1, 1 << 20, m->align);
     MF_NUM(j, "num_params", 1, 9e15, m->num_params);
-    m->batch = m->seq = m->accum = m->total_batch = -1;
+    m->batch = m->seq = m->accum = m->total_batch = m->steps = m->lr_total_steps = -1;
     m->train_tokens = -1;
     cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "train");
     if (cJSON_IsObject(tr)) {
@@ -168,6 +172,8 @@ static int manifest_parse(const char *text, size_t n, const char *path, Manifest
         MF_NUM(tr, "seq", 1, 1 << 20, m->seq);
         MF_NUM(tr, "accum", 1, 1 << 20, m->accum);
         MF_NUM(tr, "total_batch", 1, 1 << 30, m->total_batch);
+        if (mf_int(tr, "steps", 0, 1 << 30, &v)) m->steps = (int)v;
+        if (mf_int(tr, "lr_total_steps", 0, 1 << 30, &v)) m->lr_total_steps = (int)v;
         cJSON *tp = cJSON_GetObjectItemCaseSensitive(tr, "train");
         if (!cJSON_IsString(tp) || strlen(tp->valuestring) >= sizeof(m->train_path)) MF_FAIL("%s: train.train is missing or too long", path);
         strcpy(m->train_path, tp->valuestring);

@@ -25,6 +25,7 @@
 #include "train/sample.h"
 #include "train/savedir.h"
 #include "train/preempt.h"
+#include "train/monitor.h"
 
 // A hash of everything the ranks must agree on: the model and the batch shape.
 static long long config_hash(const TrainConfig *c) {
@@ -41,6 +42,8 @@ static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
     comm_init(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
+    // the model of --resume's checkpoint or --init's model file (and what else the checkpoint's run sets)
+    config_from_run_files(tc, tc->estimate_world > 0 ? tc->estimate_world : comm->world, *argc, *argv, comm->rank == 0);
     if (tc->estimate_world > 0) {
         config_resolve_batch(tc, tc->estimate_world);   // the micro batch the activations are estimated for
         ModelLayout L;
@@ -177,7 +180,7 @@ static double phase_clock(GPT *m, const TrainConfig *tc) {
 // neither the learning-rate schedule nor Adam's t, so both count applied steps.
 static ZeroOptim step_optim(const TrainConfig *tc, const StepGuard *guard, int step) {
     int applied = step - (int)guard->skipped;
-    ZeroOptim o = {.lr = lr_at(tc, applied, tc->steps), .beta1 = tc->beta1, .beta2 = tc->beta2, .eps = tc->eps,
+    ZeroOptim o = {.lr = lr_at(tc, applied, lr_total_steps(tc)), .beta1 = tc->beta1, .beta2 = tc->beta2, .eps = tc->eps,
                    .weight_decay = tc->weight_decay, .grad_clip = tc->grad_clip, .t = applied + 1};
     return o;
 }
@@ -239,6 +242,7 @@ typedef struct {
     Sampler sampler;
     Rng sample_rng;
     JsonLog log;
+    Monitor mon;               // TensorBoard and CSV files (train/monitor.h)
     TrainState st;             // the state the loop started from; st.guard is the live one
     double t0, steps_time;     // the loop's start; the time of the steps after the first
     long long comm_bytes[N_COLL], comm_calls[N_COLL];   // the last applied step's communication
@@ -282,6 +286,7 @@ static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *n
     cJSON *memrec = zero_memory_report(&m->zero, R->say != NULL);
     cJSON_AddNumberToObject(memrec, "rank", comm->rank);
     jsonl_record(&R->log, memrec);
+    monitor_open(&R->mon, tc, comm, R->st.step, R->say != NULL);
 }
 
 // The step's numbers for the step line and the log, at the run's mean pace so far.
@@ -320,6 +325,7 @@ static void report_step(TrainRun *R, int step, const StepResult *r) {
     StepStats s = step_stats(R, step, r);
     if (R->say) print_step(&s, R->tc->steps);
     jsonl_train(&R->log, &s);
+    monitor_step(&R->mon, &s);
     cJSON *io = zero_nvme_record(&R->m->zero, step + 1);
     if (io) jsonl_record(&R->log, io);
 }
@@ -332,6 +338,7 @@ static void train_validate(TrainRun *R, int done) {
     float vl = gpt_validate(R->m, &R->val, R->tc->val_batches);
     if (R->say) printf("step %4d/%d | val loss %.6f\n", done, R->tc->steps, vl);
     jsonl_val(&R->log, done, vl);
+    monitor_val(&R->mon, done, vl);
 }
 
 // The checkpoint --save-every (or the last step) asks for. A skipped step leaves
@@ -391,6 +398,7 @@ static void train_close(TrainRun *R) {
                m->zero.peak_live, m->zero.plan.live_cap, tc->max_live_elems);
     jsonl_record(&R->log, zero_peak_memory_report(&m->zero, R->say != NULL));
     jsonl_close(&R->log);
+    monitor_close(&R->mon);
     if (R->do_sample) sampler_free(&R->sampler, m);
     dataloader_free(&R->train);
     if (R->do_val) dataloader_free(&R->val);

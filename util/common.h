@@ -361,21 +361,27 @@ static double current_rss_bytes(void) {
 // ----------------------------------------------------------------------------
 // CRC-32 (IEEE): checkpoint files and manifests, the data's fingerprint, config hashes
 
-static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
-    static uint32_t table[256];
-    static int ready = 0;
-    if (!ready) {
+// A reflected CRC-32 with polynomial `poly`, a byte at a time through `table`
+// (built on first use). CRC-32 (IEEE) and TensorBoard's CRC-32C differ only in it.
+static uint32_t crc32_reflected(uint32_t table[256], int *ready, uint32_t poly, uint32_t crc, const void *data, size_t n) {
+    if (!*ready) {
         for (uint32_t i = 0; i < 256; i++) {
             uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            for (int k = 0; k < 8; k++) c = c & 1 ? poly ^ (c >> 1) : c >> 1;
             table[i] = c;
         }
-        ready = 1;
+        *ready = 1;
     }
     const uint8_t *p = (const uint8_t *)data;
     crc = ~crc;
     for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
     return ~crc;
+}
+
+static uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready = 0;
+    return crc32_reflected(table, &ready, 0xEDB88320u, crc, data, n);
 }
 
 // ----------------------------------------------------------------------------

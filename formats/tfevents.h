@@ -1,0 +1,202 @@
+// formats/tfevents.h: TensorBoard's event files, written and read back without
+// TensorFlow or a protocol-buffer library. train/monitor.h writes the training's
+// scalars with it; TensorBoard, `wandb sync --sync-tensorboard` and PyTorch's
+// SummaryWriter all read and write this same format.
+//
+// An event file is a sequence of TFRecords (tensorflow/core/lib/io/record_writer.cc):
+//   uint64 length, uint32 masked CRC-32C of those 8 bytes, the data, uint32 masked CRC-32C
+//   of the data; every integer little-endian. masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8.
+// Each record's data is one `Event` protocol buffer (tensorflow/core/util/event.proto):
+//   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
+//   Summary { repeated Value value = 1; }
+//   Value   { string tag = 1; float simple_value = 2; }
+// The first record of a file holds file_version "brain.Event:2"; each later one a Summary
+// with one scalar, as SummaryWriter.add_scalar writes it. Protocol buffers encode a field
+// as a key, varint(field << 3 | wire type), then its value: wire type 0 a varint, 1 eight
+// bytes, 2 a varint length and that many bytes (strings, nested messages), 5 four bytes.
+// TensorBoard reads every file whose name contains "tfevents" in a run's directory, in
+// name order; the name it writes is events.out.tfevents.<seconds>.<host>.<pid>.<n>.
+#pragma once
+#include "util/common.h"
+
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum TFRecord uses
+static uint32_t crc32c(const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready = 0;
+    return crc32_reflected(table, &ready, 0x82F63B78u, 0, data, n);
+}
+static uint32_t tfrecord_masked_crc(const void *data, size_t n) {
+    uint32_t c = crc32c(data, n);
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+// ----------------------------------------------------------------------------
+// protocol-buffer encoding, into a fixed buffer (an event is a few dozen bytes)
+
+typedef struct { uint8_t b[600]; size_t n; } PbBuf;
+
+static void pb_byte(PbBuf *p, uint8_t v) { if (p->n < sizeof(p->b)) p->b[p->n++] = v; }
+static void pb_varint(PbBuf *p, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) pb_byte(p, (uint8_t)(v | 0x80));   // 7 bits at a time, low first, high bit: more follow
+    pb_byte(p, (uint8_t)v);
+}
+static void pb_key(PbBuf *p, int field, int wire) { pb_varint(p, (uint64_t)field << 3 | (uint64_t)wire); }
+static void pb_fixed(PbBuf *p, uint64_t bits, int bytes) { for (int i = 0; i < bytes; i++) pb_byte(p, (uint8_t)(bits >> 8 * i)); }
+static void pb_double(PbBuf *p, int field, double v) { uint64_t b; memcpy(&b, &v, 8); pb_key(p, field, 1); pb_fixed(p, b, 8); }
+static void pb_float(PbBuf *p, int field, float v) { uint32_t b; memcpy(&b, &v, 4); pb_key(p, field, 5); pb_fixed(p, b, 4); }
+static void pb_bytes(PbBuf *p, int field, const void *data, size_t n) {
+    pb_key(p, field, 2);
+    pb_varint(p, n);
+    for (size_t i = 0; i < n; i++) pb_byte(p, ((const uint8_t *)data)[i]);
+}
+static int pb_full(const PbBuf *p) { return p->n >= sizeof(p->b); }   // then the message was cut: not written
+
+// ----------------------------------------------------------------------------
+// writing
+
+typedef struct {
+    FILE *f;
+    char path[1200];
+} TfEvents;
+
+// One TFRecord, flushed: a crash loses at most the record being written.
+static int tfevents_record(TfEvents *t, const PbBuf *data) {
+    uint8_t head[12];
+    uint64_t len = data->n;
+    for (int i = 0; i < 8; i++) head[i] = (uint8_t)(len >> 8 * i);
+    uint32_t hc = tfrecord_masked_crc(head, 8), dc = tfrecord_masked_crc(data->b, data->n);
+    for (int i = 0; i < 4; i++) head[8 + i] = (uint8_t)(hc >> 8 * i);
+    uint8_t foot[4] = {(uint8_t)dc, (uint8_t)(dc >> 8), (uint8_t)(dc >> 16), (uint8_t)(dc >> 24)};
+    return fwrite(head, 1, 12, t->f) == 12 && fwrite(data->b, 1, data->n, t->f) == data->n && fwrite(foot, 1, 4, t->f) == 4 &&
+           fflush(t->f) == 0;
+}
+
+// A new event file in dir (which exists), named as TensorBoard names them, holding its
+// file_version record. `wall` is the Unix time. Returns 1, or 0 with a one-line err.
+static int tfevents_open(TfEvents *t, const char *dir, double wall, char *err, size_t errn) {
+    char host[256] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    for (char *h = host; *h; h++) if (*h == '/') *h = '_';
+    snprintf(t->path, sizeof(t->path), "%s/events.out.tfevents.%010lld.%s.%d.0", dir, (long long)wall, host, (int)getpid());
+    t->f = fopen(t->path, "ab");
+    if (!t->f) { snprintf(err, errn, "%s: cannot create (%s)", t->path, strerror(errno)); return 0; }
+    PbBuf e = {{0}, 0};
+    pb_double(&e, 1, wall);
+    pb_key(&e, 2, 0);
+    pb_varint(&e, 0);
+    pb_bytes(&e, 3, "brain.Event:2", 13);
+    if (!tfevents_record(t, &e)) { snprintf(err, errn, "%s: write failed (%s)", t->path, strerror(errno)); return 0; }
+    return 1;
+}
+
+// One scalar event: Event{wall_time, step, summary{value{tag, simple_value}}}. Returns 1, or 0 when
+// the write failed (errno says why).
+static int tfevents_scalar(TfEvents *t, const char *tag, float value, int64_t step, double wall) {
+    PbBuf v = {{0}, 0}, s = {{0}, 0}, e = {{0}, 0};
+    pb_bytes(&v, 1, tag, strlen(tag));
+    pb_float(&v, 2, value);
+    pb_bytes(&s, 1, v.b, v.n);   // Summary.value
+    pb_double(&e, 1, wall);
+    pb_key(&e, 2, 0);
+    pb_varint(&e, (uint64_t)step);
+    pb_bytes(&e, 5, s.b, s.n);   // Event.summary
+    if (pb_full(&v) || pb_full(&s) || pb_full(&e)) { errno = ENAMETOOLONG; return 0; }
+    return tfevents_record(t, &e);
+}
+
+static void tfevents_close(TfEvents *t) { if (t->f) fclose(t->f); t->f = NULL; }
+
+// ----------------------------------------------------------------------------
+// reading back what tfevents_scalar wrote (a resumed run cuts an earlier run's
+// records after the checkpoint: train/monitor.h)
+
+// a varint at *p (below end); 0 if it runs past end
+static int pb_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) return 1;
+    }
+    return 0;
+}
+
+// The next field of the message [*p, end): its number and wire type, for wire type 0
+// its value, for 2 its bytes [*data, *data + *len). Returns 0 at the end or on bad input.
+static int pb_next_field(const uint8_t **p, const uint8_t *end, int *field, int *wire, uint64_t *value, const uint8_t **data,
+                         uint64_t *len) {
+    uint64_t key;
+    *value = *len = 0;
+    *data = NULL;
+    if (*p >= end || !pb_read_varint(p, end, &key)) return 0;
+    *field = (int)(key >> 3);
+    *wire = (int)(key & 7);
+    switch (*wire) {
+    case 0: return pb_read_varint(p, end, value);
+    case 1: if (end - *p < 8) return 0; *p += 8; return 1;
+    case 5: if (end - *p < 4) return 0; *p += 4; return 1;
+    case 2:
+        if (!pb_read_varint(p, end, len) || *len > (uint64_t)(end - *p)) return 0;
+        *data = *p;
+        *p += *len;
+        return 1;
+    default: return 0;
+    }
+}
+
+// An event's step and, for a scalar, its tag (NUL-terminated into tag; "" for the
+// file_version record). Returns 0 when the data is not an event.
+static int tfevents_parse(const uint8_t *b, size_t n, int64_t *step, char *tag, size_t tagn) {
+    const uint8_t *p = b, *end = b + n, *data;
+    uint64_t value, len;
+    int field, wire;
+    *step = 0;
+    tag[0] = 0;
+    while (pb_next_field(&p, end, &field, &wire, &value, &data, &len)) {
+        if (field == 2 && wire == 0) *step = (int64_t)value;
+        if (field != 5 || wire != 2) continue;
+        const uint8_t *sp = data, *send = data + len, *vp;   // Summary: its first Value's tag
+        uint64_t vlen;
+        if (!pb_next_field(&sp, send, &field, &wire, &value, &vp, &vlen) || field != 1 || wire != 2) return 0;
+        const uint8_t *vend = vp + vlen;
+        while (pb_next_field(&vp, vend, &field, &wire, &value, &data, &len))
+            if (field == 1 && wire == 2) snprintf(tag, tagn, "%.*s", (int)len, (const char *)data);
+    }
+    return p == end;
+}
+
+// Keeps the records of event file `path` for which keep(step, tag, ctx) holds, up to
+// the first that does not, and truncates the file there; a torn or damaged record
+// (a crash while writing it) ends the file too. *kept and *cut count the scalar
+// records. Returns 1, or 0 with a one-line err.
+static int tfevents_truncate(const char *path, int (*keep)(int64_t step, const char *tag, void *ctx), void *ctx, long *kept,
+                             long *cut, char *err, size_t errn) {
+    FILE *f = fopen(path, "r+b");
+    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    *kept = *cut = 0;
+    off_t at = 0, end_of_kept = -1;
+    uint8_t head[12], *data = NULL;
+    for (;;) {
+        if (fread(head, 1, 12, f) != 12) break;
+        uint64_t len = 0;
+        for (int i = 0; i < 8; i++) len |= (uint64_t)head[i] << 8 * i;
+        uint32_t hc = (uint32_t)head[8] | (uint32_t)head[9] << 8 | (uint32_t)head[10] << 16 | (uint32_t)head[11] << 24;
+        if (hc != tfrecord_masked_crc(head, 8) || len > (1u << 20)) break;
+        free(data);
+        data = (uint8_t *)malloc(len + 4);
+        if (!data || fread(data, 1, len + 4, f) != len + 4) break;
+        uint32_t dc = (uint32_t)data[len] | (uint32_t)data[len + 1] << 8 | (uint32_t)data[len + 2] << 16 | (uint32_t)data[len + 3] << 24;
+        int64_t step;
+        char tag[256];
+        if (dc != tfrecord_masked_crc(data, len) || !tfevents_parse(data, len, &step, tag, sizeof(tag))) break;
+        if (tag[0] && end_of_kept < 0 && !keep(step, tag, ctx)) end_of_kept = at;
+        if (tag[0]) { if (end_of_kept < 0) (*kept)++; else (*cut)++; }
+        at += 12 + (off_t)len + 4;
+    }
+    free(data);
+    if (end_of_kept < 0) end_of_kept = at;   // everything kept up to the end or a damaged record
+    int ok = fflush(f) == 0 && ftruncate(fileno(f), end_of_kept) == 0;
+    if (!ok) snprintf(err, errn, "%s: cannot truncate (%s)", path, strerror(errno));
+    fclose(f);
+    return ok;
+}
