@@ -35,7 +35,7 @@ for the loss after every micro-step's forward (the default, as first measured)
 or, with --device-loss 1, once right after the norm (gpt_step_loss); docs/gpu.md
 lists every host synchronization and why. The step's other paths that have not
 run on a GPU yet are opt-in too (--attention, --lean-step, --fuse-residual,
---plan-cache: config/train_config.h).
+--plan-cache, --bias-grad-epilogue: config/train_config.h).
 
 Reading order:
   1. the activations;
@@ -173,6 +173,7 @@ typedef struct GPT {
     int step_losses;                         // training forwards since the last gpt_step_loss
     double step_loss_host;                   // --device-loss 0: their sum, read on the host every micro-step
     int fuse_residual, device_loss;          // --fuse-residual, --device-loss (config/train_config.h)
+    int bias_grad_noted;                     // the note that --bias-grad-epilogue fell back to the kernel was printed
     floatX *h_logits_x;                      // pinned host [Vp]
     float *h_logits;                         // host [Vp]
     float dloss_hint;                        // the dloss the training forward builds dlogits with (gpt_set_dloss)
@@ -245,7 +246,9 @@ static void gpt_build(GPT *m, const TrainConfig *tc, Comm *comm) {
     matmul_setup();
     m->fuse_residual = tc->fuse_residual;
     m->device_loss = tc->device_loss;
-    g_matmul_cache = tc->plan_cache;   // cuda/matmul.cuh's process-wide switch (--plan-cache), set once here
+    // cuda/matmul.cuh's process-wide switches (--plan-cache, --bias-grad-epilogue), set once here
+    g_matmul_cache = tc->plan_cache;
+    g_matmul_bias_grad_epilogue = tc->bias_grad_epilogue;
     int B = m->B, T = m->T, C = c->d_model, H = c->n_head, KV = c->n_kv_head, F = c->d_ff, Vp = c->padded_vocab;
     m->hd = C / H;
     m->QKV = (H + 2 * KV) * m->hd;
@@ -699,6 +702,12 @@ static float gpt_step_loss(GPT *m) {
     float loss = (float)(sum / m->step_losses);
     m->step_losses = 0;
     m->step_loss_host = 0;
+    // --bias-grad-epilogue 1 where cuBLASLt had no BGRADB algorithm: the flag did not do all it says
+    if (g_matmul_bias_grad_fallbacks > 0 && !m->bias_grad_noted && m->comm->rank == 0) {
+        fprintf(stderr, "note: --bias-grad-epilogue: cuBLASLt had no BGRADB algorithm for %ld bias gradients so far; "
+                "the column-sum kernel computed them\n", g_matmul_bias_grad_fallbacks);
+        m->bias_grad_noted = 1;
+    }
     return loss;
 }
 
@@ -713,8 +722,9 @@ static void gpu_setup(const TrainConfig *tc, const Comm *comm, char *desc, size_
     omp_set_num_threads(threads);
     cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, comm->device));
-    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention", p.name, p.major, p.minor, threads,
-             threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS");
+    snprintf(desc, n, "%.200s (sm_%d%d), %d CPU thread%s (%s), %s attention%s", p.name, p.major, p.minor, threads,
+             threads > 1 ? "s" : "", why, gpu_flash_attention(tc) ? "flash" : "cuBLAS",
+             tc->bias_grad_epilogue ? ", bias gradients in the GEMM epilogue" : "");
 }
 
 #ifndef TESTING

@@ -5,8 +5,8 @@
 #   scripts/gpu_check.sh runs `pairs` and `torch` as two of its stages (speed, torch), `stages` when named
 # pairs   stage 0 without --breakdown (its synchronizations would hide what they measure): the default
 #         (the step the H100 validated on 2026-11-22), each opt-in path alone (--attention flash,
-#         --lean-step 1, --fuse-residual 1, --device-loss 1, --plan-cache 1), all of them at once, and the
-#         default again (the machine's drift over the pairs)
+#         --lean-step 1, --fuse-residual 1, --device-loss 1, --plan-cache 1, --bias-grad-epilogue 1), all of
+#         them at once, and the default again (the machine's drift over the pairs)
 # torch   PyTorch eager and torch.compile (bench/torch_gpt2_speed.py: nanoGPT's GPT-2 with SDPA flash
 #         attention, bf16 autocast, fused AdamW) on the same GPU and model
 # stages  with --breakdown (forward, backward, communication wait, optimizer): stage 0, stage 3, stage 2
@@ -38,7 +38,7 @@ ROWS=${GPU_TRAIN_ROWS:-$T/rows}
 touch "$ROWS"
 PY=python3
 COMMON="$SHAPE --steps $STEPS --lr 6e-4 --warmup 10"
-NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1"
+NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1 --bias-grad-epilogue 1"
 rc_all=0
 
 # one zeroc row: NAME BINARY [flags]; appends "name|tok/s|ms|FLOP per token|fwd|bwd|comm|optim|GiB|flags" to $ROWS
@@ -94,6 +94,7 @@ if [ "$what" = pairs ] || [ "$what" = all ]; then
     run_zeroc fuse_residual "$Z0" --fuse-residual 1
     run_zeroc device_loss "$Z0" --device-loss 1
     run_zeroc plan_cache "$Z0" --plan-cache 1
+    run_zeroc bias_grad "$Z0" --bias-grad-epilogue 1
     run_zeroc opt_in_all "$Z0" $NEW_PATHS
     run_zeroc default_again "$Z0"
 fi
@@ -134,7 +135,7 @@ print(f"FLOP/token {fpt:.4g} (zeroc's model_flops_per_token, 6N + 12LTC), the to
 base = [tok[k][0] for k in ("default", "default_again") if k in tok]
 if base:
     b = sum(base) / len(base)
-    for k in ("flash", "lean_step", "fuse_residual", "device_loss", "plan_cache", "opt_in_all"):
+    for k in ("flash", "lean_step", "fuse_residual", "device_loss", "plan_cache", "bias_grad", "opt_in_all"):
         if k in tok:
             print(f"pair: default -> {k}: {tok[k][0] / b:.3f}x tokens/s ({b:.0f} -> {tok[k][0]:.0f})")
     if len(base) == 2:

@@ -100,7 +100,9 @@ static void print_help(FILE *f, const char *prog) {
            "  --lean-step 0|1          1: the global norm and AdamW in one launch each over the partition (default 0)\n"
            "  --fuse-residual 0|1      1: a layer's last residual add inside the next norm's kernel (default 0)\n"
            "  --device-loss 0|1        1: the loss summed on the device, read once per step (default 0: per micro-step)\n"
-           "  --plan-cache 0|1         1: cuBLASLt plans cached per call shape (default 0: the heuristic per call)\n",
+           "  --plan-cache 0|1         1: cuBLASLt plans cached per call shape (default 0: the heuristic per call)\n"
+           "  --bias-grad-epilogue 0|1 1: the bias gradients from the weight-gradient GEMMs' cuBLASLt epilogue (BGRADB)\n"
+           "                           (default 0: a separate pass over each layer's output gradient)\n",
            ZERO_STAGE);
 }
 
@@ -409,7 +411,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
     int ffn_set = 0, job_flag = 0;
-    const char *gpu_path_given[5] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache (as given)
+    const char *gpu_path_given[6] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache,
+                                           // --bias-grad-epilogue (as given)
     ModelConfig *m = &c->model;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -523,6 +526,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--fuse-residual")) { c->fuse_residual = flag_int(a, v, 0, 1); gpu_path_given[2] = a; }
         else if (!strcmp(a, "--device-loss")) { c->device_loss = flag_int(a, v, 0, 1); gpu_path_given[3] = a; }
         else if (!strcmp(a, "--plan-cache")) { c->plan_cache = flag_int(a, v, 0, 1); gpu_path_given[4] = a; }
+        else if (!strcmp(a, "--bias-grad-epilogue")) { c->bias_grad_epilogue = flag_int(a, v, 0, 1); gpu_path_given[5] = a; }
         else flag_unknown(a);
     }
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
@@ -538,7 +542,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!config_model_from_run_file(c)) model_config_check(c);
 #if !TRAINER_IS_GPU
     // the GPU step's path flags: accepted (a command line works for both trainers), and said to do nothing here
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (gpu_path_given[i]) report_at(&rep, MSG_NOTE, gpu_path_given[i], "picks one of the GPU trainer's step paths (train_gpt); the CPU trainer has one");
 #endif
     (void)gpu_path_given;

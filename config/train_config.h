@@ -155,6 +155,8 @@ typedef struct {
     int device_loss;                // --device-loss 1: the step's loss summed on the device, read once per step;
                                     // 0: each micro-step's B*T losses copied to the host and summed there
     int plan_cache;                 // --plan-cache 1: cuBLASLt plans cached per call shape; 0: the heuristic on every call
+    int bias_grad_epilogue;         // --bias-grad-epilogue 1: the bias gradients from the dweight GEMMs' cuBLASLt BGRADB
+                                    // epilogue (cuda/matmul.cuh); 0: the column-sum kernel
     char tokenizer_path[512];
     // monitors (train/monitor.h): DeepSpeed's tensorboard, csv_monitor and wandb blocks; --tensorboard, --csv-monitor
     int tensorboard, csv_monitor, wandb;      // on
@@ -210,6 +212,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->fuse_residual = 0;
     c->device_loss = 0;
     c->plan_cache = 0;
+    c->bias_grad_epilogue = 0;
     c->offload = OFFLOAD;
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero/device.cuh)
     c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults

@@ -7,8 +7,16 @@
 //             with pre_gelu != NULL: dinp *= GELU'(pre_gelu)      (CUBLASLT_EPILOGUE_DGELU)
 //             dweight[OC,C] += dout^T @ inp                        (beta = 1: accumulates)
 //             dbias[OC]     += sum_n dout[n,:]                     (own kernel, deterministic)
-// cuBLASLt's BGRADB epilogue overwrites rather than accumulates, so the bias gradient is a
-// separate column-sum kernel: per-block partials over row slices, summed in a fixed order.
+// The bias gradient is a separate column-sum kernel (per-block partials over row slices,
+// summed in a fixed order), one more pass over dout. With g_matmul_bias_grad_epilogue = 1
+// (--bias-grad-epilogue 1, opt-in until a GPU run validates it) the dweight GEMM computes it on
+// the way instead, in cuBLASLt's BGRADB epilogue (the column sums of its B operand, dout, over
+// the GEMM's k = N): the epilogue overwrites, so it writes into scratch and a small kernel adds
+// that to dbias. Not bitwise the kernel's result: cuBLASLt sums the N rows in an order of its
+// own (fp32 additions in another order round differently), and where it offers the bias
+// gradient only in the output type (bf16), the sum is rounded once more before the add. Both
+// agree within a bf16 rounding or two (dev/cuda/matmul checks it); run to run it is as
+// deterministic as cuBLAS's GEMMs are (same GPU model and library version).
 // If cuBLASLt finds no algorithm for a fused epilogue, the launcher falls back to a plain
 // matmul plus the gelu.cuh kernels (same results within bf16 rounding).
 //
@@ -34,6 +42,12 @@ static int g_matmul_gelu_fusion = 1;
 // times a fused GELU/DGELU epilogue was asked for but cuBLASLt had no algorithm (the unfused
 // fallback ran instead); dev/cuda/matmul prints it
 static long g_matmul_gelu_fallbacks = 0;
+// 1: the bias gradient from the dweight GEMM's BGRADB epilogue (above); 0: the column-sum kernel
+static int g_matmul_bias_grad_epilogue = 0;
+// times the epilogue was asked for but cuBLASLt had no algorithm (the kernel ran instead), and the
+// type it wrote the bias gradient in the last time it could (CUDA_R_32F, else CUDA_R_FLOATX; -1: never)
+static long g_matmul_bias_grad_fallbacks = 0;
+static int g_matmul_bias_grad_type = -1;
 
 static void matmul_setup(void) {
     if (g_cublaslt_handle) return;
@@ -75,7 +89,7 @@ static uint32_t matmul_ptr_alignment(const void *p) {
 // heuristic chose. Building one (five descriptors and cublasLtMatmulAlgoGetHeuristic) costs
 // host time on every call; a training micro-step makes the same few dozen distinct calls over
 // and over, so the plans are kept in a small table, keyed by everything the heuristic sees:
-//   m, n, k, transA, transB, the epilogue (which says bias or not), and the alignment
+//   m, n, k, transA, transB, the epilogue (which says bias or not), the bias vector's type, and the alignment
 //   (matmul_ptr_alignment) of the A, B and D (= C) pointers, told to the heuristic through the
 //   preference, and of the bias and aux pointers: those two are descriptor attributes, and
 //   cublasLt.h says routines that do not dereference them, like the heuristic, use their values
@@ -100,6 +114,7 @@ static long g_matmul_heuristic_runs = 0, g_matmul_plan_hits = 0, g_matmul_plans_
 // every field 32 bits: no padding, so keys compare with memcmp
 typedef struct {
     int32_t m, n, k, transA, transB, epilogue;                 // epilogue: a cublasLtEpilogue_t
+    int32_t bias_type;                                         // the bias (gradient) vector's cudaDataType_t; -1: none
     uint32_t align_a, align_b, align_d, align_bias, align_aux; // bytes; 0: no such pointer
 } MatmulKey;
 
@@ -116,7 +131,7 @@ static MatmulPlan g_matmul_plans[MATMUL_PLAN_SLOTS];
 
 // The descriptors and the heuristic's algorithm for key; bias and aux: this call's pointers
 // (their alignment is in the key). A cuBLAS error other than "no algorithm" exits.
-static void matmul_plan_build(MatmulPlan *p, const MatmulKey *key, const floatX *bias, const floatX *aux) {
+static void matmul_plan_build(MatmulPlan *p, const MatmulKey *key, const void *bias, const floatX *aux) {
     const int m = key->m, n = key->n, k = key->k;
     memset(p, 0, sizeof(*p));
     p->key = *key;
@@ -133,7 +148,7 @@ static void matmul_plan_build(MatmulPlan *p, const MatmulKey *key, const floatX 
     cublasLtEpilogue_t epi = (cublasLtEpilogue_t)key->epilogue;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
-        cudaDataType_t bt = CUDA_R_FLOATX;
+        cudaDataType_t bt = (cudaDataType_t)key->bias_type;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
@@ -174,7 +189,7 @@ static void matmul_plan_destroy(MatmulPlan *p) {
 }
 
 // The cached plan for key, built on its first use; NULL when the table is full.
-static MatmulPlan *matmul_plan_cached(const MatmulKey *key, const floatX *bias, const floatX *aux) {
+static MatmulPlan *matmul_plan_cached(const MatmulKey *key, const void *bias, const floatX *aux) {
     uint32_t h = 2166136261u;   // FNV-1a over the key's bytes
     const unsigned char *b = (const unsigned char *)key;
     for (size_t i = 0; i < sizeof(*key); i++) h = (h ^ b[i]) * 16777619u;
@@ -202,25 +217,31 @@ static void matmul_plans_free(void) {
 // Column-major D[m,n] = op(A)[m,k] op(B)[k,n] (+ bias[m]) (+ D if accumulate), floatX storage.
 // A is stored [k,m] (ld k) when transA, else [m,k] (ld m); B is stored [n,k] (ld n) when
 // transB, else [k,n] (ld k); D is [m,n] (ld m).
-// epilogue: 0 none/bias, 1 GELU forward (aux = pre-GELU written, ld m), 2 DGELU (aux read).
+// epilogue: 0 none/bias, 1 GELU forward (aux = pre-GELU written, ld m), 2 DGELU (aux read),
+// 3 BGRADB (bias = the column sums of op(B) over k written, n of them). bias_type: the bias
+// vector's element type (CUDA_R_FLOATX; BGRADB may take CUDA_R_32F).
 // Returns 1 on success, 0 when cuBLASLt has no algorithm for this combination; any other
 // cuBLAS error exits.
-static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, const floatX *bias,
+static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, const void *bias, cudaDataType_t bias_type,
                                int m, int n, int k, int transA, int transB, int accumulate,
                                floatX *aux, int epilogue, cudaStream_t stream) {
     CUDA_REQUIRE(g_cublaslt_handle != NULL);  // call matmul_setup() first
     // epilogue vectors/matrices: the heuristic reads their pointer values for alignment, and
     // under-aligned bias pointers have been reported to fault; all zeroc buffers are 16-aligned
     CUDA_REQUIRE(bias == NULL || is_aligned16(bias));
-    CUDA_REQUIRE(epilogue == 0 || (aux != NULL && is_aligned16(aux) && m % 8 == 0));  // AUX_LD = m, divisible by 8
+    const int uses_aux = epilogue == 1 || epilogue == 2;
+    CUDA_REQUIRE(!uses_aux || (aux != NULL && is_aligned16(aux) && m % 8 == 0));  // AUX_LD = m, divisible by 8
     if (epilogue == 2) CUDA_REQUIRE(bias == NULL);
-    if (epilogue == 0) aux = NULL;
+    if (epilogue == 3) CUDA_REQUIRE(bias != NULL);
+    if (!uses_aux) aux = NULL;
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (epilogue == 1) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     else if (epilogue == 2) epi = CUBLASLT_EPILOGUE_DGELU;
+    else if (epilogue == 3) epi = CUBLASLT_EPILOGUE_BGRADB;
     else if (bias) epi = CUBLASLT_EPILOGUE_BIAS;
-    MatmulKey key = {m, n, k, transA != 0, transB != 0, (int32_t)epi, matmul_ptr_alignment(a), matmul_ptr_alignment(b),
-                     matmul_ptr_alignment(d), bias ? matmul_ptr_alignment(bias) : 0, aux ? matmul_ptr_alignment(aux) : 0};
+    MatmulKey key = {m, n, k, transA != 0, transB != 0, (int32_t)epi, bias ? (int32_t)bias_type : -1,
+                     matmul_ptr_alignment(a), matmul_ptr_alignment(b), matmul_ptr_alignment(d),
+                     bias ? matmul_ptr_alignment(bias) : 0, aux ? matmul_ptr_alignment(aux) : 0};
     MatmulPlan once, *p = g_matmul_cache ? matmul_plan_cached(&key, bias, aux) : NULL;
     if (!p) {
         p = &once;
@@ -242,7 +263,7 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
 // the same, exiting with a one-line error when no algorithm exists
 static void matmul_cublaslt(floatX *d, const floatX *a, const floatX *b, const floatX *bias,
                             int m, int n, int k, int transA, int transB, int accumulate, cudaStream_t stream) {
-    if (!matmul_cublaslt_try(d, a, b, bias, m, n, k, transA, transB, accumulate, NULL, 0, stream)) {
+    if (!matmul_cublaslt_try(d, a, b, bias, CUDA_R_FLOATX, m, n, k, transA, transB, accumulate, NULL, 0, stream)) {
         fprintf(stderr, "error: cuBLASLt: no algorithm for m=%d n=%d k=%d transA=%d transB=%d bias=%d\n",
                 m, n, k, transA, transB, bias != NULL);
         exit(1);
@@ -295,11 +316,17 @@ __global__ void matmul_dbias_kernel(float *partial, floatX *dbias, const floatX 
     }
 }
 
-__global__ void matmul_dbias_reduce_kernel(floatX *dbias, const float *__restrict__ partial, int G, int OC) {
+__device__ __forceinline__ float matmul_f32(float x) { return x; }
+__device__ __forceinline__ float matmul_f32(floatX x) { return bf2f(x); }
+
+// dbias[c] += the sum of G partial rows (fp32: the kernel's splits; or one row the BGRADB
+// epilogue wrote, fp32 or floatX)
+template <class P>
+__global__ void matmul_dbias_reduce_kernel(floatX *dbias, const P *__restrict__ partial, int G, int OC) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= OC) return;
     float acc = 0.0f;
-    for (int g = 0; g < G; g++) acc += partial[(size_t)g * OC + c];
+    for (int g = 0; g < G; g++) acc += matmul_f32(partial[(size_t)g * OC + c]);
     dbias[c] = f2bf(bf2f(dbias[c]) + acc);
 }
 
@@ -321,9 +348,28 @@ static void matmul_dbias(floatX *dbias, float *scratch, const floatX *dout, int 
     matmul_dbias_kernel<<<grid, block, 0, stream>>>(scratch, dbias, dout, N, OC, gy == 1);
     cudaCheckLaunch();
     if (gy > 1) {
-        matmul_dbias_reduce_kernel<<<(int)ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, gy, OC);
+        matmul_dbias_reduce_kernel<float><<<(int)ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, gy, OC);
         cudaCheckLaunch();
     }
+}
+
+// dweight[OC,C] += dout^T inp as matmul_backward computes it, with dbias[OC] += the column sums
+// of dout from the same GEMM's BGRADB epilogue (written into scratch as fp32 where cuBLASLt
+// takes that type, else as floatX, then added). Returns 0, having written nothing, when
+// cuBLASLt has an algorithm for neither.
+static int matmul_dweight_dbias_epilogue(floatX *dweight, floatX *dbias, float *scratch, const floatX *inp,
+                                         const floatX *dout, int N, int C, int OC, cudaStream_t stream) {
+    const cudaDataType_t types[2] = {CUDA_R_32F, CUDA_R_FLOATX};
+    for (int i = 0; i < 2; i++) {
+        if (!matmul_cublaslt_try(dweight, inp, dout, scratch, types[i], C, OC, N, 0, 1, 1, NULL, 3, stream)) continue;
+        g_matmul_bias_grad_type = types[i];
+        const int blocks = (int)ceil_div(OC, 256);
+        if (i == 0) matmul_dbias_reduce_kernel<float><<<blocks, 256, 0, stream>>>(dbias, scratch, 1, OC);
+        else matmul_dbias_reduce_kernel<floatX><<<blocks, 256, 0, stream>>>(dbias, (const floatX *)scratch, 1, OC);
+        cudaCheckLaunch();
+        return 1;
+    }
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -337,7 +383,7 @@ static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight,
     if (pre_gelu) {
         CUDA_REQUIRE(OC % 8 == 0);
         if (g_matmul_gelu_fusion &&
-            matmul_cublaslt_try(out, weight, inp, bias, OC, N, C, 1, 0, 0, pre_gelu, 1, stream))
+            matmul_cublaslt_try(out, weight, inp, bias, CUDA_R_FLOATX, OC, N, C, 1, 0, 0, pre_gelu, 1, stream))
             return;
         if (g_matmul_gelu_fusion) g_matmul_gelu_fallbacks++;
         matmul_cublaslt(pre_gelu, weight, inp, bias, OC, N, C, 1, 0, 0, stream);
@@ -354,18 +400,25 @@ static void matmul_forward(floatX *out, const floatX *inp, const floatX *weight,
 //   dweight[OC,C] += dout^T @ inp                skipped when dweight == NULL
 //   dbias[OC] += sum_n dout                      skipped when dbias == NULL; dbias_scratch:
 //                                                matmul_dbias_scratch_floats(OC) floats
+//     g_matmul_bias_grad_epilogue = 1 (and dweight, dbias_scratch given): from the dweight
+//     GEMM's epilogue (matmul_dweight_dbias_epilogue), else the column-sum kernel
 static void matmul_backward(floatX *dinp, floatX *dweight, floatX *dbias, float *dbias_scratch,
                             const floatX *dout, const floatX *inp, const floatX *weight,
                             int N, int C, int OC, const floatX *pre_gelu, cudaStream_t stream) {
     if (N <= 0) return;
-    if (dbias) matmul_dbias(dbias, dbias_scratch, dout, N, OC, stream);
+    int dweight_dbias_done = 0;
+    if (dbias && dweight && dbias_scratch && g_matmul_bias_grad_epilogue) {
+        dweight_dbias_done = matmul_dweight_dbias_epilogue(dweight, dbias, dbias_scratch, inp, dout, N, C, OC, stream);
+        if (!dweight_dbias_done) g_matmul_bias_grad_fallbacks++;
+    }
+    if (dbias && !dweight_dbias_done) matmul_dbias(dbias, dbias_scratch, dout, N, OC, stream);
     if (dinp) {
         // column-major dinp^T[C,N] = weight^T[C,OC] (stored [OC rows of C]: ld C, op N) x dout^T[OC,N] (op N)
         int done = 0;
         if (pre_gelu) {
             CUDA_REQUIRE(C % 8 == 0);
             if (g_matmul_gelu_fusion)
-                done = matmul_cublaslt_try(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, (floatX *)pre_gelu, 2, stream);
+                done = matmul_cublaslt_try(dinp, weight, dout, NULL, CUDA_R_FLOATX, C, N, OC, 0, 0, 0, (floatX *)pre_gelu, 2, stream);
             if (!done) {
                 if (g_matmul_gelu_fusion) g_matmul_gelu_fallbacks++;
                 matmul_cublaslt(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, stream);
@@ -376,7 +429,7 @@ static void matmul_backward(floatX *dinp, floatX *dweight, floatX *dbias, float 
             matmul_cublaslt(dinp, weight, dout, NULL, C, N, OC, 0, 0, 0, stream);
         }
     }
-    if (dweight) {
+    if (dweight && !dweight_dbias_done) {
         // column-major dweight^T[C,OC] += inp^T[C,N] (op N, ld C) x dout[N,OC] (stored [OC,N] col-major: op T)
         matmul_cublaslt(dweight, inp, dout, NULL, C, OC, N, 0, 1, 1, stream);
     }

@@ -15,3 +15,19 @@ dev/cuda/bin/%: dev/cuda/%.cu $(CUDA_KERNEL_HEADERS)
 	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt -lcublas -lgomp
 
 cuda-dev: $(CUDA_DEV_BINS)
+
+# The flash attention kernels (cuda/flash_attention.cuh) run on the CPU by an emulation of the
+# instructions they use (dev/cuda/flash_emulate.h): plain g++, no GPU and no CUDA toolkit
+# (tests/test_flash_emulate.sh). -U_FORTIFY_SOURCE: the emulation switches between thread stacks
+# with longjmp, which the fortified longjmp refuses.
+FLASH_EMULATE_DEPS := dev/cuda/flash_emulate.cpp dev/cuda/flash_emulate.h dev/cuda/host_check.h dev/cuda/attention_ref.h \
+                      cuda/flash_attention.cuh cuda/sizes.h
+FLASH_EMULATE_FLAGS := -O2 -std=c++17 -I. -Wall -Wno-unknown-pragmas -Wno-unused-function -fno-strict-aliasing \
+                       -U_FORTIFY_SOURCE -fopenmp
+dev/cuda/bin/flash_emulate: $(FLASH_EMULATE_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(FLASH_EMULATE_FLAGS) $< -o $@
+# the same under AddressSanitizer (out-of-bounds global accesses of the kernels' own loads and stores)
+dev/cuda/bin/flash_emulate_asan: $(FLASH_EMULATE_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(filter-out -O2,$(FLASH_EMULATE_FLAGS)) -O1 -fsanitize=address -fno-omit-frame-pointer $< -o $@

@@ -45,15 +45,15 @@ expect_error "unknown arch" "unknown architecture" 1 $T0 --arch gpt5
 expect_error "unknown preset" "unknown preset" 1 $T0 --preset huge
 expect_error "unknown attention kernels" "--attention: expected cublas, flash or auto" 1 $T0 --attention fast
 # the GPU step's path flags: one note each on the CPU trainer, which has one path
-GPU_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 0 --plan-cache 1"
+GPU_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 0 --plan-cache 1 --bias-grad-epilogue 1"
 $T0 $M --train "$TMP/ok.bin" --steps 0 $GPU_PATHS > "$TMP/gpuflags.txt" 2>&1
 st=$?
-n=0; for f in --attention --lean-step --fuse-residual --device-loss --plan-cache; do
+n=0; for f in --attention --lean-step --fuse-residual --device-loss --plan-cache --bias-grad-epilogue; do
     grep -q "^note: $f: picks one of the GPU trainer's step paths (train_gpt); the CPU trainer has one" "$TMP/gpuflags.txt" && n=$((n + 1))
 done
-[ $st -eq 0 ] && [ $n -eq 5 ] && [ "$(grep -c "^note: " "$TMP/gpuflags.txt")" -eq 5 ]
-check "the CPU trainer says that each of the GPU step's path flags is the GPU trainer's ($n of 5 notes)" $?
-for f in --lean-step --fuse-residual --device-loss --plan-cache; do
+[ $st -eq 0 ] && [ $n -eq 6 ] && [ "$(grep -c "^note: " "$TMP/gpuflags.txt")" -eq 6 ]
+check "the CPU trainer says that each of the GPU step's path flags is the GPU trainer's ($n of 6 notes)" $?
+for f in --lean-step --fuse-residual --device-loss --plan-cache --bias-grad-epilogue; do
     expect_error "$f 2" "$f: expected an integer in \[0, 1\], got '2'" 1 $T0 $f 2
 done
 expect_error "the removed --gpu-baseline" "unknown flag '--gpu-baseline'" 1 $T0 --gpu-baseline 1

@@ -33,11 +33,14 @@
 #  13 nccl       NCCL with 2 ranks on one GPU (NCCL 2.30 or later, NCCL_MULTI_RANK_GPU_ENABLE=1): --comm nccl
 #                against --comm mpi at stages 0-3 (losses, final weights, every unit's reduction started in
 #                the backward); below 2.30 the refusal, one line naming the version (the section is skipped)
+#  14 bgrad      --bias-grad-epilogue 1 (the bias gradients from the dweight GEMMs' cuBLASLt BGRADB epilogue): the
+#                first step's loss bitwise, the losses within 5e-4 over 6 steps (gpt2, stages 0 and 3); llama
+#                (no biases) bitwise
 # Exit 0 when every check passed, 1 when one failed, 77 without a GPU or when every section run was skipped.
 # On the lent GPU machine run it through scripts/gpu_check.sh, which sets up .gpu_deps first and runs the
 # sections in parallel groups.
 cd "$(dirname "$0")/.."
-SECTIONS=(test_gpt cpu resume stages ranks brown fp16 recompute loss lean flash fusion nccl)
+SECTIONS=(test_gpt cpu resume stages ranks brown fp16 recompute loss lean flash fusion nccl bgrad)
 for key in ${GPU_TEST_ONLY//,/ }; do
     [[ " ${SECTIONS[*]} " == *" $key "* ]] || { echo "error: GPU_TEST_ONLY: unknown section '$key' (${SECTIONS[*]})"; exit 2; }
 done
@@ -737,6 +740,27 @@ ok = (ha == hb).all() and np.isfinite(a).all() and norm <= 1e-3 and ca["reduced_
 sys.exit(0 if ok else 1)
 PYEOF
         st=$?; check "stage $z, 2 ranks on one GPU: --comm nccl within 1e-4 of --comm mpi (losses), final weights within 1e-3, the same bytes, every reduction started in the backward" $st
+    done
+}
+section_bgrad() {
+    section "== 14. --bias-grad-epilogue 1: bias gradients from the dweight GEMMs' epilogue against the kernel"
+    # The column sums of dout in another order (cuBLASLt's), rounded once more where cuBLASLt writes them in
+    # bf16 (dev/cuda/matmul checks the gradients themselves): the first step's loss is the same forward,
+    # bitwise; later losses move by the updates' differences, within flash's tolerance against cublas.
+    # llama has no biases: the flag changes nothing there, bitwise.
+    local arch v M tag base tol
+    for arch in gpt2 llama; do
+      for v in z0_o0 z3_o0; do
+        M="$(model $arch) --train $TMP/train.bin --batch 4 --accum 2 --steps 6 --quiet 1 --lr 1e-3"
+        [ $v = z3_o0 ] && M="$M --persistence-threshold 0"
+        tag="$TMP/bg_${arch}_${v}_1"; base="$TMP/bg_${arch}_${v}_0"
+        $TO ./build/gpu_$v/train_gpt $M --bias-grad-epilogue 1 --log "$tag.jsonl" > "$tag.out" 2>&1 || tail -n 20 "$tag.out"
+        $TO ./build/gpu_$v/train_gpt $M --log "$base.jsonl" > "$base.out" 2>&1 || tail -n 20 "$base.out"
+        grep -h "^note: --bias-grad-epilogue: cuBLASLt" "$tag.out" | head -1 | sed 's/^/    /'   # the kernel ran instead
+        tol=5e-4; [ $arch = llama ] && tol=0
+        cmp_losses "$arch ${v%_o0}: --bias-grad-epilogue 1 vs 0" "$tag.jsonl" "$base.jsonl" $tol 0
+        st=$?; check "$arch ${v%_o0}: --bias-grad-epilogue 1: step 1 bitwise, $([ $arch = llama ] && echo 'every loss bitwise (no biases)' || echo "losses within $tol of the column-sum kernel's over 6 steps")" $st
+      done
     done
 }
 

@@ -1,11 +1,13 @@
 // dev/cuda/attention_ref.h: the CPU reference of causal attention with grouped-query heads
 // (forward, log-sum-exp, backward), written from docs/model.md in double precision, OpenMP
-// over (batch, kv group). Shared by dev/cuda/attention.cu (the cuBLAS path) and
-// dev/cuda/flash_attention.cu (the fused kernels).
+// over (batch, kv group). Shared by dev/cuda/attention.cu (the cuBLAS path),
+// dev/cuda/flash_attention.cu (the fused kernels) and dev/cuda/flash_emulate.cpp (the fused
+// kernels on the CPU); check_dqkv compares two gradients of qkv part by part.
 #pragma once
 #include <vector>
 #include <cmath>
 #include <algorithm>
+#include "dev/cuda/host_check.h"
 
 // reference forward and backward. qkv [B,T,(H+2KV)*hd], dout [B,T,H*hd].
 // att [B,H,T,T] (probabilities) and lse [B,H,T] (log-sum-exp of each row's scaled scores) are
@@ -85,3 +87,30 @@ static std::vector<float> heads(const std::vector<float> &x, int B, int T, int n
     return r;
 }
 
+// dq, dk, dv of two [B,T,(H+2KV)*hd] gradients, each part checked on its own. A part whose
+// reference is zero (dq and dk at T = 1, where softmax has one term and dS = P (dP - D)
+// vanishes; exactly in double, to rounding in a GPU reference) has no scale for a relative
+// tolerance: computed, it is the rounding difference of dP and D in fp32, so both must be
+// below 1e-5 times the largest |dv|.
+static void check_dqkv(const char *what, const std::vector<float> &got, const std::vector<float> &ref,
+                       int B, int T, int H, int KV, int hd, double nrel) {
+    const int nh = H + 2 * KV;
+    const char *names[3] = {"dq", "dk", "dv"};
+    const int h0[3] = {0, H, H + KV}, h1[3] = {H, H + KV, nh};
+    const std::vector<float> dv = heads(ref, B, T, nh, hd, H + KV, nh);
+    float dv_max = 0;
+    for (float x : dv) dv_max = std::max(dv_max, fabsf(x));
+    for (int i = 0; i < 3; i++) {
+        char name[96];
+        const std::vector<float> g = heads(got, B, T, nh, hd, h0[i], h1[i]), r = heads(ref, B, T, nh, hd, h0[i], h1[i]);
+        float g_max = 0, r_max = 0;
+        for (size_t j = 0; j < r.size(); j++) g_max = std::max(g_max, fabsf(g[j])), r_max = std::max(r_max, fabsf(r[j]));
+        if (r_max <= 1e-5f * dv_max && dv_max > 0) {
+            snprintf(name, sizeof(name), "%s %s (zero): max |got| %.1e <= 1e-5 max |dv|", what, names[i], g_max);
+            check_true(name, g_max <= 1e-5f * dv_max);  // NaN fails too
+            continue;
+        }
+        snprintf(name, sizeof(name), "%s %s", what, names[i]);
+        check_close(name, g, r, 1e-2f, 5e-2f, nrel);
+    }
+}

@@ -1,11 +1,13 @@
 // dev/cuda/kernel_check.cuh: the shared harness of the dev/cuda kernel programs:
-// GPU detection (exit 77 "SKIP" without one), host random numbers, bf16 <-> float transfers,
-// output poisoning, tolerance checks that print max abs / rel error, and event timing.
+// GPU detection (exit 77 "SKIP" without one), bf16 <-> float transfers, output poisoning and
+// event timing; host random numbers and the tolerance checks that print max abs / rel error
+// come from dev/cuda/host_check.h (no CUDA: the CPU emulation of the flash kernels uses them).
 #pragma once
 #include <vector>
 #include <algorithm>
 #include <cmath>
 #include "cuda/common.cuh"
+#include "dev/cuda/host_check.h"
 
 // exits 77 with "SKIP: ..." when no CUDA device can be used
 static void dev_require_gpu(void) {
@@ -22,22 +24,7 @@ static void dev_require_gpu(void) {
 }
 
 // ----------------------------------------------------------------------------
-// host random numbers (splitmix64), reproducible
-
-static uint64_t g_dev_rng = 0x2545F4914F6CDD1Dull;
-static inline uint64_t dev_rand_u64(void) {
-    uint64_t z = (g_dev_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static inline float dev_rand_uniform(void) { return (float)((dev_rand_u64() >> 40) * (1.0 / 16777216.0)); }  // [0,1)
-static inline float dev_rand_normal(void) {
-    float u1 = dev_rand_uniform(), u2 = dev_rand_uniform();
-    if (u1 < 1e-7f) u1 = 1e-7f;
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
-}
-static inline int dev_rand_int(int n) { return (int)(dev_rand_u64() % (uint64_t)n); }
+// host values as the GPU stores them (bf16)
 
 // value i of a random stream (seed): uniform in [-1, 1), whichever thread computes it (OpenMP fills)
 static float dev_hrand(uint64_t seed, size_t i) {
@@ -108,68 +95,6 @@ template <class T> static std::vector<unsigned char> dev_bytes(const T *d, size_
 }
 
 // ----------------------------------------------------------------------------
-// checks
-
-static int g_dev_failures = 0;
-
-// Element i passes when |got - ref| <= atol + rtol * |ref|, atol = atol_frac * max|ref|;
-// the whole output also needs ||got - ref|| / ||ref|| <= nrel_tol. NaN or Inf fails.
-// Prints one line; returns 1 on pass and counts failures in g_dev_failures.
-static int check_close(const char *name, const float *got, const float *ref, size_t n,
-                       float atol_frac, float rtol, double nrel_tol = 1e-2) {
-    double maxref = 0;
-    for (size_t i = 0; i < n; i++) maxref = std::max(maxref, (double)fabsf(ref[i]));
-    const double atol = atol_frac * maxref + 1e-30;
-    double max_abs = 0, max_rel = 0, num = 0, den = 0;
-    size_t bad = 0, first_bad = (size_t)-1, nonfinite = 0;
-    for (size_t i = 0; i < n; i++) {
-        double g = got[i], r = ref[i];
-        if (!std::isfinite(g)) {
-            nonfinite++;
-            if (first_bad == (size_t)-1) first_bad = i;
-            continue;
-        }
-        double d = fabs(g - r);
-        max_abs = std::max(max_abs, d);
-        if (fabs(r) > atol) max_rel = std::max(max_rel, d / fabs(r));
-        num += d * d;
-        den += r * r;
-        if (d > atol + rtol * fabs(r)) {
-            bad++;
-            if (first_bad == (size_t)-1) first_bad = i;
-        }
-    }
-    double nrel = den > 0 ? sqrt(num / den) : sqrt(num);
-    int ok = bad == 0 && nonfinite == 0 && nrel <= nrel_tol;
-    printf("  %-28s n=%-10zu max_abs=%.3e max_rel=%.3e norm_rel=%.3e (atol %.1e rtol %.1e) %s", name, n, max_abs,
-           max_rel, nrel, atol, rtol, ok ? "OK" : "FAIL");
-    if (!ok) {
-        if (first_bad != (size_t)-1)
-            printf("  [%zu bad, %zu non-finite; first at %zu: got %.6g ref %.6g]", bad, nonfinite, first_bad,
-                   (double)got[first_bad], (double)ref[first_bad]);
-        else
-            printf("  [norm_rel above %.1e]", nrel_tol);
-        g_dev_failures++;
-    }
-    printf("\n");
-    return ok;
-}
-static int check_close(const char *name, const std::vector<float> &got, const std::vector<float> &ref,
-                       float atol_frac, float rtol, double nrel_tol = 1e-2) {
-    if (got.size() != ref.size()) {
-        printf("  %-28s size mismatch %zu vs %zu FAIL\n", name, got.size(), ref.size());
-        g_dev_failures++;
-        return 0;
-    }
-    return check_close(name, got.data(), ref.data(), got.size(), atol_frac, rtol, nrel_tol);
-}
-static int check_true(const char *name, int cond) {
-    printf("  %-28s %s\n", name, cond ? "OK" : "FAIL");
-    if (!cond) g_dev_failures++;
-    return cond;
-}
-
-// ----------------------------------------------------------------------------
 // timing: median over `rounds` of the mean time of `iters` calls, after a warm-up
 
 template <class F> static float time_us(F f, int iters = 50, int rounds = 5) {
@@ -197,9 +122,10 @@ template <class F> static float time_us(F f, int iters = 50, int rounds = 5) {
 
 // two ways to compute the same thing, timed alternately (A B A B A B) so that a drift of the
 // clock or of the machine touches both: the median of three time_us medians each
-template <class FA, class FB> static void time_us_alternating(FA fa, FB fb, float *us_a, float *us_b) {
+template <class FA, class FB>
+static void time_us_alternating(FA fa, FB fb, float *us_a, float *us_b, int iters = 50, int rounds = 5) {
     float a[3], b[3];
-    for (int r = 0; r < 3; r++) { a[r] = time_us(fa); b[r] = time_us(fb); }
+    for (int r = 0; r < 3; r++) { a[r] = time_us(fa, iters, rounds); b[r] = time_us(fb, iters, rounds); }
     std::sort(a, a + 3);
     std::sort(b, b + 3);
     *us_a = a[1];

@@ -1,6 +1,7 @@
 // dev/cuda/matmul.cu: cuBLASLt linear layer, forward (bias epilogue; GELU-aux epilogue, fused
 // and unfused) and backward (dinp, dinp with the DGELU epilogue fused and unfused, dweight +=,
-// dbias += deterministic) against a CPU reference (double, OpenMP); timed in TFLOP/s.
+// dbias += deterministic, and dbias from the dweight GEMM's BGRADB epilogue against the kernel)
+// against a CPU reference (double, OpenMP); timed in TFLOP/s, the two dbias ways alternately.
 // The cuBLASLt plan cache: on GPT-2 124M's calls (B=16, T=1024), cached calls bitwise equal to
 // uncached ones (also with pointers only 16-byte aligned), no heuristic run after a shape's first
 // call, and the host time per call of each (medians, the two modes alternating).
@@ -26,6 +27,39 @@ static floatX *to_dev_off(const std::vector<float> &h) {
     return d;
 }
 template <class T> static void free_off(T *p) { cudaCheck(cudaFree(p - g_off)); }
+
+// The bias gradient from the dweight GEMM's BGRADB epilogue (g_matmul_bias_grad_epilogue,
+// --bias-grad-epilogue 1), dweight and dbias starting from dw0, db0 again: dbias against the
+// reference with the kernel's tolerance where cuBLASLt wrote the sums in fp32 (with two bf16
+// roundings' where only in bf16: the sum rounded, then the add), and against the kernel's
+// db_kernel within two bf16 roundings (not bitwise: cuBLASLt sums the rows in its own order);
+// dweight against the reference; both bitwise repeatable.
+static void check_bias_grad_epilogue(floatX *d_dw, floatX *d_db, float *d_scratch, const floatX *d_dout, const floatX *d_inp,
+                                     const floatX *d_w, const std::vector<float> &dw0, const std::vector<float> &db0,
+                                     const std::vector<float> &dw_ref, const std::vector<float> &db_ref,
+                                     const std::vector<float> &db_kernel, int N, int C, int OC) {
+    g_matmul_bias_grad_epilogue = 1;
+    const long fallbacks0 = g_matmul_bias_grad_fallbacks;
+    std::vector<float> dw[2], db[2];
+    for (int r = 0; r < 2; r++) {
+        upload_bf16(d_dw, dw0.data(), (size_t)OC * C);
+        upload_bf16(d_db, db0.data(), OC);
+        matmul_backward(NULL, d_dw, d_db, d_scratch, d_dout, d_inp, d_w, N, C, OC, NULL, 0);
+        dw[r] = from_device_bf16(d_dw, (size_t)OC * C);
+        db[r] = from_device_bf16(d_db, OC);
+    }
+    g_matmul_bias_grad_epilogue = 0;
+    if (g_matmul_bias_grad_fallbacks > fallbacks0) {
+        printf("  dbias epilogue: cuBLASLt has no BGRADB algorithm for this shape (the kernel ran: nothing to check)\n");
+        return;
+    }
+    const int f32 = g_matmul_bias_grad_type == CUDA_R_32F;
+    printf("  dbias epilogue: cuBLASLt wrote the column sums in %s\n", f32 ? "fp32" : "bf16");
+    check_close("dbias (epilogue)", db[0], db_ref, f32 ? 1e-3f : 8e-3f, f32 ? 1e-2f : 1.6e-2f);
+    check_close("dbias epilogue vs kernel", db[0], db_kernel, f32 ? 2e-3f : 8e-3f, 1.6e-2f);
+    check_close("dweight (with the epilogue)", dw[0], dw_ref, 5e-3f, 1e-2f);
+    check_true("dbias epilogue bitwise repeatable", dw[0] == dw[1] && db[0] == db[1]);
+}
 
 static void run_case(int N, int C, int OC) {
     printf("N=%d C=%d OC=%d%s\n", N, C, OC, g_off ? " (pointers 16-byte but not 256-byte aligned)" : "");
@@ -97,6 +131,7 @@ static void run_case(int N, int C, int OC) {
     upload_bf16(d_db, db0.data(), OC);
     matmul_backward(NULL, NULL, d_db, d_scratch, d_dout, d_inp, d_w, N, C, OC, NULL, 0);
     check_true("dbias bitwise deterministic", memcmp(from_device_bf16(d_db, OC).data(), g_db.data(), OC * sizeof(float)) == 0);
+    check_bias_grad_epilogue(d_dw, d_db, d_scratch, d_dout, d_inp, d_w, dw0, db0, dw_ref, db_ref, g_db, N, C, OC);
     for (int fusion = 1; fusion >= 0; fusion--) {
         g_matmul_gelu_fusion = fusion;
         dev_poison(d_dinp, (size_t)N * C);
@@ -134,6 +169,15 @@ static void time_case(int N, int C, int OC, int gelu_fwd, int gelu_bwd) {
     report_flops(name, us, 2.0 * flops);
     us = time_us([&] { matmul_dbias(db, scratch, dout, N, OC, 0); });
     report_bw("  of which dbias", us, (double)N * OC * sizeof(floatX));
+    // the same backward with the bias gradient from the dweight GEMM's epilogue, alternately
+    float us_kernel, us_epilogue;
+    const long fallbacks0 = g_matmul_bias_grad_fallbacks;
+    time_us_alternating([&] { g_matmul_bias_grad_epilogue = 0; matmul_backward(dinp, dw, db, scratch, dout, inp, w, N, C, OC, gelu_bwd ? pre_in : NULL, 0); },
+                        [&] { g_matmul_bias_grad_epilogue = 1; matmul_backward(dinp, dw, db, scratch, dout, inp, w, N, C, OC, gelu_bwd ? pre_in : NULL, 0); },
+                        &us_kernel, &us_epilogue, 10, 5);
+    g_matmul_bias_grad_epilogue = 0;
+    printf("  time bwd N=%d C=%d OC=%d dbias kernel %.1f us, dbias in the epilogue %.1f us (%.2fx)%s\n", N, C, OC, us_kernel,
+           us_epilogue, us_kernel / us_epilogue, g_matmul_bias_grad_fallbacks > fallbacks0 ? " [no BGRADB algorithm: the kernel ran]" : "");
     cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(w)); cudaCheck(cudaFree(bias)); cudaCheck(cudaFree(out));
     cudaCheck(cudaFree(pre)); cudaCheck(cudaFree(dout)); cudaCheck(cudaFree(dinp)); cudaCheck(cudaFree(dw));
     cudaCheck(cudaFree(db)); cudaCheck(cudaFree(pre_in)); cudaCheck(cudaFree(scratch));
@@ -286,6 +330,7 @@ int main(void) {
     g_off = 0;
     // informational: 0 means every "(fused)" check above really ran the cuBLASLt GELU epilogues
     printf("fused GELU/DGELU epilogue unavailable (fell back) %ld times\n", g_matmul_gelu_fallbacks);
+    printf("BGRADB bias-gradient epilogue unavailable (fell back) %ld times\n", g_matmul_bias_grad_fallbacks);
     // GPT-2 124M at B=16, T=1024: qkv, attproj, fc (+gelu), fcproj, and the tied classifier
     const int N = 16 * 1024;
     time_case(N, 768, 2304, 0, 0);
