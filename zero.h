@@ -50,8 +50,9 @@
 // micro-steps at its place in the full gradient buffer, as in stage 1. On the last
 // micro-step the unit's all-reduce starts as soon as its backward is done, so it
 // overlaps the backward of the units before it: PyTorch DDP's gradient buckets and
-// DeepSpeed's overlap_comm, with the units as the buckets. Every rank then runs the
-// same AdamW on the same averaged gradient.
+// DeepSpeed's overlap_comm, with the units as the buckets (--overlap-reduce 0 starts
+// them all at the boundary instead). Every rank then runs the same AdamW on the same
+// averaged gradient.
 
 static floatX *zero_full_grads(Zero *z, int u) { return z->grads + z->plan.u[u].full_off; }
 
@@ -291,7 +292,7 @@ static void zero_end_pass(Zero *z) {
 static void zero_grads_end(Zero *z, int u) {
     if (z->grads_observer) z->grads_observer(z->observer_ctx, u, z->unit_grads[u]);
     if (ZERO_STAGE >= 2) zero_reduce_scatter_slot(z, u);
-    else if (z->micro == z->cfg->accum - 1) zero_start_grad_reduce(z, u, 1);
+    else if (z->micro == z->cfg->accum - 1 && z->cfg->overlap_reduce) zero_start_grad_reduce(z, u, 1);
 }
 
 // The gradients one backward step writes: opened at the first step that writes a unit,

@@ -38,7 +38,7 @@ ROWS=${GPU_TRAIN_ROWS:-$T/rows}
 touch "$ROWS"
 PY=python3
 COMMON="$SHAPE --steps $STEPS --lr 6e-4 --warmup 10"
-NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1 --bias-grad-epilogue 1"
+. scripts/gpu_paths.sh   # NEW_PATHS
 rc_all=0
 
 # one zeroc row: NAME BINARY [flags]; appends "name|tok/s|ms|FLOP per token|fwd|bwd|comm|optim|GiB|flags" to $ROWS

@@ -89,7 +89,7 @@ static const DsKey DS_KEYS[] = {
     // ZeRO (zero.h)
     {"zero_optimization", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO (`zero.h`); unknown keys inside are errors"},
     {"zero_optimization.stage", NULL, DS_HONOURED, JT_INT, &R_STAGE, K_STAGE, NULL, "`--zero-stage`: must equal the compiled stage (`make ... ZERO=k`)"},
-    {"zero_optimization.overlap_comm", NULL, DS_HONOURED, JT_BOOL, NULL, K_OVERLAP_COMM, NULL, "`--prefetch`: stage 3 gathers the next unit while this one computes. In stages 0-2 the gradient reductions always overlap the backward (each unit's starts when its backward finishes; they cost no extra memory here), so the key changes nothing there"},
+    {"zero_optimization.overlap_comm", NULL, DS_HONOURED, JT_BOOL, NULL, K_OVERLAP_COMM, NULL, "`--prefetch` and `--overlap-reduce`: stage 3 gathers the next unit while this one computes; stages 0-1 start each unit's gradient reduction when its backward finishes (they cost no extra memory here). Stage 2 always reduces each unit in the backward. Absent: prefetch on, and the reductions overlap on the CPU; on the GPU they wait for the boundary until a device run validates the overlap"},
     {"zero_optimization.stage3_param_persistence_threshold", "param_persistence_threshold", DS_HONOURED, JT_INT, &R_COUNT, K_PERSISTENCE, NULL, "`--persistence-threshold`: stage-3 units of at most this many elements stay whole"},
     {"zero_optimization.stage3_max_live_parameters", "max_live_parameters", DS_HONOURED, JT_INT, &R_COUNT, K_MAX_LIVE, NULL, "`--max-live`: cap on gathered parameter elements"},
     {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload (GPU trainer) and ZeRO-Infinity (both trainers) of the optimizer state"},
@@ -385,10 +385,10 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_CLIP: c->grad_clip = (float)d; break;
     case K_STAGE: c->zero_stage = (int)d; c->from[FROM_STAGE] = path; break;
     case K_OVERLAP_COMM:
-        c->prefetch = cJSON_IsTrue(v);
-        if (ZERO_STAGE < 3)   // the estimator's stage-3 rows still use it
-            report_at(x->r, MSG_NOTE, path, "%s: stages 0-2 always overlap each unit's gradient reduction with the backward; "
-                      "the key applies to stage 3's prefetch", cJSON_IsTrue(v) ? "true" : "false");
+        c->prefetch = c->overlap_reduce = cJSON_IsTrue(v);
+        if (ZERO_STAGE == 2)   // the estimator's stage-3 rows still use it
+            report_at(x->r, MSG_NOTE, path, "%s: stage 2 always reduces each unit's gradient in the backward; "
+                      "the key applies to stages 0-1's reductions and stage 3's prefetch", cJSON_IsTrue(v) ? "true" : "false");
         break;
     case K_PERSISTENCE: c->persistence_threshold = (long long)d; break;
     case K_MAX_LIVE: c->max_live_elems = (long long)d; break;

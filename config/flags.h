@@ -76,6 +76,8 @@ static void print_help(FILE *f, const char *prog) {
            "  --persistence-threshold N  stage 3: units this small stay whole\n"
            "  --max-live N             stage 3: cap on gathered parameter elements\n"
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
+           "  --overlap-reduce 0|1     stages 0-1: start each unit's gradient reduction when its backward ends\n"
+           "                           (default 1 on the CPU, 0 on the GPU until a device run validates it)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
@@ -411,6 +413,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
     int ffn_set = 0, job_flag = 0;
+    const char *overlap_flag = NULL;
     const char *gpu_path_given[6] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache,
                                            // --bias-grad-epilogue (as given)
     ModelConfig *m = &c->model;
@@ -494,6 +497,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--persistence-threshold")) c->persistence_threshold = (long long)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--max-live")) c->max_live_elems = (long long)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--prefetch")) c->prefetch = flag_int(a, v, 0, 1);
+        else if (!strcmp(a, "--overlap-reduce")) { c->overlap_reduce = flag_int(a, v, 0, 1); overlap_flag = a; }
         else if (!strcmp(a, "--offload")) {   // the device: "cpu" or "none", not "nvme"
             c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload";
             c->nvme_optim_dir[0] = 0; c->from[FROM_NVME_OPTIM] = NULL;
@@ -546,6 +550,8 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         if (gpu_path_given[i]) report_at(&rep, MSG_NOTE, gpu_path_given[i], "picks one of the GPU trainer's step paths (train_gpt); the CPU trainer has one");
 #endif
     (void)gpu_path_given;
+    if (overlap_flag && ZERO_STAGE >= 2)
+        report_at(&rep, MSG_NOTE, overlap_flag, "no effect at stage %d: each unit's gradient is reduced in the backward", ZERO_STAGE);
     if (job_flag && !c->tensorboard && !c->csv_monitor && !c->wandb)
         report_at(&rep, MSG_NOTE, "--job-name", "no effect without --tensorboard DIR or --csv-monitor DIR (or their config blocks)");
     config_check(c, &rep);

@@ -127,6 +127,7 @@ typedef struct {
     long long persistence_threshold;// stage3_param_persistence_threshold
     long long max_live_elems;       // stage3_max_live_parameters
     int prefetch;                   // stage-3 prefetch of the next unit (overlap_comm)
+    int overlap_reduce;             // stages 0-1: each unit's gradient reduction starts when its backward ends (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
     // ZeRO-Infinity (zero/state.h): state in each rank's file under a directory on NVMe; "": off
@@ -212,6 +213,9 @@ static void train_config_defaults(TrainConfig *c) {
     c->fuse_residual = 0;
     c->device_loss = 0;
     c->plan_cache = 0;
+    // Stages 0-1 start each unit's gradient reduction inside the backward on the CPU, where it is
+    // tested; the GPU's validated step reduces at the boundary until NCCL's overlap has run on a device.
+    c->overlap_reduce = !TRAINER_IS_GPU;
     c->bias_grad_epilogue = 0;
     c->offload = OFFLOAD;
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero/device.cuh)

@@ -25,10 +25,10 @@
 #                                 export_model, every dev/cuda program (flash attention added to each since)
 #   kernels         120      60   dev/cuda programs not run on a GPU in their present form (all but
 #                                 KERNELS_VALIDATED below; a new program joins by existing)
-#   test_new        200      90   test_gpu.sh 9-12 (each opt-in path against the default) and 1-2 (the
-#                                 default against PyTorch and the CPU trainer), 5 groups in parallel
+#   test_new        200      90   test_gpu.sh 9-12 and 14 (each opt-in path against the default) and 1-2
+#                                 (the default against PyTorch and the CPU trainer), 6 groups in parallel
 #   speed           120      65   bench/gpu_train.sh pairs: GPT-2 124M, B=16, T=1024: the default, each
-#                                 opt-in path, all of them, the default again (8 runs)
+#                                 opt-in path, all of them, the default again (9 runs)
 #   torch           150      70   bench/gpu_train.sh torch: PyTorch eager and torch.compile (compiling ~45 s)
 #   nccl             90      30   test_gpu.sh 13: 2 ranks on one GPU with NCCL (2.30+; below, its refusal),
 #                                 the newest NCCL found first on LD_LIBRARY_PATH (after the timings: a hang
@@ -38,10 +38,11 @@
 #   test_rest       180      60   test_gpu.sh 3-8 (the default path, refactored since it ran), 5 groups in parallel
 #   kernels_rest     90      40   the dev/cuda programs in KERNELS_VALIDATED
 #   nvme             60      45   ZeRO-Infinity on the GPU against CPU offload, bitwise (never run on a GPU)
-#   tensorboard      30       5   hook: TensorBoard's own reader on the trainer's event files (skips while
-#                                 the trainers have no --tensorboard flag)
-#   hf_export        60      20   hook: transformers loads an exported folder, model and tokenizer (skips
-#                                 while tools/export_model writes no tokenizer files)
+#   tensorboard      30       5   TensorBoard's own reader on the GPU trainer's event files, every scalar
+#                                 against its JSONL log (scripts/tensorboard_check.py)
+#   hf_export        60      20   transformers loads an exported folder whole (AutoTokenizer and
+#                                 AutoModelForCausalLM) and continues prompts greedily as zeroc does
+#                                 (scripts/hf_export_check.py)
 # Only when named in GPU_CHECK_ONLY: sanitize_default (the sanitizers on the default path), sample
 # (tests/test_sample_gpu.sh), fp16 (GPT-2 124M on the fp16 build), hf (the export against transformers'
 # numbers), bench_stages (bench/gpu_train.sh stages: --breakdown, stage 3, offload, llama, recompute),
@@ -71,10 +72,10 @@ KERNELS_VALIDATED="attention attention_decode encoder gelu residual rope swiglu"
 # the pending programs most informative first; programs not named here follow in name order
 KERNELS_FIRST="flash_attention adamw global_norm layernorm rmsnorm classifier matmul"
 # test_gpu.sh's sections in parallel groups (each group one process, its sections in order)
-TEST_NEW=${GPU_CHECK_TEST_NEW:-"flash lean loss fusion test_gpt,cpu"}
+TEST_NEW=${GPU_CHECK_TEST_NEW:-"flash lean loss fusion bgrad test_gpt,cpu"}
 TEST_REST=${GPU_CHECK_TEST_REST:-"stages recompute fp16 ranks resume,brown"}
 # every opt-in path of the step at once (config/train_config.h)
-NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1"
+. scripts/gpu_paths.sh   # NEW_PATHS
 dev_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 tag=$(echo "${dev_name:-nogpu}" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
 mkdir -p bench
@@ -355,54 +356,34 @@ sanitize_default() {
     return $rc
 }
 
-# Hook: TensorBoard's own reader (tensorboard's EventAccumulator) on the event files of a short run, whose
-# scalars must be the JSONL log's losses. Skips while the trainers have no --tensorboard flag (written
-# for `--tensorboard DIR`; should the feature land with another form, the run line below changes).
+# TensorBoard's own reader (EventAccumulator) on the event files of a short GPU run: every scalar must be
+# the JSONL log's value (scripts/tensorboard_check.py; make test decodes the same files without tensorboard).
 tensorboard_hook() {
-    ./build/z0/train_gpt_cpu --help 2>/dev/null | grep -q -- "--tensorboard" ||
-        { echo "no --tensorboard flag in the trainers yet: nothing to read"; return 77; }
     "$PY" -c "import tensorboard" 2>/dev/null || { echo "no tensorboard package in $PY"; return 77; }
     local d="$TMPD/tb"
-    ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 5 --quiet 1 --tensorboard "$d" --log "$d.jsonl" ||
-        { echo "the run with --tensorboard $d failed"; return 1; }
-    "$PY" - "$d" "$d.jsonl" <<'PYEOF'
-import json, sys
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-ea = EventAccumulator(sys.argv[1]); ea.Reload()
-tags = ea.Tags().get("scalars", [])
-want = [r["loss"] for r in map(json.loads, open(sys.argv[2])) if r.get("type") == "train"]
-loss = [t for t in tags if "loss" in t and "val" not in t]
-got = [e.value for e in ea.Scalars(loss[0])] if loss else []
-print(f"tensorboard: scalar tags {tags}; {loss[0] if loss else 'no loss tag'}: {len(got)} values, the log's {len(want)}")
-sys.exit(0 if got and len(got) == len(want) and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(got, want)) else 1)
-PYEOF
+    ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 6 --val-every 3 --breakdown 1 --quiet 1 \
+        --tensorboard "$d" --job-name check --log "$d.jsonl" || { echo "the run with --tensorboard $d failed"; return 1; }
+    "$PY" scripts/tensorboard_check.py "$d/check" --log "$d.jsonl"
 }
 
-# Hook: transformers loads an exported folder as a user would (AutoModelForCausalLM and AutoTokenizer from
-# the one directory), encodes and decodes a text and continues it. Skips while tools/export_model writes
-# no tokenizer files.
+# transformers loads an exported folder as a user would (AutoTokenizer and AutoModelForCausalLM from the one
+# directory) and continues two prompts greedily; zeroc's fp32 trainer continues them from the same
+# model.safetensors, and the continuations must agree byte for byte (scripts/hf_export_check.py: a near tie
+# that rounding decides is reported, not counted). The model: the tiny preset trained 30 steps on Brown.
 hf_export_hook() {
-    "$PY" -c "import transformers" 2>/dev/null || { echo "transformers is not installed: skipped"; return 77; }
+    "$PY" -c "import torch, transformers" 2>/dev/null || { echo "no torch and transformers in $PY"; return 77; }
     [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
-    local d="$TMPD/hfx"
-    ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 3 --quiet 1 --save "$d/ck" > /dev/null &&
-        ./build/export_model "$d/ck/$(cat "$d/ck/latest")" "$d/out" || { echo "the run or the export failed"; return 1; }
+    local d="$TMPD/hfx" i=0 args=() p
+    ./build/z0/train_gpt_cpu --preset tiny --batch 8 --seq 64 --steps 30 --lr 3e-3 --quiet 1 --save "$d/ck" > /dev/null &&
+        ./build/export_model "$d/ck/$(cat "$d/ck/latest")" "$d/out" > /dev/null || { echo "the run or the export failed"; return 1; }
     ls "$d/out"
-    [ -e "$d/out/tokenizer.json" ] || [ -e "$d/out/tokenizer_config.json" ] || [ -e "$d/out/vocab.json" ] ||
-        { echo "tools/export_model writes no tokenizer files yet: the folder is not loadable as a whole"; return 77; }
-    "$PY" - "$d/out" <<'PYEOF'
-import sys, torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-tok = AutoTokenizer.from_pretrained(sys.argv[1])
-model = AutoModelForCausalLM.from_pretrained(sys.argv[1])
-text = "The quick brown fox jumps over the lazy dog."
-ids = tok(text, return_tensors="pt").input_ids
-out = model.generate(ids, max_new_tokens=8, do_sample=False)
-logits = model(ids).logits
-print(f"hf_export: {type(model).__name__}, {type(tok).__name__}; {ids.shape[1]} tokens; round trip {tok.decode(ids[0]) == text}; "
-      f"continuation {tok.decode(out[0][ids.shape[1]:])!r}; logits finite {bool(torch.isfinite(logits).all())}")
-sys.exit(0 if tok.decode(ids[0]) == text and bool(torch.isfinite(logits).all()) and out.shape[1] == ids.shape[1] + 8 else 1)
-PYEOF
+    for p in "The jury said" "It was a"; do
+        i=$((i + 1))
+        ./build/z0/train_gpt_cpu --sample 1 --init "$d/out/model.safetensors" --temperature 0 --sample-len 24 \
+            --prompt "$p" --quiet 1 > "$d/z$i.txt" || { echo "zeroc's sample of '$p' failed"; return 1; }
+        args+=(--prompt "$p" "$d/z$i.txt")
+    done
+    "$PY" scripts/hf_export_check.py "$d/out" --sample-len 24 "${args[@]}"
 }
 
 # GPT-2 124M on the Brown data, zeroc's GPU trainer against the PyTorch reference (scripts/train_gpt.py,

@@ -574,7 +574,7 @@ PYEOF
 # test_gpt checks every gradient tensor against PyTorch. Recompute and CPU checkpoints: bitwise (the
 # fused kernels are deterministic: no atomics, fixed loop orders). Not yet run on a GPU.
 # Every opt-in path at once (NEW_PATHS) is checked against PyTorch by test_gpt as well.
-NEW_PATHS="--attention flash --lean-step 1 --fuse-residual 1 --device-loss 1 --plan-cache 1"
+. scripts/gpu_paths.sh   # NEW_PATHS
 section_flash() {
     section "== 11. --attention flash: the fused attention against PyTorch and the cuBLAS attention"
     local arch M INIT v rc tag base
@@ -713,12 +713,13 @@ section_nccl() {
     # 2.6e-5, tolerance 1e-4; both add the two ranks' bf16 values in fp32 and round, but NCCL may average in
     # another order); the final fp32 weights (model.bin) within 1e-3 normwise (set before any run: a wrong
     # reduction moves them by order 1); both count the same bytes, and with NCCL every unit's gradient
-    # reduction starts inside the backward (stages 0-1: the overlap on NCCL's stream)
+    # reduction starts inside the backward (stages 0-1: the overlap on NCCL's stream, --overlap-reduce 1, opt-in
+    # on the GPU until this section passes; MPI's runs keep the default, every reduction at the boundary)
     for z in 0 1 2 3; do
         for b in mpi nccl; do
             d="$TMP/nc_${z}_$b"
             NCCL_MULTI_RANK_GPU_ENABLE=1 $TO $MPIRUN -np 2 ./build/gpu_z${z}_o0/train_gpt $M --comm $b \
-                $([ $z = 3 ] && echo --persistence-threshold 0) --save "$d" --log "$d.jsonl" > "$d.out" 2>&1 || tail -n 20 "$d.out"
+                $([ $z = 3 ] && echo --persistence-threshold 0) $([ $b = nccl ] && echo --overlap-reduce 1) --save "$d" --log "$d.jsonl" > "$d.out" 2>&1 || tail -n 20 "$d.out"
         done
         cmp_losses "stage $z x 2 ranks, nccl vs mpi" "$TMP/nc_${z}_nccl.jsonl" "$TMP/nc_${z}_mpi.jsonl" 1e-4 &&
             "$PY" - "$TMP/nc_${z}_nccl" "$TMP/nc_${z}_mpi" <<'PYEOF'
