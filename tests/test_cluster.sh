@@ -16,7 +16,8 @@ source scripts/cluster.sh
 make -s build/z3/train_gpt_cpu || exit 1
 TR=./build/z3/train_gpt_cpu
 CLUSTER_PREFIX=zct$$   # unique: test runs in several checkouts may overlap
-trap 'cluster_down; rm -rf "$TMP"' EXIT
+BG=""
+trap '[ -n "$BG" ] && kill "$BG" 2> /dev/null; cluster_down; rm -rf "$TMP"' EXIT
 trap 'exit 143' TERM INT HUP
 make_shard "$TMP/train.bin" 20000 250
 STEPS=4
@@ -24,7 +25,7 @@ M=(--preset tiny --vocab 250 --batch 2 --seq 32 --steps "$STEPS" --lr 1e-3 --per
 export OMP_NUM_THREADS=1
 
 # runs in the background so that a signal reaches the trap at once
-bg() { "$@" & wait $!; }
+bg() { "$@" & BG=$!; wait $BG; }
 
 echo "== an existing namespace of the cluster's name is refused and left alone"
 if ! ip netns add "$CLUSTER_PREFIX-n1" 2> /dev/null; then
