@@ -119,6 +119,19 @@ cluster_up() {
         return 77
     fi
     CLUSTER_ACTIVE_PREFIX=$prefix
+    # what the nodes need beyond the namespace: their own host names, and the rate limit
+    if ! err=$(ip netns exec "$prefix-hub" unshare --uts true 2>&1); then
+        ip netns del "$prefix-hub"
+        _cluster_say "skip: unshare --uts is not permitted here (${err%%$'\n'*}); the nodes need their own host names"
+        return 77
+    fi
+    if [ "$bits" -gt 0 ] && ! err=$(ip -n "$prefix-hub" link add probe0 type veth peer name probe1 2>&1 &&
+                                    tc -n "$prefix-hub" qdisc add dev probe0 root tbf rate "$rate" burst 32768 latency 400ms 2>&1); then
+        ip netns del "$prefix-hub"
+        _cluster_say "skip: tc's token bucket filter is not available here (${err%%$'\n'*}; the kernel's sch_tbf); --rate none runs unshaped"
+        return 77
+    fi
+    ip -n "$prefix-hub" link del probe0 2> /dev/null
     mkdir -p "$state" && echo "$$" > "$state/owner" && touch "$state/up"
     # the watchdog: removes the cluster when its owner dies without doing so
     # shellcheck disable=SC2016  # expanded by the watchdog's shell
