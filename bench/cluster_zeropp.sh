@@ -12,6 +12,8 @@
 # count of the bytes between nodes (the JSONL comm record's cross_node_total_bytes; n/a where the
 # build does not count them), side by side, with ratios against the first variant in the same run.
 # A variant the trainer refuses (a build without ZeRO++) is one line saying so; the others still run.
+# The first variant also runs on one node (all ranks in the machine's own namespace, no link) in the
+# same alternation: the step when nothing crosses the link (ONE_NODE=0 leaves it out).
 #
 # Records bench/cluster_zeropp.txt with every run's wall time and the load average around it (not
 # bench/measure.py's verdict: the ranks of the other nodes are not the launching command's
@@ -21,6 +23,7 @@
 #   NODES (2), SLOTS (2: ranks per node), RATES ("1gbit 200mbit"), REPEATS (3), STEPS (6), WARMUP (1)
 #   MODEL ("--preset tiny --batch 4 --seq 64"; the data is data/brown/train.bin)
 #   VARIANTS: lines "label|flags"; default ZeRO-3, +qwZ, +hpZ, +qgZ and all three (the flags below)
+#   ONE_NODE (1)
 #   BIN (build/z3/train_gpt_cpu), RECORD (cluster_zeropp.txt)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -49,12 +52,14 @@ die() { echo "cluster_zeropp: $*" >&2; exit 1; }
 [ "$BIN" != build/z3/train_gpt_cpu ] || make -s build/z3/train_gpt_cpu || die "cannot build $BIN"
 [ -x "$BIN" ] || die "$BIN: no such trainer"
 read -r -a MODEL_FLAGS <<< "$MODEL"
-labels=() flags=()
+labels=() flags=() where=()
 while IFS='|' read -r label f; do
     [ -n "$label" ] || continue
-    labels+=("$label"); flags+=("$f")
+    labels+=("$label"); flags+=("$f"); where+=(cluster)
 done <<< "$VARIANTS"
 [ ${#labels[@]} -gt 0 ] || die "VARIANTS names no variant"
+# the first variant on one node, without the link: what the step costs when nothing crosses it
+if [ "${ONE_NODE:-1}" = 1 ]; then labels+=("${labels[0]}, one node"); flags+=("${flags[0]}"); where+=(local); fi
 
 CLUSTER_PREFIX=zcb$$
 BG=""
@@ -65,8 +70,8 @@ bg() { "$@" & BG=$!; wait $BG; }
 bench_init cluster_zeropp
 bench_header "bench/cluster_zeropp.sh: step time and bytes between nodes of ZeRO-3 and ZeRO++ on a simulated cluster (network namespaces, a tc-shaped link), one run" \
     "other processes are not measured: every run's wall time and the load average around it are at the end"
-export OMP_NUM_THREADS=1   # after the header: nproc counts it
 say "# machine: $(hostname), kernel $(uname -r); $(mpirun --version | head -1); every node's ranks share this machine's $(nproc) cores"
+export OMP_NUM_THREADS=1   # after the header: nproc counts it
 say "# cluster: $NODES nodes x $SLOTS ranks (one OpenMP thread each), rates: $RATES (tc tbf on each node's link, both directions)"
 say "# trainer: $BIN ${MODEL} --train data/brown/train.bin --steps $STEPS; $REPEATS repeats, variants alternating; first $WARMUP step(s) of each run excluded"
 say "# link bytes: what the nodes sent into the switch (port rx counters, TCP/IP headers included), per step, the start-up taken off"
@@ -80,6 +85,15 @@ for i in "${!labels[@]}"; do
     if err=$("$BIN" "${MODEL_FLAGS[@]}" "${F[@]}" --estimate-memory "$W" 2>&1 > /dev/null); then accepted+=(ok)
     else accepted+=("refused by this build: $(echo "$err" | grep -m1 'error' || echo "$err" | head -1)"); fi
 done
+
+# train_run I STEPS LOG: variant I's trainer for STEPS steps, on the cluster or on one node
+train_run() {
+    local launch=("$CLUSTER_MPIRUN") F
+    [ "${where[$1]}" = local ] && launch=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl "self,vader")
+    read -r -a F <<< "${flags[$1]}"
+    bg timeout 600 "${launch[@]}" -np "$W" -x OMP_NUM_THREADS "$BIN" "${MODEL_FLAGS[@]}" "${F[@]}" --steps "$2" \
+        --train data/brown/train.bin --quiet 1 --log "$3.jsonl" > "$3.out" 2>&1 || die "${labels[$1]} failed (see $3.out)"
+}
 
 # link_check: a TCP transfer of about 2 s at the rate from node 1 to node 0, timed by the sender
 # until node 0 has read every byte; prints goodput in Mbit/s
@@ -123,23 +137,17 @@ for rate in $RATES; do
     declare -A START=()
     for i in "${!labels[@]}"; do
         [ "${accepted[$i]}" = ok ] || continue
-        read -r -a F <<< "${flags[$i]}"
-        log=$BENCH_OUT/${rate}_v${i}_start
         b0=$(cluster_link_bytes)
-        bg timeout 600 "$CLUSTER_MPIRUN" -np "$W" -x OMP_NUM_THREADS "$BIN" "${MODEL_FLAGS[@]}" "${F[@]}" --steps 1 \
-            --train data/brown/train.bin --quiet 1 --log "$log.jsonl" > "$log.out" 2>&1 || die "${labels[$i]} failed (see $log.out)"
+        train_run "$i" 1 "$BENCH_OUT/${rate}_v${i}_start"
         START[$i]=$(( $(cluster_link_bytes) - b0 ))
     done
     declare -A BYTES=()
     for ((rep = 1; rep <= REPEATS; rep++)); do
         for i in "${!labels[@]}"; do
             [ "${accepted[$i]}" = ok ] || continue
-            read -r -a F <<< "${flags[$i]}"
-            log=$BENCH_OUT/${rate}_v${i}_r$rep
             b0=$(cluster_link_bytes)
             load0=$(cut -d' ' -f1-3 /proc/loadavg) t0=$(date +%s.%N)
-            bg timeout 600 "$CLUSTER_MPIRUN" -np "$W" -x OMP_NUM_THREADS "$BIN" "${MODEL_FLAGS[@]}" "${F[@]}" --steps "$STEPS" \
-                --train data/brown/train.bin --quiet 1 --log "$log.jsonl" > "$log.out" 2>&1 || die "${labels[$i]} failed (see $log.out)"
+            train_run "$i" "$STEPS" "$BENCH_OUT/${rate}_v${i}_r$rep"
             bytes=$(( $(cluster_link_bytes) - b0 ))
             BYTES[$i]="${BYTES[$i]:-} $bytes"
             echo "RUN $rate ${labels[$i]} #$rep: wall $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s | link $bytes bytes | load $load0 -> $(cut -d' ' -f1-3 /proc/loadavg)" >> "$BENCH_REPORT"
@@ -148,8 +156,11 @@ for rate in $RATES; do
     cluster_down
     for i in "${!labels[@]}"; do
         [ "${accepted[$i]}" = ok ] || continue
-        read -r med spread link floor counted < <("$BENCH_PY" - "$WARMUP" "$STEPS" "${START[$i]}" "${BYTES[$i]}" "$NODES" \
-            "$BENCH_OUT/${rate}_v${i}"_r*.jsonl <<'PY'
+        logs=() nodes=$NODES
+        for ((rep = 1; rep <= REPEATS; rep++)); do logs+=("$BENCH_OUT/${rate}_v${i}_r$rep.jsonl"); done
+        [ "${where[$i]}" = local ] && nodes=1
+        read -r med spread link floor counted < <("$BENCH_PY" - "$WARMUP" "$STEPS" "${START[$i]}" "${BYTES[$i]}" "$nodes" \
+            "${logs[@]}" <<'PY'
 import json, statistics, sys
 warmup, steps, start, runs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), [int(x) for x in sys.argv[4].split()]
 nodes = int(sys.argv[5]); sys.argv.pop(5)
