@@ -192,7 +192,7 @@ SH
 # ----------------------------------------------------------------------------
 # the command line (not when sourced)
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+    usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
     mode=run nodes=2 slots=2 rate=1gbit
     case "${1:-}" in down|link-bytes) mode=$1; shift ;; -h|--help) usage ;; esac
     while [ $# -gt 0 ]; do
@@ -202,14 +202,14 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             --rate) rate=$2; shift 2 ;;
             --prefix) CLUSTER_PREFIX=$2; shift 2 ;;
             --) shift; break ;;
-            *) _cluster_say "error: unknown argument '$1'"; usage 1 >&2 ;;
+            *) _cluster_say "error: unknown argument '$1' (see --help)"; exit 1 ;;
         esac
     done
     case "$mode" in
         down) cluster_down "$CLUSTER_PREFIX"; exit 0 ;;
         link-bytes) cluster_link_bytes "$CLUSTER_PREFIX"; exit $? ;;
     esac
-    [ $# -gt 0 ] || { _cluster_say "error: no command after --"; usage 1 >&2; }
+    [ $# -gt 0 ] || { _cluster_say "error: no command after -- (see --help)"; exit 1; }
     trap 'cluster_down' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM HUP
