@@ -38,6 +38,13 @@ _cluster_self=$(readlink -f "${BASH_SOURCE[0]}")
 
 _cluster_say() { echo "cluster.sh: $*" >&2; }
 
+# whether process PID runs (a zombie, killed but not yet reaped, does not)
+_cluster_alive() {
+    local state
+    state=$(sed 's/.*) //' "/proc/$1/stat" 2> /dev/null | cut -d' ' -f1)
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # the namespaces of a cluster with this prefix that exist now
 _cluster_existing() {
     ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-(hub|n[0-9]+)$"
@@ -45,8 +52,10 @@ _cluster_existing() {
 
 # cluster_down [PREFIX]: ends every process inside the cluster's namespaces (mpirun, its daemons,
 # the ranks), deletes the namespaces (their veths and the bridge go with them) and the state.
+# Without PREFIX, the cluster this process made, if any: never one that cluster_up refused to touch.
 cluster_down() {
-    local prefix=${1:-${CLUSTER_ACTIVE_PREFIX:-$CLUSTER_PREFIX}} ns pids
+    local prefix=${1:-${CLUSTER_ACTIVE_PREFIX:-}} ns pids
+    [ -n "$prefix" ] || return 0
     local state="$CLUSTER_STATE_ROOT/$prefix"
     rm -f "$state/up"   # tells the watchdog that the owner cleans up
     for ns in $(_cluster_existing "$prefix"); do
@@ -105,7 +114,7 @@ cluster_up() {
     # a namespace of this name already exists: ours, from a dead owner, is removed; anything else is refused
     if [ -n "$(_cluster_existing "$prefix")" ]; then
         local owner=""; [ -f "$state/owner" ] && owner=$(cat "$state/owner")
-        if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then
+        if [ -n "$owner" ] && ! _cluster_alive "$owner"; then
             _cluster_say "removing the cluster '$prefix' left by process $owner, which is gone"
             cluster_down "$prefix"
         else
@@ -135,7 +144,8 @@ cluster_up() {
     mkdir -p "$state" && echo "$$" > "$state/owner" && touch "$state/up"
     # the watchdog: removes the cluster when its owner dies without doing so
     # shellcheck disable=SC2016  # expanded by the watchdog's shell
-    setsid bash -c 'while kill -0 "$1" 2>/dev/null && [ -e "$2/up" ]; do sleep 0.5; done
+    setsid bash -c "$(declare -f _cluster_alive)"'
+                    while _cluster_alive "$1" && [ -e "$2/up" ]; do sleep 0.5; done
                     [ -e "$2/up" ] && CLUSTER_PREFIX=$3 bash "$4" down --prefix "$3"' \
         cluster-watchdog "$$" "$state" "$prefix" "$_cluster_self" > /dev/null 2>&1 < /dev/null &
     echo $! > "$state/watchdog"
@@ -210,12 +220,14 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         link-bytes) cluster_link_bytes "$CLUSTER_PREFIX"; exit $? ;;
     esac
     [ $# -gt 0 ] || { _cluster_say "error: no command after -- (see --help)"; exit 1; }
-    trap 'cluster_down' EXIT
+    command_pid=""
+    trap '[ -n "$command_pid" ] && kill "$command_pid" 2> /dev/null; cluster_down' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM HUP
     cluster_up "$nodes" "$slots" "$rate" || exit $?
     _cluster_say "up: $CLUSTER_DESC"
-    # in the background, so that a signal ends the wait (and the cluster) at once
+    # in the background, so that a signal ends the wait (the command and the cluster) at once
     "$@" &
-    wait $!
+    command_pid=$!
+    wait $command_pid
 fi

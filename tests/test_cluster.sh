@@ -36,6 +36,10 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "error: network namespaces $CLUSTER_PREFIX-n1 already exist" "$TMP/clobber.out" &&
     [ "$(_cluster_existing "$CLUSTER_PREFIX")" = "$CLUSTER_PREFIX-n1" ]
 st=$?; check "cluster_up refuses (exit $rc): $(cut -c1-100 "$TMP/clobber.out")..." $st
+CLUSTER_PREFIX=$CLUSTER_PREFIX bash scripts/cluster.sh -- true > "$TMP/clobber2.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "already exist" "$TMP/clobber2.out" && [ "$(_cluster_existing "$CLUSTER_PREFIX")" = "$CLUSTER_PREFIX-n1" ]
+st=$?; check "scripts/cluster.sh refuses too (exit $rc), and its exit leaves the namespace alone" $st
 ip netns del "$CLUSTER_PREFIX-n1"
 
 # one_case NODES SLOTS: the trainer on the cluster against one node
