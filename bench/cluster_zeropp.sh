@@ -99,7 +99,7 @@ train_run() {
 # until node 0 has read every byte; prints goodput in Mbit/s
 link_check() {
     local bytes=$(( $1 * 2 / 8 )) port=$((20000 + $$ % 10000))
-    ip netns exec "$CLUSTER_PREFIX-n0" "$BENCH_PY" -c '
+    timeout 60 ip netns exec "$CLUSTER_PREFIX-n0" "$BENCH_PY" -c '
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); c, _ = s.accept(); n = 0
@@ -110,7 +110,7 @@ while True:
 c.sendall(str(n).encode()); c.close()' "$CLUSTER_SUBNET.1" "$port" &
     local server=$!
     sleep 0.5
-    ip netns exec "$CLUSTER_PREFIX-n1" "$BENCH_PY" -c '
+    timeout 60 ip netns exec "$CLUSTER_PREFIX-n1" "$BENCH_PY" -c '
 import socket, sys, time
 host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 c = socket.create_connection((host, port)); buf = b"x" * (1 << 20); t0 = time.time(); left = n

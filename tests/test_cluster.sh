@@ -47,7 +47,7 @@ one_case() {
     local nodes=$1 slots=$2 W=$(($1 * $2)) rc
     echo "== $nodes nodes x $slots ranks, 1gbit between nodes"
     # shellcheck disable=SC2086  # MPIRUN is a command with its flags (tests/lib.sh)
-    bg $MPIRUN -np $W -x OMP_NUM_THREADS $TR "${M[@]}" --log "$TMP/one$W.jsonl" > "$TMP/one$W.out" 2>&1 || { cat "$TMP/one$W.out"; return 1; }
+    bg timeout 120 $MPIRUN -np $W -x OMP_NUM_THREADS $TR "${M[@]}" --log "$TMP/one$W.jsonl" > "$TMP/one$W.out" 2>&1 || { cat "$TMP/one$W.out"; return 1; }
     cluster_up "$nodes" "$slots" 1gbit || return $?
     echo "  $CLUSTER_DESC"
     local before after
