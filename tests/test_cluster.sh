@@ -61,8 +61,8 @@ one_case() {
     local names="" i
     for ((i = 0; i < nodes; i++)); do names+="${i:+ | }$CLUSTER_PREFIX-n$i ranks $((i * slots))-$((i * slots + slots - 1))"; done
     names=${names# | }
-    grep -q "$nodes nodes: $names$" "$TMP/c$W.out"; st=$?
-    check "start-up line: $(grep -m1 "nodes:" "$TMP/c$W.out" | sed 's/^ *//')" $st
+    grep -q "$nodes nodes: $names$" "$TMP/c$W.out" && ! grep -q "warning" "$TMP/c$W.out"; st=$?
+    check "start-up line: $(grep -m1 "nodes:" "$TMP/c$W.out" | sed 's/^ *//') (Open MPI's local ranks agree: no warning)" $st
     # bitwise: the JSONL losses as written (round-trip precision)
     diff <(grep -o '"loss":[^,]*' "$TMP/one$W.jsonl") <(grep -o '"loss":[^,]*' "$TMP/c$W.jsonl") > /dev/null &&
         [ "$(grep -c '"loss"' "$TMP/c$W.jsonl")" -eq $STEPS ]
