@@ -1,7 +1,8 @@
 # bench/lib.sh: what the CPU benchmark scripts share (sourced by bench/cpu_*.sh).
 #
 #   bench_init NAME           out/bench/NAME/ for the logs, the record being written, the load average now
-#   bench_header TITLE        the record's header: date, commit, CPU, cores, compiler, torch, load average
+#   bench_header TITLE [NOTE] the record's header: date, commit, CPU, cores, compiler, torch, load average
+#                             and what makes a run NOISY, or NOTE instead (a benchmark without bench_run)
 #   bench_openblas_core       which OpenBLAS kernels every run uses (see below)
 #   bench_run LABEL [measure.py options] -- CMD...
 #                             runs CMD under bench/measure.py: its verdict (quiet, or NOISY when other
@@ -45,7 +46,7 @@ bench_header() {
     say "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
     say "# CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores, L3 $(lscpu | sed -n 's/^L3 cache: *//p'), ${flags}"
     say "# gcc: $(gcc --version | head -1); torch: $($BENCH_PY -c 'import torch; print(torch.__version__)' 2>/dev/null || echo missing)"
-    say "# load average at start: $BENCH_LOAD0; a run is NOISY when other processes used more than ${BENCH_MAX_OTHER:-0.10} cores on average during it (bench/measure.py)"
+    say "# load average at start: $BENCH_LOAD0; ${2:-a run is NOISY when other processes used more than ${BENCH_MAX_OTHER:-0.10} cores on average during it (bench/measure.py)}"
 }
 
 bench_openblas_core() {

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A cluster on one machine (scripts/cluster.sh): 2 nodes x 2 ranks and 3 nodes x 2 ranks made of
+# network namespaces, joined through a switch by a rate-limited link. mpirun starts on node 0 and
+# reaches the other nodes through a stand-in for ssh, as a hostfile launch does. The CPU trainer
+# at ZeRO-3 (every unit gathered per use) must train bitwise like a one-node run of the same world
+# size, its start-up line must name the nodes, and the bytes the nodes sent into the switch
+# (interface counters, measured outside the trainer) must be at least what ZeRO-3 has to move
+# between nodes and well below the trainer's total counted traffic: the traffic within a node
+# stays off the link. Also: an existing namespace of the cluster's name is refused and left
+# alone, and nothing is left behind. No timing here: bench/cluster_zeropp.sh measures the link.
+# Skips (77) where network namespaces are not permitted (not root).
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source-path=SCRIPTDIR/..
+source tests/lib.sh
+source scripts/cluster.sh
+make -s build/z3/train_gpt_cpu || exit 1
+TR=./build/z3/train_gpt_cpu
+CLUSTER_PREFIX=zct$$   # unique: test runs in several checkouts may overlap
+BG=""
+trap '[ -n "$BG" ] && kill "$BG" 2> /dev/null; cluster_down; rm -rf "$TMP"' EXIT
+trap 'exit 143' TERM INT HUP
+make_shard "$TMP/train.bin" 20000 250
+STEPS=4
+M=(--preset tiny --vocab 250 --batch 2 --seq 32 --steps "$STEPS" --lr 1e-3 --persistence-threshold 0 --train "$TMP/train.bin")
+export OMP_NUM_THREADS=1
+
+# runs in the background so that a signal reaches the trap at once
+bg() { "$@" & BG=$!; wait $BG; }
+
+echo "== an existing namespace of the cluster's name is refused and left alone"
+if ! ip netns add "$CLUSTER_PREFIX-n1" 2> /dev/null; then
+    echo "skip: ip netns add is not permitted here (the simulated cluster needs root)"; exit 77
+fi
+cluster_up 2 2 1gbit > "$TMP/clobber.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "error: network namespaces $CLUSTER_PREFIX-n1 already exist" "$TMP/clobber.out" &&
+    [ "$(_cluster_existing "$CLUSTER_PREFIX")" = "$CLUSTER_PREFIX-n1" ]
+st=$?; check "cluster_up refuses (exit $rc): $(cut -c1-100 "$TMP/clobber.out")..." $st
+CLUSTER_PREFIX=$CLUSTER_PREFIX bash scripts/cluster.sh -- true > "$TMP/clobber2.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "already exist" "$TMP/clobber2.out" && [ "$(_cluster_existing "$CLUSTER_PREFIX")" = "$CLUSTER_PREFIX-n1" ]
+st=$?; check "scripts/cluster.sh refuses too (exit $rc), and its exit leaves the namespace alone" $st
+ip netns del "$CLUSTER_PREFIX-n1"
+
+# one_case NODES SLOTS: the trainer on the cluster against one node
+one_case() {
+    local nodes=$1 slots=$2 W=$(($1 * $2)) rc
+    echo "== $nodes nodes x $slots ranks, 1gbit between nodes"
+    # shellcheck disable=SC2086  # MPIRUN is a command with its flags (tests/lib.sh)
+    bg timeout 120 $MPIRUN -np $W -x OMP_NUM_THREADS $TR "${M[@]}" --log "$TMP/one$W.jsonl" > "$TMP/one$W.out" 2>&1 || { cat "$TMP/one$W.out"; return 1; }
+    cluster_up "$nodes" "$slots" 1gbit || return $?
+    echo "  $CLUSTER_DESC"
+    local before after
+    before=$(cluster_link_bytes)
+    bg timeout 120 "$CLUSTER_MPIRUN" -np $W -x OMP_NUM_THREADS $TR "${M[@]}" --log "$TMP/c$W.jsonl" > "$TMP/c$W.out" 2>&1
+    rc=$?
+    after=$(cluster_link_bytes)
+    cluster_down
+    [ $rc -eq 0 ]; st=$?; check "the trainer ran on the cluster (exit $rc)" $st
+    [ $st -eq 0 ] || { head -30 "$TMP/c$W.out"; return 0; }
+    local names="" i
+    for ((i = 0; i < nodes; i++)); do names+="${i:+ | }$CLUSTER_PREFIX-n$i ranks $((i * slots))-$((i * slots + slots - 1))"; done
+    names=${names# | }
+    grep -q "$nodes nodes: $names$" "$TMP/c$W.out" && ! grep -q "warning" "$TMP/c$W.out"; st=$?
+    check "start-up line: $(grep -m1 "nodes:" "$TMP/c$W.out" | sed 's/^ *//') (Open MPI's local ranks agree: no warning)" $st
+    # bitwise: the JSONL losses as written (round-trip precision)
+    diff <(grep -o '"loss":[^,]*' "$TMP/one$W.jsonl") <(grep -o '"loss":[^,]*' "$TMP/c$W.jsonl") > /dev/null &&
+        [ "$(grep -c '"loss"' "$TMP/c$W.jsonl")" -eq $STEPS ]
+    st=$?; check "$STEPS losses equal the one-node run's bitwise: $(grep -o '"loss":[^,]*' "$TMP/c$W.jsonl" | cut -d: -f2 | tr '\n' ' ')" $st
+    # A collective among the nodes has every node receive the parts it lacks (an all-gather) or
+    # send the parts others own (a reduce-scatter): (nodes-1)/nodes of the buffer per node, so the
+    # link carries at least (nodes-1) x the bytes one rank counts for them. Start-up, the daemons'
+    # messages and TCP/IP headers only add. The whole world's counted traffic is W x that count;
+    # the link carries about half of it here, 0.82 with every rank a node of its own (4 x 1).
+    $PY - "$TMP/c$W.jsonl" $((after - before)) "$nodes" "$W" $STEPS <<'PYEOF'
+import json, sys
+path, link, nodes, world, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+comm = [r for r in map(json.loads, open(path)) if r.get("type") == "comm"][-1]
+b = comm["bytes_per_step"]
+must = (nodes - 1) * (b["all_gather"] + b["reduce_scatter"]) * steps
+total = world * comm["total_bytes"] * steps
+counted = comm.get("cross_node_total_bytes")
+print(f"       link {link} bytes over {steps} steps; ZeRO-3 must move {must:.0f} between {nodes} nodes; "
+      f"the ranks counted {total:.0f} in all (link/all = {link / total:.2f})"
+      + (f"; counted crossing nodes {counted * steps:.0f}" if counted is not None else ""))
+ok_low, ok_high = link >= must, link <= 0.75 * total
+print(f"  {'ok  ' if ok_low else 'FAIL'} the link carried at least what ZeRO-3 must move between nodes")
+print(f"  {'ok  ' if ok_high else 'FAIL'} the traffic within a node stayed off the link (link <= 0.75 x all counted)")
+sys.exit(0 if ok_low and ok_high else 1)
+PYEOF
+    st=$?; [ $st -eq 0 ] || fails=$((fails + 1))
+}
+for shape in "2 2" "3 2"; do
+    # shellcheck disable=SC2086  # NODES SLOTS
+    one_case $shape
+    rc=$?
+    [ $rc -eq 77 ] && exit 77
+    [ $rc -eq 0 ] || check "cluster_up $shape (exit $rc)" 1
+done
+
+[ -z "$(_cluster_existing "$CLUSTER_PREFIX")" ] && [ ! -e "$CLUSTER_STATE_ROOT/$CLUSTER_PREFIX" ]
+check "nothing left behind: no namespace $CLUSTER_PREFIX-*, no state" $?
+[ "$fails" -eq 0 ]
