@@ -268,7 +268,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     // the rest of the footprint: ZeRO's working buffers from the plan, the activations and
     // scratch of this micro batch (train/activations.h), beside what was allocated
     Footprint fp = zero_footprint(z->layout, z->cfg, TRAINER_IS_GPU ? TRAINER_GPU : TRAINER_CPU, ZERO_STAGE, p->world);
-    static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan)",
+    static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan; + hpZ's secondary partition)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (train/activations.h)",
         "backward and kernel scratch (train/activations.h)", "sampling's KV cache (train/sample.h)",
         "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/state.h)"};
