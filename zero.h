@@ -337,9 +337,14 @@ static void zero_qg_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out)
 
 // The worst block error of this step's quantization over all ranks: qwZ's int8 and qgZ's
 // int4, each the largest |x - dequantized| of a block over the block's largest |x|.
+// -1 for a part that is off.
 static void zero_quant_errors(Zero *z, float err[2]) {
+    err[0] = err[1] = -1;
+    if (!z->place.qw && !z->place.qg) return;
     zb_quant_errors(&z->be, err);
     comm_control_max(z->comm, err, 2);
+    if (!z->place.qw) err[0] = -1;
+    if (!z->place.qg) err[1] = -1;
 }
 
 // ============================================================================
