@@ -228,8 +228,8 @@ static void comm_nodes_init(Comm *c) {
         MPI_Comm_split(c->mpi, c->node_rank, c->node, &c->across_comm);
     }
     if (env && *env && c->rank == 0)
-        printf("zeroc: ZEROC_RANKS_PER_NODE=%d (test-only): ranks 0-%d, %d at a time, count as %d nodes\n", c->node_size, c->world - 1,
-               c->node_size, c->n_nodes);
+        printf("zeroc: ZEROC_RANKS_PER_NODE=%d (test-only): ranks 0-%d, %d at a time, count as %d node%s\n", c->node_size, c->world - 1,
+               c->node_size, c->n_nodes, c->n_nodes == 1 ? "" : "s");
 }
 
 // MPI: rank, world and the ranks sharing this node. The GPU trainer takes its
