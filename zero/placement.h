@@ -196,6 +196,9 @@ static void zero_zpp_check(const ZeroPlacement *pl, const Comm *c, int quiet) {
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
                pl->hpz ? " hpZ (the backward gathers inside the node)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+    if (TRAINER_IS_GPU && c->rank == 0 && (pl->qw || pl->hpz || pl->qg))
+        printf("note: ZeRO++ in train_gpt has not run on a GPU yet (its kernels have dev/cuda/quantize.cu); its collectives are "
+               "staged through host memory and MPI (comm/nodes.h)\n");
 }
 
 static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
