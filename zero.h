@@ -251,28 +251,24 @@ static void zero_gather_persistent(Zero *z) {
 // ============================================================================
 // Stage 3 with ZeRO++ (Wang et al., 2023): less traffic between nodes
 //
-// Between nodes the link is many times slower than inside one, and stage 3 sends the
-// model over it three times per micro-step. ZeRO++ changes each of those collectives;
-// each part is switched on by itself (DeepSpeed's keys, and the flags of config/flags.h):
-//   qwZ  zero_quantized_weights: the all-gathers send int8 blocks with one scale per
-//        block instead of 16-bit weights (zero/quantize.h): half the bytes.
-//   hpZ  zero_hpz_partition_size = ranks per node: the forward's gather also keeps this
-//        rank's 1/L of the unit, a secondary partition over the node's L ranks, so the
-//        backward gathers the unit inside the node. It costs that copy's memory.
+// The link between nodes is many times slower than inside one, and stage 3 sends the
+// model over it three times per micro-step. ZeRO++ changes each of those collectives,
+// each part switched on by itself (DeepSpeed's keys, or config/flags.h's flags):
+//   qwZ  zero_quantized_weights: all-gathers of int8 blocks, one scale per block
+//        (zero/quantize.h), instead of 16-bit weights: half the bytes.
+//   hpZ  zero_hpz_partition_size = L ranks per node: the forward's gather also keeps this
+//        rank's 1/L of the unit, so the backward gathers it inside the node.
 //   qgZ  zero_quantized_gradients: the reduce-scatter becomes two all-to-alls of int4
-//        blocks, inside the node, then across nodes, each followed by dequantizing and
-//        summing in fp32; only each node's partial sum crosses, a quarter of 16 bits.
-// The paper's count, M the model's 16-bit bytes: 3M across nodes per step becomes
-// 0.5M (qwZ) + 0 (hpZ) + 0.25M (qgZ) = 0.75M. The quantized collectives are blocking
-// here: what they gain is bytes, not overlap.
+//        blocks, inside the node, then across nodes, each followed by an fp32 sum.
+// The paper's count, M the model's 16-bit bytes: 3M across nodes per micro-step becomes
+// 0.5M + 0 + 0.25M = 0.75M. The quantized collectives here block: they save bytes, not time.
 
 static void zero_zpp_buffers(Zero *z, uint8_t **send, uint8_t **recv, float **sums) {
     ZeroZppStaging st = zero_zpp_staging(&z->plan, &z->place);
     *send = z->zpp_staging; *recv = *send + st.send; *sums = (float *)(*recv + st.recv);
 }
 
-// qwZ: every rank quantizes its slice, the int8 messages are all-gathered, and every rank
-// (this one too) dequantizes all of them, so all hold the same weights.
+// qwZ: every rank quantizes its slice and dequantizes all of them, its own too: all hold the same weights.
 static void zero_qw_gather(Zero *z, int u, floatX *full, const floatX *mine) {
     size_t s = z->plan.u[u].shard, q = zq_bytes(s, 8);
     uint8_t *send, *recv; float *sums;
@@ -335,9 +331,8 @@ static void zero_qg_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out)
     zb_scale_to_floatX(&z->be, mine, out, s, 1.0f / (float)z->plan.P);
 }
 
-// The worst block error of this step's quantization over all ranks: qwZ's int8 and qgZ's
-// int4, each the largest |x - dequantized| of a block over the block's largest |x|.
-// -1 for a part that is off.
+// The step's worst block error over all ranks (|x - dequantized| over the block's largest
+// |x|): qwZ's int8 and qgZ's int4, -1 for a part that is off.
 static void zero_quant_errors(Zero *z, float err[2]) {
     err[0] = err[1] = -1;
     if (!z->place.qw && !z->place.qg) return;

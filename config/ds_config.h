@@ -66,7 +66,8 @@ static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 
                    R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1};
 
 #define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py), TensorBoard event files (the tensorboard block) and CSV files (csv_monitor)"
-#define ZEROPP "not implemented: zeroc's ZeRO++ is qwZ, hpZ and qgZ (zero_quantized_weights, zero_hpz_partition_size, zero_quantized_gradients); MiCS is not implemented"
+#define ZEROPP "a ZeRO++ option zeroc does not implement: its ZeRO++ is qwZ, hpZ and qgZ (docs/zero.md)"
+#define MICS "MiCS is not implemented: parameters are partitioned over all ranks"
 
 static const DsKey DS_KEYS[] = {
     // batch (DeepSpeed's _set_batch_related_parameters: any two derive the third)
@@ -129,8 +130,8 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.zero_quantized_nontrainable_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
     {"zero_optimization.zero_quantized_gradients", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_GRADS, NULL, "`--zero-quantized-gradients`: ZeRO++ qgZ, stage 3: the gradient reduce-scatter as hierarchical int4 all-to-alls"},
     {"zero_optimization.zeropp_loco_param", NULL, DS_NO_EFFECT, JT_OPEN, NULL, K_NONE, NULL, ZEROPP},
-    {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", ZEROPP},
-    {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", MICS},
+    {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MICS},
     {"zero_optimization.memory_efficient_linear", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "a PyTorch-module option of DeepSpeed's stage 3; zeroc's layers are its own"},
     {"zero_optimization.override_module_apply", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "a PyTorch-module option of DeepSpeed's stage 3; zeroc's layers are its own"},
     {"zero_optimization.pipeline_loading_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is no pipeline parallelism"},
