@@ -255,7 +255,7 @@ static void zero_gather_persistent(Zero *z) {
 // model over it three times per micro-step. ZeRO++ changes each of those collectives,
 // each part switched on by itself (DeepSpeed's keys, or config/flags.h's flags):
 //   qwZ  zero_quantized_weights: all-gathers of int8 blocks, one scale per block
-//        (zero/quantize.h), instead of 16-bit weights: half the bytes.
+//        (util/quantize.h), instead of 16-bit weights: half the bytes.
 //   hpZ  zero_hpz_partition_size = L ranks per node: the forward's gather also keeps this
 //        rank's 1/L of the unit, so the backward gathers it inside the node.
 //   qgZ  zero_quantized_gradients: the reduce-scatter becomes two all-to-alls of int4

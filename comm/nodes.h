@@ -4,7 +4,7 @@
 // ranks of every node that have this rank's place in their node (across_comm), so that
 // a collective over across_comm moves each byte over the link between nodes exactly once.
 //
-// The data travels as bytes: ZeRO++ sends quantized blocks (zero/quantize.h), which no
+// The data travels as bytes: ZeRO++ sends quantized blocks (util/quantize.h), which no
 // reduction understands, and its secondary parameter copy, which is only gathered. The
 // calls are blocking. In the CUDA build the buffers are device memory, staged through
 // pinned host memory as the MPI backend stages them (comm/comm.h); NCCL sub-communicators

@@ -1,5 +1,5 @@
 // cuda/quantize.cuh: ZeRO++'s block quantization on the GPU, the same arithmetic as the CPU
-// reference zero/quantize.h, which says why (blocks of ZQ_BLOCK values, one fp32 scale each,
+// reference util/quantize.h, which says why (blocks of ZQ_BLOCK values, one fp32 scale each,
 // symmetric codes, nearest code with ties to even) and lays out a message: the codes (int8, or
 // int4 two to a byte, low nibble first), then the scales. dev/cuda/quantize.cu checks that both
 // give the same bytes. zero/device.cuh calls these for train_gpt, a path no GPU has run yet.
@@ -12,7 +12,7 @@
 // bits, which orders non-negative floats as integers.
 #pragma once
 #include "cuda/common.cuh"
-#include "zero/quantize.h"
+#include "util/quantize.h"
 
 static_assert(ZQ_BLOCK == 256, "one thread per value: the kernels launch ZQ_BLOCK threads");
 

@@ -361,7 +361,7 @@ static cJSON *zero_nvme_record(Zero *z, int step) {
 // them, with K micro-steps of accumulation: what zero.h's calls issue, derived from
 // the same plan, by collective, and by where they go (inside a node or across nodes:
 // comm_count_in's rule). For stage 3 that is the gather order of a training pass, and
-// with ZeRO++ the quantized messages, scales included (zero/quantize.h).
+// with ZeRO++ the quantized messages, scales included (util/quantize.h).
 typedef struct { double total[N_COLL], intra[N_COLL], cross[N_COLL]; } CommTheory;
 
 static void theory_add(CommTheory *t, const Comm *c, CollKind k, double bytes, CommScope scope) {

@@ -21,7 +21,7 @@
 // nothing here rounds anything.
 #pragma once
 #include "zero/state.h"
-#include "zero/quantize.h"
+#include "util/quantize.h"
 
 #define ZPARAM_DT DT_F32
 // At one rank a reduced gradient is the gradient itself, so zero.h skips the reduce-scatter,
@@ -183,7 +183,7 @@ static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, si
     memcpy(dst, src, n * sizeof(floatX));
 }
 
-// ZeRO++ (zero.h, zero/quantize.h): n values, floatX or fp32 (x_floatX; the CPU's floatX is
+// ZeRO++ (zero.h, util/quantize.h): n values, floatX or fp32 (x_floatX; the CPU's floatX is
 // fp32), into a quantized message; a message back into floatX values or fp32 ones, or added
 // to fp32 ones; fp32 values times s into floatX; the worst block error of each width since
 // the last call.

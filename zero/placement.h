@@ -18,7 +18,7 @@
 // and parameters and gradients stored as fp16 values (zero/host.h says where they are rounded).
 #pragma once
 #include "zero/plan.h"
-#include "zero/quantize.h"
+#include "util/quantize.h"
 #ifdef __CUDACC__
 #include "zero/device.cuh"
 #else

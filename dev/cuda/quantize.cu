@@ -1,5 +1,5 @@
 // dev/cuda/quantize.cu: ZeRO++'s block quantization kernels (cuda/quantize.cuh) against the
-// CPU reference (zero/quantize.h): the messages byte for byte, int8 and int4, from bf16 and
+// CPU reference (util/quantize.h): the messages byte for byte, int8 and int4, from bf16 and
 // fp32 values, with a short last block, an all-zero block and outliers; the dequantized
 // values exactly (fp32, added to fp32, and rounded to bf16); the worst block error. Timed.
 #include "dev/cuda/kernel_check.cuh"

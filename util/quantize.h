@@ -1,4 +1,4 @@
-// zero/quantize.h: ZeRO++'s block-based symmetric quantization (Wang et al., 2023,
+// util/quantize.h: ZeRO++'s block-based symmetric quantization (Wang et al., 2023,
 // "ZeRO++", section 4.1), the CPU reference. zero/host.h quantizes with it, and the GPU
 // kernels in cuda/quantize.cuh must give the same bits (dev/cuda/quantize.cu checks them).
 //
