@@ -34,6 +34,7 @@
 // (MPI) and zero/device.cuh for the GPU (streams, NCCL, ZeRO-Offload).
 #pragma once
 #include "comm/comm.h"
+#include "comm/nodes.h"
 #include "zero/load.h"
 
 #if ZERO_STAGE < 0 || ZERO_STAGE > 3
@@ -112,6 +113,8 @@ static void zero_grad_final(Zero *z, int u) {
     zb_grad_slice_final(&z->be, z->plan.u[u].shard_off, zero_grad_slice(z, u), z->plan.u[u].shard);
 }
 
+static void zero_qg_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out);   // ZeRO++, below
+
 static void zero_reduce_scatter_slot(Zero *z, int u) {
     const ZeroUnit *U = &z->plan.u[u];
     float *acc = z->grad_shard + U->shard_off;
@@ -120,6 +123,10 @@ static void zero_reduce_scatter_slot(Zero *z, int u) {
         // At one rank the reduce-scatter's result would be its input: the slot is added as it is.
         CommRequest none = {0};
         zb_accumulate_reduced(&z->be, &none, acc, z->unit_grads[u], U->shard, first);
+    } else if (z->place.qg) {   // ZeRO++'s quantized, hierarchical reduce-scatter (below), complete on return
+        CommRequest done = {0};
+        zero_qg_reduce_scatter(z, u, z->unit_grads[u], z->rs_scratch);
+        zb_accumulate_reduced(&z->be, &done, acc, z->rs_scratch, U->shard, first);
     } else {
         CommRequest r = comm_ireduce_scatter(z->comm, z->unit_grads[u], z->rs_scratch, U->shard, ZPARAM_DT, OP_AVG);
         zb_accumulate_reduced(&z->be, &r, acc, z->rs_scratch, U->shard, first);
@@ -158,6 +165,10 @@ static int zero_ring_alloc(Zero *z, size_t n, size_t *off) {
     return 0;
 }
 
+// Unit order[pos] into full, this rank's slice already at mine: plain stage 3 all-gathers it
+// over every rank without waiting; ZeRO++ (below) may take another way.
+static CommRequest zero_gather(Zero *z, int pos, floatX *full, floatX *mine);
+
 // Start gathering the unit at position pos of the pass's order, without waiting for it.
 // Returns 0 when it does not fit yet; with `must` that stops the run.
 static int zero_start_gather(Zero *z, int pos, int must) {
@@ -180,7 +191,7 @@ static int zero_start_gather(Zero *z, int pos, int must) {
         const ZeroUnit *next = &z->plan.u[z->order[pos + 1]];
         zb_param_read_ahead(&z->be, next->shard_off, next->shard);
     }
-    z->ring[slot].req = comm_iall_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
+    z->ring[slot].req = zero_gather(z, pos, full, mine);
     z->ring_count++;
     z->live += U->padded;
     if (z->live > z->peak_live) z->peak_live = z->live;
@@ -236,6 +247,100 @@ static void zero_gather_persistent(Zero *z) {
         zb_param_slice_to(&z->be, mine, zero_param_slice(z, i), U->shard_off, U->shard);
         comm_all_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     }
+}
+
+// ============================================================================
+// Stage 3 with ZeRO++ (Wang et al., 2023): less traffic between nodes
+//
+// The link between nodes is many times slower than inside one, and stage 3 sends the
+// model over it three times per micro-step. ZeRO++ changes each of those collectives,
+// each part switched on by itself (DeepSpeed's keys, or config/flags.h's flags):
+//   qwZ  zero_quantized_weights: all-gathers of int8 blocks, one scale per block
+//        (util/quantize.h), instead of 16-bit weights: half the bytes.
+//   hpZ  zero_hpz_partition_size = L ranks per node: the forward's gather also keeps this
+//        rank's 1/L of the unit, so the backward gathers it inside the node.
+//   qgZ  zero_quantized_gradients: the reduce-scatter becomes two all-to-alls of int4
+//        blocks, inside the node, then across nodes, each followed by an fp32 sum.
+// The paper's count, M the model's 16-bit bytes: 3M across nodes per micro-step becomes
+// 0.5M + 0 + 0.25M = 0.75M. The quantized collectives here block: they save bytes, not time.
+
+static void zero_zpp_buffers(Zero *z, uint8_t **send, uint8_t **recv, float **sums) {
+    ZeroZppStaging st = zero_zpp_staging(&z->plan, &z->place);
+    *send = z->zpp_staging; *recv = *send + st.send; *sums = (float *)(*recv + st.recv);
+}
+
+// qwZ: every rank quantizes its slice and dequantizes all of them, its own too: all hold the same weights.
+static void zero_qw_gather(Zero *z, int u, floatX *full, const floatX *mine) {
+    size_t s = z->plan.u[u].shard, q = zq_bytes(s, 8);
+    uint8_t *send, *recv; float *sums;
+    zero_zpp_buffers(z, &send, &recv, &sums);
+    zb_quantize(&z->be, mine, 1, s, 8, send);
+    comm_group_all_gather(z->comm, SCOPE_WORLD, send, recv, q);
+    for (int r = 0; r < z->plan.P; r++) zb_dequantize(&z->be, recv + r * q, s, 8, full + (size_t)r * s, 1, 0);
+}
+
+// hpZ: this rank's part of unit u's secondary partition, as it sits in the gathered unit
+static floatX *zero_hpz_part(Zero *z, int u, floatX *full) {
+    return full + (size_t)z->comm->node_rank * (z->plan.u[u].padded / z->place.hpz);
+}
+
+static CommRequest zero_gather(Zero *z, int pos, floatX *full, floatX *mine) {
+    int u = z->order[pos];
+    size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0;
+    CommRequest r = {0};
+    if (z->place.hpz && z->training && pos >= z->plan.n_fetch_fwd) {   // the backward's gather, inside the node
+        zb_copy(&z->be, zero_hpz_part(z, u, full), z->hpz_params + z->hpz_off[u], part * sizeof(floatX));
+        comm_group_all_gather(z->comm, SCOPE_NODE, zero_hpz_part(z, u, full), full, part * sizeof(floatX));
+        return r;
+    }
+    if (z->place.qw) zero_qw_gather(z, u, full, mine);
+    else r = comm_iall_gather(z->comm, mine, full, z->plan.u[u].shard, ZPARAM_DT);
+    if (z->place.hpz && z->training) {   // a training forward keeps the secondary partition
+        comm_wait(z->comm, &r);
+        zb_copy(&z->be, z->hpz_params + z->hpz_off[u], zero_hpz_part(z, u, full), part * sizeof(floatX));
+    }
+    return r;
+}
+
+// qgZ: unit u's gradient g (every rank's) averaged, this rank's slice into out. With L ranks
+// per node and N nodes, rank n*L + k owns slice n*L + k. Hop 1 sends node rank k the slices
+// of every node's rank k, in node order (the paper's tensor slice reordering), so that after
+// summing them it holds its node's partial sums of exactly the slices hop 2 sends across,
+// to node n the slice of rank n*L + k.
+static void zero_qg_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out) {
+    const Comm *c = z->comm;
+    int L = c->node_size, N = c->n_nodes;
+    size_t s = z->plan.u[u].shard, q = zq_bytes(s, 4);
+    uint8_t *send, *recv; float *sums, *mine;
+    zero_zpp_buffers(z, &send, &recv, &sums);
+    mine = sums + (size_t)N * s;
+    if (L > 1) {   // hop 1, inside the node: int4, then this rank's N slices summed over the node in fp32
+        for (int k = 0; k < L; k++)
+            for (int n = 0; n < N; n++) zb_quantize(&z->be, g + (size_t)(n * L + k) * s, 1, s, 4, send + (size_t)(k * N + n) * q);
+        comm_group_all_to_all(z->comm, SCOPE_NODE, send, recv, (size_t)N * q);
+        for (int k = 0; k < L; k++)
+            for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)(k * N + n) * q, s, 4, sums + (size_t)n * s, 0, k > 0);
+    }
+    if (N > 1) {   // hop 2, across nodes: the partial sums requantized, and this rank's slice summed over the nodes
+        for (int n = 0; n < N; n++) {
+            const void *piece = L > 1 ? (const void *)(sums + (size_t)n * s) : (const void *)(g + (size_t)n * s);
+            zb_quantize(&z->be, piece, L == 1, s, 4, send + (size_t)n * q);
+        }
+        comm_group_all_to_all(z->comm, SCOPE_ACROSS, send, recv, q);
+        for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)n * q, s, 4, mine, 0, n > 0);
+    } else mine = sums;   // one node: hop 1 summed it all
+    zb_scale_to_floatX(&z->be, mine, out, s, 1.0f / (float)z->plan.P);
+}
+
+// The step's worst block error over all ranks (|x - dequantized| over the block's largest
+// |x|): qwZ's int8 and qgZ's int4, -1 for a part that is off.
+static void zero_quant_errors(Zero *z, float err[2]) {
+    err[0] = err[1] = -1;
+    if (!z->place.qw && !z->place.qg) return;
+    zb_quant_errors(&z->be, err);
+    comm_control_max(z->comm, err, 2);
+    if (!z->place.qw) err[0] = -1;
+    if (!z->place.qg) err[1] = -1;
 }
 
 // ============================================================================

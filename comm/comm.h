@@ -52,8 +52,10 @@ enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
 typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8, DT_F16 } CommDType;
 #define DT_FLOATX (FLOATX_FP16 ? DT_F16 : DT_BF16)   // the GPU build's floatX (util/common.h)
 typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
-typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, N_COLL } CollKind;
-static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, COLL_ALL_TO_ALL, N_COLL } CollKind;
+static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
+// where a collective's bytes go: among the ranks of one node, or over the link between nodes
+typedef enum { SCOPE_WORLD = 0, SCOPE_NODE, SCOPE_ACROSS } CommScope;
 
 static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 || t == DT_F16 ? 2 : t == DT_U8 ? 1 : 4; }
 
@@ -64,6 +66,11 @@ typedef struct {
     MPI_Comm mpi;
     long long bytes[N_COLL];       // counted bytes since the last comm_reset_counters
     long long calls[N_COLL];
+    long long intra_bytes[N_COLL], cross_bytes[N_COLL];   // the same bytes, by where they go
+    // The nodes, for counting and for ZeRO++'s hierarchical collectives (comm/nodes.h):
+    // node_size ranks per node in consecutive blocks, or 0 when the nodes are not such blocks.
+    int node_size, n_nodes, node, node_rank;
+    MPI_Comm node_comm, across_comm;   // this rank's node; the ranks of every node with this node_rank
 #if COMM_DEVICE
     int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
     int device, has_device;        // has_device: comm_attach_device ran; the estimator never needs it
@@ -209,6 +216,39 @@ static MPI_Datatype mpi_dtype(CommDType t) {
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
 
+// Which ranks form a node: MPI's shared-memory split (comm/launch.h prints it), or, for tests on
+// one machine only, ZEROC_RANKS_PER_NODE=n, which makes consecutive blocks of n ranks one
+// "node". ZeRO++'s hierarchy (comm/nodes.h) needs the nodes to be consecutive blocks of equal
+// size, as mpirun and srun place ranks by default; otherwise node_size is 0.
+static void comm_nodes_init(Comm *c) {
+    const char *env = getenv("ZEROC_RANKS_PER_NODE");
+    int n = env && *env ? atoi(env) : 0;
+    if (env && *env && (n < 1 || c->world % n))
+        fatal("ZEROC_RANKS_PER_NODE=%s: a count of ranks per node that divides the world of %d (a test-only override)", env, c->world);
+    wd_coll_begin("the nodes (ZeRO++'s hierarchy)");
+    int regular = n ? 1 : c->world % c->local_world == 0 && c->rank / c->local_world * c->local_world + c->local_rank == c->rank;
+    if (!n) n = c->local_world;
+    MPI_Allreduce(MPI_IN_PLACE, &regular, 1, MPI_INT, MPI_MIN, c->mpi);
+    int same = n, most = n;   // every node the same size
+    MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, c->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, c->mpi);
+    c->node_size = regular && same == most ? n : 0;
+    int leaders = c->local_rank == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &leaders, 1, MPI_INT, MPI_SUM, c->mpi);
+    c->n_nodes = c->node_size ? c->world / c->node_size : leaders;
+    c->node = c->node_size ? c->rank / c->node_size : 0;
+    c->node_rank = c->node_size ? c->rank % c->node_size : c->local_rank;
+    c->node_comm = c->across_comm = MPI_COMM_NULL;
+    if (c->node_size) {
+        MPI_Comm_split(c->mpi, c->node, c->node_rank, &c->node_comm);
+        MPI_Comm_split(c->mpi, c->node_rank, c->node, &c->across_comm);
+    }
+    wd_coll_end();
+    if (env && *env && c->rank == 0)
+        printf("zeroc: ZEROC_RANKS_PER_NODE=%d (test-only): ranks 0-%d, %d at a time, count as %d node%s\n", c->node_size, c->world - 1,
+               c->node_size, c->n_nodes, c->n_nodes == 1 ? "" : "s");
+}
+
 // MPI: rank and world, and nothing collective after MPI_Init: the trainer starts
 // its watchdog next (train/loop.h).
 static void comm_init_world(Comm *c, int *argc, char ***argv) {
@@ -233,6 +273,7 @@ static void comm_init_node(Comm *c) {
     MPI_Comm_rank(local, &c->local_rank);
     MPI_Comm_size(local, &c->local_world);
     MPI_Comm_free(&local);
+    comm_nodes_init(c);
 }
 
 // MPI, rank, world and the ranks of this node, for the tests' programs; the trainer calls the two halves
@@ -251,9 +292,20 @@ static void comm_finalize_mpi(void) {
 }
 
 
-static void comm_reset_counters(Comm *c) { memset(c->bytes, 0, sizeof(c->bytes)); memset(c->calls, 0, sizeof(c->calls)); }
+static void comm_reset_counters(Comm *c) {
+    memset(c->bytes, 0, sizeof(c->bytes)); memset(c->calls, 0, sizeof(c->calls));
+    memset(c->intra_bytes, 0, sizeof(c->intra_bytes)); memset(c->cross_bytes, 0, sizeof(c->cross_bytes));
+}
 
-static void comm_count(Comm *c, CollKind k, long long bytes) { c->bytes[k] += bytes; c->calls[k]++; }
+// A collective over the whole world crosses nodes as soon as there is more than one: a
+// ring or tree over all ranks runs over the link between them, so the ZeRO++ paper counts
+// ZeRO-3's every byte as cross-node. One within a node stays there.
+static void comm_count_in(Comm *c, CollKind k, long long bytes, CommScope scope) {
+    c->bytes[k] += bytes; c->calls[k]++;
+    int across = scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1);
+    (across ? c->cross_bytes : c->intra_bytes)[k] += bytes;
+}
+static void comm_count(Comm *c, CollKind k, long long bytes) { comm_count_in(c, k, bytes, SCOPE_WORLD); }
 
 static void scale_buffer(void *buf, size_t n, CommDType t, double s) {
     if (t == DT_F32) { float *p = (float *)buf; for (size_t i = 0; i < n; i++) p[i] = (float)(p[i] * s); }

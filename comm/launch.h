@@ -48,6 +48,7 @@ static void launch_describe(const Comm *c, char *out, size_t n) {
     int leader = c->rank;
     MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
     MPI_Comm_free(&local);
+    if (getenv("ZEROC_RANKS_PER_NODE") && c->node_size) leader = c->node * c->node_size;   // the test-only nodes (comm_nodes_init)
     // the launcher's own idea of it, where the launcher started this very rank
     static const char *VARS[2][2] = {{"SLURM_PROCID", "SLURM_LOCALID"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}};
     int differs = 0;   // 0, or 1 + the index of the first variable that disagrees

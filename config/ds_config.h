@@ -42,7 +42,7 @@ enum { JT_BLOCK, JT_OPEN, JT_BOOL, JT_INT, JT_NUM, JT_STR, JT_PAIR };
 
 // what an honoured key sets: handled in ds_apply()
 enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP_COMM, K_PERSISTENCE,
-       K_MAX_LIVE, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_OPT_TYPE, K_LR, K_BETAS,
+       K_MAX_LIVE, K_HPZ, K_QUANT_WEIGHTS, K_QUANT_GRADS, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_OPT_TYPE, K_LR, K_BETAS,
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
        K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
        K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
@@ -70,7 +70,8 @@ static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 
                    R_LAYERS = {1, 1024, 0, 0, 1};   // --layers' range
 
 #define MONITOR "zeroc logs every step to --log FILE (JSONL; plot with scripts/plot_losses.py), TensorBoard event files (the tensorboard block) and CSV files (csv_monitor)"
-#define ZEROPP "ZeRO++/MiCS are not implemented: parameters are partitioned over all ranks, communication is full precision"
+#define ZEROPP "a ZeRO++ option zeroc does not implement: its ZeRO++ is qwZ, hpZ and qgZ (docs/zero.md)"
+#define MICS "MiCS is not implemented: parameters are partitioned over all ranks"
 
 static const DsKey DS_KEYS[] = {
     // batch (DeepSpeed's _set_batch_related_parameters: any two derive the third)
@@ -128,13 +129,13 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params", DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "stage 3 gathers parameters with all-gather"},
     {"zero_optimization.ignore_unused_parameters", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "every parameter receives a gradient"},
     {"zero_optimization.legacy_stage1", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is one stage-1 implementation"},
-    {"zero_optimization.zero_hpz_partition_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, "1", ZEROPP},
-    {"zero_optimization.zero_quantized_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.zero_hpz_partition_size", NULL, DS_HONOURED, JT_INT, &R_HPZ, K_HPZ, NULL, "`--zero-hpz-partition-size`: ZeRO++ hpZ, stage 3: a secondary parameter partition over each node's ranks (1: off)"},
+    {"zero_optimization.zero_quantized_weights", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_WEIGHTS, NULL, "`--zero-quantized-weights`: ZeRO++ qwZ, stage 3: int8 blocks in the parameter all-gathers"},
     {"zero_optimization.zero_quantized_nontrainable_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
-    {"zero_optimization.zero_quantized_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.zero_quantized_gradients", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_GRADS, NULL, "`--zero-quantized-gradients`: ZeRO++ qgZ, stage 3: the gradient reduce-scatter as hierarchical int4 all-to-alls"},
     {"zero_optimization.zeropp_loco_param", NULL, DS_NO_EFFECT, JT_OPEN, NULL, K_NONE, NULL, ZEROPP},
-    {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", ZEROPP},
-    {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
+    {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", MICS},
+    {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MICS},
     {"zero_optimization.memory_efficient_linear", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "a PyTorch-module option of DeepSpeed's stage 3; zeroc's layers are its own"},
     {"zero_optimization.override_module_apply", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "a PyTorch-module option of DeepSpeed's stage 3; zeroc's layers are its own"},
     {"zero_optimization.pipeline_loading_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is no pipeline parallelism"},
@@ -392,6 +393,9 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
         break;
     case K_PERSISTENCE: c->persistence_threshold = (long long)d; break;
     case K_MAX_LIVE: c->max_live_elems = (long long)d; break;
+    case K_HPZ: c->zpp_hpz_size = (int)d; c->from[FROM_ZEROPP] = path; break;
+    case K_QUANT_WEIGHTS: c->zpp_quantized_weights = cJSON_IsTrue(v); c->from[FROM_ZEROPP] = path; break;
+    case K_QUANT_GRADS: c->zpp_quantized_gradients = cJSON_IsTrue(v); c->from[FROM_ZEROPP] = path; break;
     case K_OFFLOAD_OPT_DEVICE: case K_OFFLOAD_PARAM_DEVICE: {   // "nvme": its nvme_path is checked with the flags (nvme_config_check)
         int i = ds_choice(x, path, v, OFFLOAD_DEVICES, 3, NULL);
         if (i < 0) break;

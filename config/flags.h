@@ -78,6 +78,11 @@ static void print_help(FILE *f, const char *prog) {
            "  --prefetch 0|1           stage 3: prefetch the next unit (default 1)\n"
            "  --overlap-reduce 0|1     stages 0-1: start each unit's gradient reduction when its backward ends\n"
            "                           (default 1 on the CPU, 0 on the GPU until a device run validates it)\n"
+           "  --zero-quantized-weights 0|1     ZeRO++ qwZ, stage 3: parameters all-gathered as int8 blocks\n"
+           "  --zero-hpz-partition-size N      ZeRO++ hpZ, stage 3: N = ranks per node keeps a secondary partition\n"
+           "                           per node, so the backward gathers inside the node (default 1: off)\n"
+           "  --zero-quantized-gradients 0|1   ZeRO++ qgZ, stage 3: gradients averaged by int4 all-to-alls, in the node,\n"
+           "                           then across nodes (docs/zero.md)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
@@ -347,6 +352,10 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
 #endif
     if (c->memory_budget > 0 && !c->estimate_world)
         report_at(r, MSG_ERROR, "--memory-budget", "is a question for the estimator: give it with --estimate-memory N");
+    // ZeRO++ changes stage 3's collectives; DeepSpeed reads its keys only at stage 3
+    if ((c->zpp_quantized_weights || c->zpp_hpz_size > 1 || c->zpp_quantized_gradients) && ZERO_STAGE != 3 && !c->estimate_world)
+        report_at(r, MSG_NOTE, c->from[FROM_ZEROPP], "no effect: ZeRO++ (qwZ, hpZ, qgZ) changes stage 3's collectives and this "
+                  "binary is stage %d (make ... ZERO=3)", ZERO_STAGE);
     if (c->offload_param && ZERO_STAGE != 3)
         report_at(r, MSG_ERROR, c->from[FROM_OFFLOAD_PARAM] ? c->from[FROM_OFFLOAD_PARAM] : "--offload-param",
                   "parameter offload needs ZeRO stage 3: parameters are partitioned only there");
@@ -498,6 +507,9 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--max-live")) c->max_live_elems = (long long)flag_number(a, v, &R_COUNT);
         else if (!strcmp(a, "--prefetch")) c->prefetch = flag_int(a, v, 0, 1);
         else if (!strcmp(a, "--overlap-reduce")) { c->overlap_reduce = flag_int(a, v, 0, 1); overlap_flag = a; }
+        else if (!strcmp(a, "--zero-quantized-weights")) { c->zpp_quantized_weights = flag_int(a, v, 0, 1); c->from[FROM_ZEROPP] = a; }
+        else if (!strcmp(a, "--zero-hpz-partition-size")) { c->zpp_hpz_size = (int)flag_number(a, v, &R_HPZ); c->from[FROM_ZEROPP] = a; }
+        else if (!strcmp(a, "--zero-quantized-gradients")) { c->zpp_quantized_gradients = flag_int(a, v, 0, 1); c->from[FROM_ZEROPP] = a; }
         else if (!strcmp(a, "--offload")) {   // the device: "cpu" or "none", not "nvme"
             c->offload = flag_int(a, v, 0, 1); c->from[FROM_OFFLOAD] = "--offload";
             c->nvme_optim_dir[0] = 0; c->from[FROM_NVME_OPTIM] = NULL;

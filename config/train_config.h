@@ -34,7 +34,7 @@ typedef struct { double lo, hi; char lo_open, hi_open, integer; } Range;
 
 #define FLT_BIG 3.4e38
 static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0, 1}, R_TOTAL = {1, 1 << 30, 0, 0, 1},
-                   R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1},
+                   R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1}, R_HPZ = {1, 1 << 20, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
                    R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0},
@@ -76,7 +76,7 @@ enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PA
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
        FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16,
        FROM_NVME_OPTIM, FROM_NVME_PARAM, FROM_NVME_OPTIM_KEY, FROM_NVME_PARAM_KEY, FROM_NVME_BUFFERS, FROM_NVME_PARAM_BUFFERS,
-       FROM_AIO, FROM_NVME_TILE, FROM_SAMPLE_LEN, N_FROM };
+       FROM_AIO, FROM_NVME_TILE, FROM_SAMPLE_LEN, FROM_ZEROPP, N_FROM };
 
 typedef struct {
     ModelConfig model;
@@ -130,6 +130,9 @@ typedef struct {
     int overlap_reduce;             // stages 0-1: each unit's gradient reduction starts when its backward ends (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
+    // ZeRO++ (zero.h), stage 3: DeepSpeed's zero_quantized_weights (qwZ), zero_hpz_partition_size
+    // (hpZ; 1: off) and zero_quantized_gradients (qgZ)
+    int zpp_quantized_weights, zpp_hpz_size, zpp_quantized_gradients;
     // ZeRO-Infinity (zero/state.h): state in each rank's file under a directory on NVMe; "": off
     char nvme_optim_dir[512];       // --offload-nvme DIR, offload_optimizer "nvme": m, v and a separate fp32 master
     char nvme_param_dir[512];       // --offload-param-nvme DIR, offload_param "nvme", stage 3: the parameter shard
@@ -204,6 +207,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->persistence_threshold = 100000LL;
     c->max_live_elems = 1000000000LL;
     c->prefetch = 1;
+    c->zpp_hpz_size = 1;
     strcpy(c->comm, "auto");
     // The GPU step's paths: each default is what a GPU run has validated. A path becomes the default by
     // changing its one line here, in the commit that records the device run it passed (docs/gpu.md,

@@ -143,6 +143,8 @@ static void print_step(const StepStats *s, int steps) {
     char extra[160] = "", perf[48], el[32], eta[32];
     int k = 0;
     if (s->loss_scale > 0) k += snprintf(extra + k, sizeof(extra) - k, " | scale %.10g", s->loss_scale);
+    if (s->quant_error[0] >= 0) k += snprintf(extra + k, sizeof(extra) - k, " | qwZ err %.2f%%", 100 * s->quant_error[0]);
+    if (s->quant_error[1] >= 0) k += snprintf(extra + k, sizeof(extra) - k, " | qgZ err %.2f%%", 100 * s->quant_error[1]);
     if (s->skipped) snprintf(extra + k, sizeof(extra) - k, " | SKIPPED (%s; %lld so far)", s->skipped, s->skipped_steps);
     else if (s->skipped_steps) snprintf(extra + k, sizeof(extra) - k, " | %lld skipped", s->skipped_steps);
     if (s->mfu >= 0) snprintf(perf, sizeof(perf), "MFU %.1f%%", 100 * s->mfu);
@@ -184,6 +186,7 @@ typedef struct {
     double seconds;        // the whole step
     double end;            // wall_time() when it ended
     double phase_s[4];     // forward, backward, communication wait, optimizer
+    float quant_error[2];  // ZeRO++'s worst block errors (zero_quant_errors)
 } StepResult;
 
 // Phase p of the step (forward 0, backward 1, optimizer 3) ends now. With --breakdown
@@ -240,6 +243,7 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     comm_all_reduce_host(m->comm, &r.loss, 1, DT_F32, OP_AVG);
     r.verdict = step_guard_check(guard, m->comm, step + 1, r.loss, scaled_norm, tc->grad_clip);
     if (r.verdict.apply) zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
+    zero_quant_errors(&m->zero, r.quant_error);
     // --------------- TRAINING SECTION END -------------------
     phase_end(m, tc, &r, 3, &t);
     r.end = t;
@@ -265,6 +269,7 @@ typedef struct {
     TrainState st;             // the state the loop started from; st.guard is the live one
     double t0, steps_time;     // the loop's start; the time of the steps after the first
     long long comm_bytes[N_COLL], comm_calls[N_COLL];   // the last applied step's communication
+    long long comm_intra[N_COLL], comm_cross[N_COLL];   // the same, inside nodes and across them
     int last_applied;          // the last step applied (1-based; 0: none yet, the initial parameters)
     const char *ended_skipped; // why the last step was skipped, when it was a skip --max-skips counts
 } TrainRun;
@@ -364,6 +369,7 @@ static StepStats step_stats(const TrainRun *R, int step, const StepResult *r) {
         .mem_bytes = memory_in_use(&m->zero),
         .elapsed_s = r->end - R->t0, .eta_s = pace * (tc->steps - step - 1),
         .phase_ms = {tc->breakdown ? r->phase_s[0] * 1e3 : -1, r->phase_s[1] * 1e3, r->phase_s[2] * 1e3, r->phase_s[3] * 1e3},
+        .quant_error = {r->quant_error[0], r->quant_error[1]},
     };
     return s;
 }
@@ -380,6 +386,8 @@ static void report_step(TrainRun *R, int step, const StepResult *r) {
     if (r->verdict.apply || first) {   // a skipped step has no parameter all-gather
         memcpy(R->comm_bytes, comm->bytes, sizeof(R->comm_bytes));
         memcpy(R->comm_calls, comm->calls, sizeof(R->comm_calls));
+        memcpy(R->comm_intra, comm->intra_bytes, sizeof(R->comm_intra));
+        memcpy(R->comm_cross, comm->cross_bytes, sizeof(R->comm_cross));
     }
     StepStats s = step_stats(R, step, r);
     if (R->say) print_step(&s, R->tc->steps);
@@ -466,6 +474,8 @@ static void train_close(TrainRun *R) {
     if (tc->steps > R->st.step) {
         memcpy(comm->bytes, R->comm_bytes, sizeof(R->comm_bytes));
         memcpy(comm->calls, R->comm_calls, sizeof(R->comm_calls));
+        memcpy(comm->intra_bytes, R->comm_intra, sizeof(R->comm_intra));
+        memcpy(comm->cross_bytes, R->comm_cross, sizeof(R->comm_cross));
         jsonl_record(&R->log, zero_comm_report(&m->zero, tc->accum, R->say != NULL));
     }
     if (R->say && ZERO_STAGE == 3)

@@ -268,7 +268,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     // the rest of the footprint: ZeRO's working buffers from the plan, the activations and
     // scratch of this micro batch (train/activations.h), beside what was allocated
     Footprint fp = zero_footprint(z->layout, z->cfg, TRAINER_IS_GPU ? TRAINER_GPU : TRAINER_CPU, ZERO_STAGE, p->world);
-    static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan)",
+    static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan; + hpZ's secondary partition)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (train/activations.h)",
         "backward and kernel scratch (train/activations.h)", "sampling's KV cache (train/sample.h)",
         "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/state.h)"};
@@ -359,66 +359,123 @@ static cJSON *zero_nvme_record(Zero *z, int step) {
 
 // The bytes one training step should communicate, counted as comm/comm.h counts
 // them, with K micro-steps of accumulation: what zero.h's calls issue, derived from
-// the same plan. For stage 3 that is the gather order of a training pass.
-static void zero_comm_theory(const Zero *z, int K, double out[N_COLL]) {
+// the same plan, by collective, and by where they go (inside a node or across nodes:
+// comm_count_in's rule). For stage 3 that is the gather order of a training pass, and
+// with ZeRO++ the quantized messages, scales included (util/quantize.h).
+typedef struct { double total[N_COLL], intra[N_COLL], cross[N_COLL]; } CommTheory;
+
+static void theory_add(CommTheory *t, const Comm *c, CollKind k, double bytes, CommScope scope) {
+    t->total[k] += bytes;
+    (scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1) ? t->cross : t->intra)[k] += bytes;
+}
+
+static CommTheory zero_comm_theory(const Zero *z, int K) {
     const ZeroPlan *p = &z->plan;
+    const Comm *c = z->comm;
     double eb = sizeof(floatX), psi = (double)p->full_elems * eb;   // the padded model
-    for (int i = 0; i < N_COLL; i++) out[i] = 0;
-    out[COLL_ALL_REDUCE] = 2 * 4;                      // the step's mean loss (one fp32)
-#if ZERO_STAGE == 0
-    out[COLL_ALL_REDUCE] += 2 * psi;                   // gradients: 2Ψ
-#else
-    out[COLL_ALL_REDUCE] += 2 * 8;                     // the global norm's partial sums (one fp64)
-#endif
-#if ZERO_STAGE == 1
-    out[COLL_REDUCE_SCATTER] = psi;                    // once, at the boundary
-    out[COLL_ALL_GATHER] = psi;
-#elif ZERO_STAGE == 2
-    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0;   // every micro-step (one rank: none)
-    out[COLL_ALL_GATHER] = psi;
+    CommTheory t;
+    memset(&t, 0, sizeof(t));
+    theory_add(&t, c, COLL_ALL_REDUCE, 2 * 4, SCOPE_WORLD);                   // the step's mean loss (one fp32)
+    theory_add(&t, c, COLL_ALL_REDUCE, ZERO_STAGE == 0 ? 2 * psi : 2 * 8, SCOPE_WORLD);   // gradients: 2Ψ; or the norm's fp64
+#if ZERO_STAGE == 1 || ZERO_STAGE == 2
+    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step (at one rank: none)
+    theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0, SCOPE_WORLD);
+    theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
 #elif ZERO_STAGE == 3
-    out[COLL_REDUCE_SCATTER] = p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0;
     // Every micro-step gathers each unit of the gather order: the layers twice, the
     // embedding twice with a tied head, the final unit once. Persistent units are
     // gathered once after the step instead. At one rank nothing is (zero_placement's whole).
-    double per_micro = 0, persistent = 0;
-    for (int i = 0; i < p->n_fetch_train && !z->place.whole; i++) per_micro += (double)p->u[p->fetch_train[i]].padded * eb;
-    for (int i = 0; i < p->n_units && !z->place.whole; i++) if (p->u[i].persistent) persistent += (double)p->u[i].padded * eb;
-    out[COLL_ALL_GATHER] = K * per_micro + persistent;
+    const ZeroPlacement *pl = &z->place;
+    for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
+        const ZeroUnit *U = &p->u[p->fetch_train[i]];
+        int backward = i >= p->n_fetch_fwd;
+        if (pl->hpz && backward) theory_add(&t, c, COLL_ALL_GATHER, K * (double)U->padded * eb, SCOPE_NODE);
+        else theory_add(&t, c, COLL_ALL_GATHER, K * (pl->qw ? (double)p->P * zq_bytes(U->shard, 8) : (double)U->padded * eb), SCOPE_WORLD);
+    }
+    for (int i = 0; i < p->n_units && !pl->whole; i++) if (p->u[i].persistent) theory_add(&t, c, COLL_ALL_GATHER, (double)p->u[i].padded * eb, SCOPE_WORLD);
+    for (int i = 0; i < p->n_units && (p->P > 1 || !ZERO_ONE_RANK_IN_PLACE); i++) {
+        const ZeroUnit *U = &p->u[i];
+        if (!pl->qg) { theory_add(&t, c, COLL_REDUCE_SCATTER, K * (double)U->padded * eb, SCOPE_WORLD); continue; }
+        if (c->node_size > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)p->P * zq_bytes(U->shard, 4), SCOPE_NODE);   // hop 1
+        if (c->n_nodes > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)c->n_nodes * zq_bytes(U->shard, 4), SCOPE_ACROSS);   // hop 2
+    }
 #endif
+    return t;
+}
+
+// The ZeRO++ paper's count of one rank's cross-node bytes per step, for Ψ parameters of
+// e bytes, without padding, scales or persistent units: each micro-step ZeRO-3 gathers Ψ
+// for the forward and again for the backward and reduce-scatters Ψ, all across nodes
+// (3M in the paper, M = 2Ψ for 16 bits). qwZ sends a byte per parameter (0.5M), hpZ's
+// backward gather stays in the node (0), and qgZ's second hop sends half a byte for each
+// of the 1/L of the parameters this rank summed for its node: 0.25M leaves each node, M/(4L)
+// each of its L ranks.
+static double zero_paper_cross_bytes(const Zero *z, int K) {
+    const Comm *c = z->comm;
+    if (ZERO_STAGE != 3 || c->n_nodes < 2) return 0;
+    double psi = (double)z->plan.num_params, e = sizeof(floatX);
+    double fwd = z->place.qw ? psi : psi * e, bwd = z->place.hpz ? 0 : fwd;
+    double grads = z->place.qg ? psi / 2 / (c->node_size > 0 ? c->node_size : 1) : psi * e;
+    return K * (fwd + bwd + grads);
+}
+
+static void comm_bytes_object(cJSON *rec, const char *key, const long long *counted, const double *theory, int is_theory) {
+    cJSON *o = cJSON_AddObjectToObject(rec, key);
+    for (int k = 0; k < N_COLL; k++) cJSON_AddNumberToObject(o, COLL_NAMES[k], is_theory ? theory[k] : (double)counted[k]);
 }
 
 static cJSON *zero_comm_report(const Zero *z, int K, int print) {
-    double theory[N_COLL], elem_bytes = sizeof(floatX);
-    zero_comm_theory(z, K, theory);
+    double elem_bytes = sizeof(floatX);
+    CommTheory theory = zero_comm_theory(z, K);
     const Comm *c = z->comm;
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "comm");
     cJSON_AddNumberToObject(rec, "stage", ZERO_STAGE);
     cJSON_AddNumberToObject(rec, "world", c->world);
     cJSON_AddNumberToObject(rec, "accum", K);
-    cJSON *m = cJSON_AddObjectToObject(rec, "bytes_per_step");
-    cJSON *t = cJSON_AddObjectToObject(rec, "theory_bytes_per_step");
-    double total = 0, psi_b = (double)z->plan.num_params * elem_bytes;
+    cJSON_AddNumberToObject(rec, "nodes", c->n_nodes);
+    cJSON_AddNumberToObject(rec, "ranks_per_node", c->node_size);
+    cJSON *zpp = cJSON_AddObjectToObject(rec, "zeropp");
+    cJSON_AddBoolToObject(zpp, "quantized_weights", z->place.qw);
+    cJSON_AddNumberToObject(zpp, "hpz_partition_size", z->place.hpz ? z->place.hpz : 1);
+    cJSON_AddBoolToObject(zpp, "quantized_gradients", z->place.qg);
+    cJSON_AddNumberToObject(zpp, "block", ZQ_BLOCK);
+    comm_bytes_object(rec, "bytes_per_step", c->bytes, NULL, 0);
+    comm_bytes_object(rec, "theory_bytes_per_step", NULL, theory.total, 1);
+    comm_bytes_object(rec, "intra_node_bytes_per_step", c->intra_bytes, NULL, 0);
+    comm_bytes_object(rec, "cross_node_bytes_per_step", c->cross_bytes, NULL, 0);
+    comm_bytes_object(rec, "theory_intra_node_bytes_per_step", NULL, theory.intra, 1);
+    comm_bytes_object(rec, "theory_cross_node_bytes_per_step", NULL, theory.cross, 1);
+    double total = 0, intra = 0, cross = 0, theory_cross = 0, psi_b = (double)z->plan.num_params * elem_bytes;
     if (print) {
-        printf("communication per step, per rank (counted by the communicator)\n");
-        printf("| %-15s | %14s | %14s | %6s |\n", "collective", "counted", "theory", "calls");
+        printf("communication per step, per rank (counted by the communicator), %d node%s of %d rank%s\n", c->n_nodes,
+               c->n_nodes == 1 ? "" : "s", c->node_size, c->node_size == 1 ? "" : "s");
+        printf("| %-15s | %14s | %14s | %6s | %14s | %14s | %14s |\n", "collective", "counted", "theory", "calls",
+               "intra-node", "cross-node", "cross theory");
     }
     for (int k = 0; k < N_COLL; k++) {
-        cJSON_AddNumberToObject(m, COLL_NAMES[k], (double)c->bytes[k]);
-        cJSON_AddNumberToObject(t, COLL_NAMES[k], theory[k]);
-        total += (double)c->bytes[k];
-        if (print) printf("| %-15s | %14lld | %14.0f | %6lld |\n", COLL_NAMES[k], c->bytes[k], theory[k], c->calls[k]);
+        total += (double)c->bytes[k]; intra += (double)c->intra_bytes[k]; cross += (double)c->cross_bytes[k];
+        theory_cross += theory.cross[k];
+        if (print) printf("| %-15s | %14lld | %14.0f | %6lld | %14lld | %14lld | %14.0f |\n", COLL_NAMES[k], c->bytes[k], theory.total[k],
+                          c->calls[k], c->intra_bytes[k], c->cross_bytes[k], theory.cross[k]);
     }
-    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b;
+    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b, paper_cross = zero_paper_cross_bytes(z, K);
     cJSON_AddNumberToObject(rec, "total_bytes", total);
+    cJSON_AddNumberToObject(rec, "intra_node_total_bytes", intra);
+    cJSON_AddNumberToObject(rec, "cross_node_total_bytes", cross);
+    cJSON_AddNumberToObject(rec, "theory_cross_node_total_bytes", theory_cross);
     cJSON_AddNumberToObject(rec, "paper_bytes", paper);
+    cJSON_AddNumberToObject(rec, "paper_cross_node_bytes", paper_cross);
     cJSON_AddNumberToObject(rec, "psi_bytes", psi_b);
     // overlap: the units whose boundary reduction started inside the backward; all of them with DDP-style buckets
     cJSON_AddNumberToObject(rec, "units", z->plan.n_units);
     cJSON_AddNumberToObject(rec, "reduced_in_backward", z->reduced_in_backward);
     if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",
                       "total", total, total / psi_b, ZERO_STAGE == 3 ? 3 : 2, psi_b, K);
+    if (print && c->n_nodes > 1 && ZERO_STAGE == 3)
+        printf("cross-node: %.0f bytes counted, %.0f by the plan; the ZeRO++ paper's count %.0f = %.3gM per micro-step, M = Ψ = the "
+               "model's %d-bit bytes (no padding, block scales, persistent units, loss or norm; docs/zero.md)\n", cross, theory_cross,
+               paper_cross, paper_cross / K / psi_b, (int)(8 * elem_bytes));
     if (print) printf("gradient reductions started inside the backward, as each unit's gradient was complete: %d of %d units\n",
                       z->reduced_in_backward, z->plan.n_units);
     return rec;

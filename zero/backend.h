@@ -26,6 +26,8 @@
 //                                         partition, one launch each. The CPU declines it and walks the segments.
 //   zb_param_read_ahead / zb_param_slice_to   stage 3: a unit's slice of the parameter shard into the
 //                                         gather arena (from NVMe: read one unit ahead)
+//   zb_quantize / zb_dequantize           ZeRO++: blocks of values to int8 or int4 messages and back (util/quantize.h)
+//   zb_scale_to_floatX / zb_quant_errors  ZeRO++: qgZ's averaged fp32 sum as floatX; the worst block errors
 //   zb_nvme_stats                         ZeRO-Infinity's I/O since the last call
 //   zb_device_memory                      the accelerator's used / total bytes (none on the CPU)
 #pragma once

@@ -31,6 +31,7 @@
 #pragma once
 #include "cuda/common.cuh"
 #include "cuda/global_norm.cuh"
+#include "cuda/quantize.cuh"
 #include "zero/state.h"
 
 #define ZPARAM_DT DT_FLOATX
@@ -61,6 +62,7 @@ typedef struct {
     int n_runs, norm_grid, adam_grid;
     uint32_t *decay_mask;        // (zero/placement.h: ZBUF_DECAY_MASK)
     unsigned int *norm_blocks_done;
+    unsigned int *quant_error;   // ZeRO++: the worst block error of int8 and int4 (float bits), on the device
 } ZeroBackend;
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
@@ -93,6 +95,8 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     for (int i = 0; i < n_slots; i++) cudaCheck(cudaEventCreateWithFlags(&b->slot_free[i], cudaEventDisableTiming));
     cudaCheck(cudaMalloc(&b->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
+    cudaCheck(cudaMalloc(&b->quant_error, 2 * sizeof(unsigned int)));
+    cudaCheck(cudaMemset(b->quant_error, 0, 2 * sizeof(unsigned int)));
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
     b->host_x = (uint16_t *)staging_params;
@@ -105,7 +109,7 @@ static void zb_destroy(ZeroBackend *b) {
     zero_nvme_close(&b->state);
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
-    cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch));
+    cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch)); cudaCheck(cudaFree(b->quant_error));
     if (b->runs) { cudaCheck(cudaFree(b->runs)); cudaCheck(cudaFree(b->norm_blocks_done)); }
     zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
 }
@@ -358,4 +362,35 @@ static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
     cudaCheck(cudaMemGetInfo(&free_b, total));
     *used = *total - free_b;
     return 1;
+}
+
+// ZeRO++ (zero.h): the block quantization kernels of cuda/quantize.cuh on the compute stream,
+// which the staged collectives of comm/nodes.h synchronize with. Never run on a GPU yet.
+static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out) {
+    unsigned int *err = b->quant_error + (bits == 8 ? 0 : 1);
+    if (x_floatX) zq_quantize_gpu((const floatX *)x, n, bits, out, err, b->stream);
+    else zq_quantize_gpu((const float *)x, n, bits, out, err, b->stream);
+}
+static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add) {
+    if (y_floatX) zq_dequantize_gpu(in, n, bits, (floatX *)y, add, b->stream);
+    else zq_dequantize_gpu(in, n, bits, (float *)y, add, b->stream);
+}
+// qgZ's result lands where zb_accumulate_reduced reads it, on the reduce stream: that stream
+// first waits for the sums the compute stream made, and the compute stream, which reuses the
+// sums for the next unit, waits for it.
+static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s) {
+    if (b->reduce_stream == b->stream) { zq_scale_gpu(x, y, n, s, b->stream); return; }
+    cudaEvent_t sums_ready = comm_next_event(b->comm), scaled = comm_next_event(b->comm);
+    cudaCheck(cudaEventRecord(sums_ready, b->stream));
+    cudaCheck(cudaStreamWaitEvent(b->reduce_stream, sums_ready, 0));
+    zq_scale_gpu(x, y, n, s, b->reduce_stream);
+    cudaCheck(cudaEventRecord(scaled, b->reduce_stream));
+    cudaCheck(cudaStreamWaitEvent(b->stream, scaled, 0));
+}
+static void zb_quant_errors(ZeroBackend *b, float out[2]) {
+    unsigned int bits[2];
+    cudaCheck(cudaMemcpyAsync(bits, b->quant_error, sizeof(bits), cudaMemcpyDeviceToHost, b->stream));
+    cudaCheck(cudaStreamSynchronize(b->stream));
+    memcpy(out, bits, sizeof(bits));
+    cudaCheck(cudaMemsetAsync(b->quant_error, 0, sizeof(bits), b->stream));
 }

@@ -21,6 +21,7 @@
 // nothing here rounds anything.
 #pragma once
 #include "zero/state.h"
+#include "util/quantize.h"
 
 #define ZPARAM_DT DT_F32
 // At one rank a reduced gradient is the gradient itself, so zero.h skips the reduce-scatter,
@@ -36,6 +37,7 @@ typedef struct {
     int fp16;                    // fp16 mode: values the GPU stores as fp16 are rounded to fp16
     ZeroNvme state;              // the partition's state planes: memory or NVMe (zero/state.h)
     AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
+    float quant_error[2];        // ZeRO++: the worst block error since zb_quant_errors, int8 and int4
 } ZeroBackend;
 
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
@@ -179,6 +181,26 @@ static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, si
     int buffer;
     if (!src) src = (const floatX *)zero_nvme_param_slice(&b->state, off, n, &buffer);
     memcpy(dst, src, n * sizeof(floatX));
+}
+
+// ZeRO++ (zero.h, util/quantize.h): n values, floatX or fp32 (x_floatX; the CPU's floatX is
+// fp32), into a quantized message; a message back into floatX values or fp32 ones, or added
+// to fp32 ones; fp32 values times s into floatX; the worst block error of each width since
+// the last call.
+static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out) {
+    float e = zq_quantize((const float *)x, n, bits, out), *worst = &b->quant_error[bits == 8 ? 0 : 1];
+    if (e > *worst) *worst = e;
+}
+static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add) {
+    zq_dequantize(in, n, bits, (float *)y, add);
+    if (y_floatX) zb_round_fp16(b, (float *)y, n);   // floatX values, as the GPU stores them
+}
+static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s) {
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+static void zb_quant_errors(ZeroBackend *b, float out[2]) {
+    out[0] = b->quant_error[0]; out[1] = b->quant_error[1];
+    b->quant_error[0] = b->quant_error[1] = 0;
 }
 
 static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_nvme_take_stats(&b->state, out); }

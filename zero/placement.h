@@ -18,6 +18,7 @@
 // and parameters and gradients stored as fp16 values (zero/host.h says where they are rounded).
 #pragma once
 #include "zero/plan.h"
+#include "util/quantize.h"
 #ifdef __CUDACC__
 #include "zero/device.cuh"
 #else
@@ -39,6 +40,7 @@ typedef struct {
     ZeroNvmePlan nvme;          // ZeRO-Infinity: which planes are on NVMe, and their tiles (zero/state.h)
     int lean_adamw;             // GPU, --lean-step 1: AdamW in one launch over the partition, with a weight-decay mask
     int whole;                  // stage 3 at one rank, the shard in working memory: units used in place
+    int qw, hpz, qg;            // ZeRO++ at stage 3 with several ranks: qwZ, hpZ's partition size (0: off), qgZ
 } ZeroPlacement;
 
 // The same for a run and for the estimator. x is the size of a floatX.
@@ -53,7 +55,29 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     // NVMe, it already sits where the compute reads it, and a gather would copy every unit onto
     // itself. So the units are used in place: no arena, no resident copies, no all-gathers.
     pl.whole = p->stage == 3 && p->P == 1 && !pl.offload_param && !pl.nvme.on[ZS_PARAM];
+    int zpp = p->stage == 3 && p->P > 1;   // ZeRO++ changes stage 3's collectives; at one rank there are none
+    pl.qw = zpp && cfg->zpp_quantized_weights;
+    pl.hpz = zpp && cfg->zpp_hpz_size > 1 ? cfg->zpp_hpz_size : 0;
+    pl.qg = zpp && cfg->zpp_quantized_gradients;
     return pl;
+}
+
+// hpZ's secondary partition: this rank's 1/hpz of every unit gathered per use.
+static size_t zero_hpz_elems(const ZeroPlan *p, int hpz) {
+    size_t n = 0;
+    for (int i = 0; i < p->n_units && hpz; i++) if (!p->u[i].persistent) n += p->u[i].padded / hpz;
+    return n;
+}
+
+// ZeRO++'s staging, one allocation: the quantized message sent, the messages received, and
+// qgZ's fp32 sums (at most one shard per node, plus the result). Laid out by zero_zpp_staging.
+typedef struct { size_t send, recv, work; } ZeroZppStaging;
+static ZeroZppStaging zero_zpp_staging(const ZeroPlan *p, const ZeroPlacement *pl) {
+    size_t s = p->max_shard, P = (size_t)p->P, q8 = round_up(zq_bytes(s, 8), 16), q4 = round_up(zq_bytes(s, 4), 16);
+    ZeroZppStaging z = {0, 0, 0};
+    if (pl->qw) { z.send = q8; z.recv = P * q8; }
+    if (pl->qg) { z.send = P * q4 > z.send ? P * q4 : z.send; z.recv = P * q4 > z.recv ? P * q4 : z.recv; z.work = (P + 1) * s * 4; }
+    return z;
 }
 
 // The buffer table. The staging buffers are ZeRO-Offload's pinned copies of the reduced
@@ -61,8 +85,8 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
 // host and device. The lean AdamW's weight-decay mask, a bit per element of the
 // partition, counts as scratch.
 enum { ZBUF_PARAMS, ZBUF_MASTER, ZBUF_OPT_M, ZBUF_OPT_V, ZBUF_RESIDENT, ZBUF_ARENA, ZBUF_GRADS, ZBUF_GRAD_SHARD,
-       ZBUF_GRAD_SLOTS, ZBUF_RS_SCRATCH, ZBUF_NVME_BUFFERS, ZBUF_DECAY_MASK, ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS,
-       N_ZBUF };
+       ZBUF_GRAD_SLOTS, ZBUF_RS_SCRATCH, ZBUF_NVME_BUFFERS, ZBUF_DECAY_MASK, ZBUF_HPZ, ZBUF_ZPP_STAGING,
+       ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
 static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
@@ -83,6 +107,9 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZBUF_RS_SCRATCH] = (ZeroBuffer){st >= 2 ? p->max_shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_WORK};
     b[ZBUF_NVME_BUFFERS] = (ZeroBuffer){zero_nvme_buffer_bytes(&pl->nvme), MEM_NVME_BUFFERS, opt};
     b[ZBUF_DECAY_MASK] = (ZeroBuffer){pl->lean_adamw ? round_up(shard, 32) / 8 : 0, MEM_SCRATCH, ZMEM_WORK};
+    ZeroZppStaging zs = zero_zpp_staging(p, pl);
+    b[ZBUF_HPZ] = (ZeroBuffer){zero_hpz_elems(p, pl->hpz) * x, MEM_GATHER, ZMEM_WORK};   // a copy, beside the partition
+    b[ZBUF_ZPP_STAGING] = (ZeroBuffer){zs.send + zs.recv + zs.work, MEM_SCRATCH, ZMEM_WORK};
     b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && off ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     // With the parameter shard on NVMe, CPU-Adam writes its floatX output into the shard's tiles instead.
     b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && off && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
@@ -116,6 +143,9 @@ typedef struct {
     floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands before it is accumulated
     void *nvme_buffers;         // ZeRO-Infinity: the step's tiles, stage 3's unit reads (zero/state.h)
     uint32_t *decay_mask;       // the lean AdamW's weight-decay bits
+    floatX *hpz_params;         // ZeRO++ hpZ: the secondary partition, each unit's part at hpz_off[u]
+    size_t *hpz_off;
+    uint8_t *zpp_staging;       // ZeRO++: quantized messages and qgZ's sums (zero_zpp_staging)
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments
     int lean;                   // what of the step the backend runs lean (LEAN_*); -1: not asked yet
 
@@ -149,8 +179,26 @@ static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, v
     void **p[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                         (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
                         (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
-                        staging_grad, staging_params};
+                        (void **)&z->hpz_params, (void **)&z->zpp_staging, staging_grad, staging_params};
     memcpy(ptr, p, sizeof(p));
+}
+
+// ZeRO++'s hierarchy needs nodes of equal, consecutive ranks (comm_nodes_init), and hpZ's
+// secondary partition must span exactly one node. Every rank decides the same.
+static void zero_zpp_check(const ZeroPlacement *pl, const Comm *c, int quiet) {
+    if ((pl->hpz || pl->qg) && !c->node_size)
+        fatal("ZeRO++ %s: the nodes here are not blocks of consecutive ranks of one size (comm/launch.h prints them); "
+              "launch with the same number of ranks on every node, placed by node", pl->hpz ? "hpZ" : "qgZ");
+    if (pl->hpz && pl->hpz != c->node_size)
+        fatal("zero_hpz_partition_size %d (--zero-hpz-partition-size): the secondary partition spans one node, and the nodes "
+              "here have %d rank%s each (comm/launch.h)", pl->hpz, c->node_size, c->node_size == 1 ? "" : "s");
+    if (c->rank == 0 && !quiet && (pl->qw || pl->hpz || pl->qg))
+        printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
+               c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
+               pl->hpz ? " hpZ (the backward gathers inside the node)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+    if (TRAINER_IS_GPU && c->rank == 0 && (pl->qw || pl->hpz || pl->qg))
+        printf("note: ZeRO++ in train_gpt has not run on a GPU yet (its kernels have dev/cuda/quantize.cu); its collectives are "
+               "staged through host memory and MPI (comm/nodes.h)\n");
 }
 
 static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
@@ -164,6 +212,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     // The model states, then the working buffers. A buffer placed on NVMe is a plane of
     // this rank's NVMe files instead of memory.
     z->place = zero_placement(p, cfg, TRAINER_IS_GPU, sizeof(floatX));
+    zero_zpp_check(&z->place, comm, cfg->quiet);
     ZeroBuffer b[N_ZBUF];
     zero_buffers(b, p, sizeof(floatX), &z->place);
     void *staging_grad = NULL, *staging_params = NULL, **ptr[N_ZBUF];
@@ -184,6 +233,9 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
     z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
     z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
+    z->hpz_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "hpZ offsets");
+    for (int i = 0; i < p->n_units; i++)
+        z->hpz_off[i + 1] = z->hpz_off[i] + (z->place.hpz && !p->u[i].persistent ? p->u[i].padded / z->place.hpz : 0);
     // Parameters that never move: every unit in stages 0-2; in stage 3 the persistent
     // units, or every unit where the shard is the whole model.
     for (int i = 0; i < p->n_units; i++)
@@ -200,7 +252,7 @@ static void zero_free(Zero *z) {
     zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
     for (int i = 0; i < ZBUF_STAGING_GRAD; i++) zb_free(&z->be, *ptr[i], b[i].where);
     free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
-    free(z->grad_reduce); free(z->grad_reducing);
+    free(z->grad_reduce); free(z->grad_reducing); free(z->hpz_off);
     zero_plan_free(&z->plan);
 }
 
