@@ -76,7 +76,7 @@ say "# cluster: $NODES nodes x $SLOTS ranks (one OpenMP thread each), rates: $RA
 say "# trainer: $BIN ${MODEL} --train data/brown/train.bin --steps $STEPS; $REPEATS repeats, variants alternating; first $WARMUP step(s) of each run excluded"
 say "# link bytes: what the nodes sent into the switch (port rx counters, TCP/IP headers included), per step, the start-up taken off"
 say "# floor: (nodes - 1) x the all-gather and reduce-scatter bytes one rank counted, the least any algorithm moves between nodes for them"
-say "# counted: the trainer's cross_node_total_bytes (JSONL comm record), one step's bytes between nodes as the trainer counts them"
+say "# counted: the trainer's cross_node_total_bytes (JSONL comm record, per rank) times the world: one step's bytes between nodes as the trainer counts them, all ranks together"
 
 # the trainer refuses flags it does not know: asked once per variant, without running anything
 accepted=()
@@ -170,7 +170,8 @@ for path in sys.argv[5:]:
     ms = [r["ms"] for r in recs if r.get("type") == "train" and r["step"] > warmup]
     all_ms += ms; medians.append(statistics.median(ms))
     comm = [r for r in recs if r.get("type") == "comm"]
-    if comm and "cross_node_total_bytes" in comm[-1]: counted = comm[-1]["cross_node_total_bytes"]
+    if comm and "cross_node_total_bytes" in comm[-1]:   # per rank in the record: all ranks together, as the link sees them
+        counted = comm[-1]["cross_node_total_bytes"] * comm[-1]["world"]
     if comm:   # the least any algorithm moves between nodes for the all-gathers and reduce-scatters one rank counted
         b = comm[-1]["bytes_per_step"]; floor = "%.0f" % ((nodes - 1) * (b["all_gather"] + b["reduce_scatter"]))
 link = statistics.median((b - start) / (steps - 1) for b in runs)   # the 1-step run's bytes: start-up and its one step
