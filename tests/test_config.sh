@@ -240,9 +240,21 @@ expect_error "fp16 value out of range" 'fp16.hysteresis: expected an integer in 
     $CT lr --config "$(cfg c13 '{"fp16": {"enabled": true, "hysteresis": 0}}')"
 expect_error "stage against the build (every rank says it)" 'zero_optimization.stage: asks for ZeRO stage 2 but this binary was built with ZERO=3' 1 \
     $MPIRUN -np 2 ./build/z3/train_gpt_cpu --config "$(cfg c14 '{"zero_optimization": {"stage": 2}}')"
-./build/z0/train_gpt_cpu --config "$(cfg c15 '{"zero_optimization": {"stage": 0, "overlap_comm": false}}')" --steps 0 > "$TMP/c15.out" 2>&1
-grep -q "overlap_comm: false: stages 0-2 always overlap each unit's gradient reduction" "$TMP/c15.out"
-check "overlap_comm below stage 3: a note that the reductions overlap the backward anyway" $?
+./build/z2/train_gpt_cpu --config "$(cfg c15 '{"zero_optimization": {"stage": 2, "overlap_comm": false}}')" --steps 0 > "$TMP/c15.out" 2>&1
+grep -q "overlap_comm: false: stage 2 always reduces each unit's gradient in the backward" "$TMP/c15.out"
+check "overlap_comm at stage 2: a note that the reductions are in the backward anyway" $?
+# stages 0-1: overlap_comm false starts every unit's reduction at the boundary (--overlap-reduce 0), none in the backward
+for v in false true; do
+    ./build/z1/train_gpt_cpu --config "$(cfg c15$v '{"zero_optimization": {"stage": 1, "overlap_comm": '$v'}}')" --steps 1 --quiet 1 \
+        --log "$TMP/c15$v.jsonl" > "$TMP/c15$v.out" 2>&1
+done
+"$PY" - "$TMP/c15false.jsonl" "$TMP/c15true.jsonl" <<'PYEOF'
+import json, sys
+c = [[r for r in map(json.loads, open(p)) if r.get("type") == "comm"][-1] for p in sys.argv[1:]]
+print(f"       overlap_comm false: {c[0]['reduced_in_backward']} of {c[0]['units']} units reduced in the backward; true: {c[1]['reduced_in_backward']}")
+sys.exit(0 if c[0]["reduced_in_backward"] == 0 and c[1]["reduced_in_backward"] == c[1]["units"] > 0 else 1)
+PYEOF
+check "overlap_comm at stage 1: false reduces at the boundary, true in the backward" $?
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--beta2 -0.1" \
          "--warmup-min-lr -1" "--warmup-min-ratio 1.5" "--cos-min-ratio -0.1" "--batch 0" "--total-batch 0" "--accum 0" \
          "--warmup -1" "--adam-w-mode 2"; do
