@@ -21,7 +21,8 @@
 # variants alternating, a load that changes meets them all). BENCH_SMOKE=1 writes it to out/bench/
 # only. Variables:
 #   NODES (2), SLOTS (2: ranks per node), RATES ("1gbit 200mbit"), REPEATS (3), STEPS (6), WARMUP (1)
-#   MODEL ("--preset tiny --batch 4 --seq 64"; the data is data/brown/train.bin)
+#   MODEL ("--preset tiny --batch 4 --seq 64 --persistence-threshold 0": every unit gathered per use, as
+#   in a model whose layers are past the persistence threshold; the data is data/brown/train.bin)
 #   VARIANTS: lines "label|flags"; default ZeRO-3, +qwZ, +hpZ, +qgZ and all three (the flags below)
 #   ONE_NODE (1)
 #   BIN (build/z3/train_gpt_cpu), RECORD (cluster_zeropp.txt)
@@ -36,7 +37,7 @@ RATES=${RATES:-1gbit 200mbit}
 REPEATS=${REPEATS:-3}
 STEPS=${STEPS:-6}
 WARMUP=${WARMUP:-1}
-MODEL=${MODEL:---preset tiny --batch 4 --seq 64}
+MODEL=${MODEL:---preset tiny --batch 4 --seq 64 --persistence-threshold 0}
 BIN=${BIN:-build/z3/train_gpt_cpu}
 RECORD=${RECORD:-cluster_zeropp.txt}
 QW="--zero-quantized-weights 1" HP="--zero-hpz-partition-size $SLOTS" QG="--zero-quantized-gradients 1"
