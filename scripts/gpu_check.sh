@@ -25,8 +25,8 @@
 #                                 export_model, every dev/cuda program (flash attention added to each since)
 #   kernels         120      60   dev/cuda programs not run on a GPU in their present form (all but
 #                                 KERNELS_VALIDATED below; a new program joins by existing)
-#   test_new        200      90   test_gpu.sh 9-12 and 14 (each opt-in path against the default) and 1-2
-#                                 (the default against PyTorch and the CPU trainer), 6 groups in parallel
+#   test_new        200      90   test_gpu.sh 9-12, 14 and 15 (each opt-in path against the default) and 1-2
+#                                 (the default against PyTorch and the CPU trainer), 7 groups in parallel
 #   speed           120      65   bench/gpu_train.sh pairs: GPT-2 124M, B=16, T=1024: the default, each
 #                                 opt-in path, all of them, the default again (9 runs)
 #   torch           150      70   bench/gpu_train.sh torch: PyTorch eager and torch.compile (compiling ~45 s)
@@ -72,7 +72,7 @@ KERNELS_VALIDATED="attention attention_decode encoder gelu residual rope swiglu"
 # the pending programs most informative first; programs not named here follow in name order
 KERNELS_FIRST="flash_attention adamw global_norm layernorm rmsnorm classifier matmul"
 # test_gpu.sh's sections in parallel groups (each group one process, its sections in order)
-TEST_NEW=${GPU_CHECK_TEST_NEW:-"flash lean loss fusion bgrad test_gpt,cpu"}
+TEST_NEW=${GPU_CHECK_TEST_NEW:-"flash lean loss fusion bgrad zeropp test_gpt,cpu"}
 TEST_REST=${GPU_CHECK_TEST_REST:-"stages recompute fp16 ranks resume,brown"}
 # every opt-in path of the step at once (config/train_config.h)
 . scripts/gpu_paths.sh   # NEW_PATHS

@@ -36,11 +36,15 @@
 #  14 bgrad      --bias-grad-epilogue 1 (the bias gradients from the dweight GEMMs' cuBLASLt BGRADB epilogue): the
 #                first step's loss bitwise, the losses within 5e-4 over 6 steps (gpt2, stages 0 and 3); llama
 #                (no biases) bitwise
+#  15 zeropp     ZeRO++ at stage 3 (cuda/quantize.cuh, zero/device.cuh's primitives), 4 ranks sharing the GPU
+#                as 2 nodes x 2 (ZEROC_RANKS_PER_NODE=2, --comm mpi): hpZ alone bitwise plain ZeRO-3, qwZ, qgZ and
+#                all three within 5e-3 of it, every collective's intra- and cross-node bytes equal to the
+#                formula, the logged block errors within int8's and int4's bounds (tests/test_zeropp.sh on the CPU)
 # Exit 0 when every check passed, 1 when one failed, 77 without a GPU or when every section run was skipped.
 # On the lent GPU machine run it through scripts/gpu_check.sh, which sets up .gpu_deps first and runs the
 # sections in parallel groups.
 cd "$(dirname "$0")/.."
-SECTIONS=(test_gpt cpu resume stages ranks brown fp16 recompute loss lean flash fusion nccl bgrad)
+SECTIONS=(test_gpt cpu resume stages ranks brown fp16 recompute loss lean flash fusion nccl bgrad zeropp)
 for key in ${GPU_TEST_ONLY//,/ }; do
     [[ " ${SECTIONS[*]} " == *" $key "* ]] || { echo "error: GPU_TEST_ONLY: unknown section '$key' (${SECTIONS[*]})"; exit 2; }
 done
@@ -763,6 +767,51 @@ section_bgrad() {
         st=$?; check "$arch ${v%_o0}: --bias-grad-epilogue 1: step 1 bitwise, $([ $arch = llama ] && echo 'every loss bitwise (no biases)' || echo "losses within $tol of the column-sum kernel's over 6 steps")" $st
       done
     done
+}
+
+section_zeropp() {
+    section "== 15. ZeRO++ (qwZ, hpZ, qgZ) at stage 3, 4 ranks sharing the GPU as 2 nodes x 2, against plain ZeRO-3"
+    if ! command -v mpirun >/dev/null 2>&1; then section_skip "no mpirun (scripts/gpu_env.sh provides one from .gpu_deps)"; return; fi
+    # The CPU trainer's tests/test_zeropp.sh measured 3.2e-3 absolute (6e-4 relative) for all three over 4
+    # steps; bf16 rounds the same quantized values, so the tolerance is the CPU's absolute 0.02 as relative 5e-3.
+    local M="$(model gpt2) --train $TMP/train.bin --batch 1 --accum 2 --total-batch 8 --steps 6 --lr 1e-3 --quiet 1 --persistence-threshold 0 --comm mpi"
+    local v f
+    for v in plain hpz qw qg all; do
+        case $v in
+            plain) f="";; hpz) f="--zero-hpz-partition-size 2";; qw) f="--zero-quantized-weights 1";; qg) f="--zero-quantized-gradients 1";;
+            all) f="--zero-quantized-weights 1 --zero-hpz-partition-size 2 --zero-quantized-gradients 1";;
+        esac
+        $TO $MPIRUN -np 4 -x ZEROC_RANKS_PER_NODE=2 ./build/gpu_z3_o0/train_gpt $M $f --log "$TMP/zpp_$v.jsonl" > "$TMP/zpp_$v.out" 2>&1 ||
+            tail -n 20 "$TMP/zpp_$v.out"
+    done
+    cmp_losses "hpZ vs plain ZeRO-3" "$TMP/zpp_hpz.jsonl" "$TMP/zpp_plain.jsonl" 0
+    check "hpZ alone: the losses of plain ZeRO-3, bitwise (the secondary partition holds the same bits)" $?
+    for v in qw qg all; do
+        cmp_losses "$v vs plain ZeRO-3" "$TMP/zpp_$v.jsonl" "$TMP/zpp_plain.jsonl" 5e-3
+        check "$v: within 5e-3 of plain ZeRO-3's losses" $?
+    done
+    "$PY" - "$TMP" <<'PYEOF'
+import json, sys
+T = sys.argv[1]
+ok = True
+for v in ("plain", "hpz", "qw", "qg", "all"):
+    try:
+        recs = [json.loads(l) for l in open(f"{T}/zpp_{v}.jsonl")]
+        c = [r for r in recs if r.get("type") == "comm"][-1]
+    except (OSError, ValueError, IndexError) as e:
+        print(f"       {v}: no comm record ({e})"); ok = False; continue
+    bad = [f"{w} {k}" for w in ("intra", "cross") for k in c["bytes_per_step"]
+           if c[f"{w}_node_bytes_per_step"][k] != c[f"theory_{w}_node_bytes_per_step"][k]]
+    tr = [r for r in recs if r.get("type") == "train"]
+    e8 = max((r.get("qwz_max_rel_error", -1) for r in tr), default=-1)
+    e4 = max((r.get("qgz_max_rel_error", -1) for r in tr), default=-1)
+    good = not bad and c["nodes"] == 2 and e8 <= 1 / 254 + 1e-7 and e4 <= 1 / 14 + 1e-7
+    print(f"       {v}: {c['nodes']} nodes x {c['ranks_per_node']}, cross-node {c['cross_node_total_bytes']:.0f} B per rank per step "
+          f"(formula {c['theory_cross_node_total_bytes']:.0f}), block errors int8 {e8:.4f} int4 {e4:.4f}" + (f"; differ: {bad}" if bad else ""))
+    ok = ok and good
+sys.exit(0 if ok else 1)
+PYEOF
+    check "every collective's intra- and cross-node bytes as the formula, the block errors within int8's 1/254 and int4's 1/14" $?
 }
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 #   1. gpu_check.sh with the stages that can run on stand-ins: the facts first; the stages in gpu_check's
 #      order, each with its limit and expected time; kernels runs the pending dev/cuda programs (a new one
 #      joins by existing) and fails on the one stand-in that fails; test_new runs test_gpu.sh's sections
-#      9, 10, 12 and 14 in parallel groups, where every comparison of an opt-in path with the default must
+#      9, 10, 12, 14 and 15 in parallel groups, where every comparison of an opt-in path with the default must
 #      come out equal (the CPU trainer has one path; the flags only print a note) and the one check that
 #      must fail is the lean step's start-up notice, which only the GPU trainer prints; speed runs
 #      bench/gpu_train.sh's 9 pairs rows and prints its table and last line; sanitize runs every opt-in
@@ -78,7 +78,7 @@ done
 # 1. the stages that run on stand-ins
 t1=$SECONDS
 (cd "$T" && PATH="$TMP/bin:$PATH" OUT="$TMP/out" PYTHON="$PY" ZEROC_SYSTEM_DEPS=1 ZEROC_COMMIT=dryrun GPU_CHECK_BUDGET=1500 \
-    GPU_CHECK_ONLY=build,kernels,test_new,speed,sanitize,kernels_rest,tensorboard,hf_export GPU_CHECK_TEST_NEW="loss lean fusion bgrad" \
+    GPU_CHECK_ONLY=build,kernels,test_new,speed,sanitize,kernels_rest,tensorboard,hf_export GPU_CHECK_TEST_NEW="loss lean fusion bgrad zeropp" \
     GPU_CHECK_LIMIT_kernels_rest=3 GPU_CHECK_LIMIT_speed=5000 GPU_TRAIN_SHAPE="--preset tiny --batch 2 --seq 32" GPU_TRAIN_STEPS=3 \
     timeout 900 bash scripts/gpu_check.sh) > "$TMP/run1.txt" 2>&1
 rc=$?
@@ -104,7 +104,7 @@ want="flash_attention adamw global_norm layernorm rmsnorm classifier matmul "
 grep -q "^dev/cuda programs (pending): ${want}[a-z_ ]*zz_new_kernel" "$log" && ! grep -q "^dev/cuda programs (pending):.* gelu " "$log" &&
     grep -q "^FAIL matmul (exit 1" "$log" && grep -q "^dev/cuda programs (validated): attention attention_decode encoder gelu" "$log"
 check "kernels: the pending programs, most informative first, a new one included, validated ones apart; the failure named" $?
-for s in 9 10 12 14; do
+for s in 9 10 12 14 15; do
     grep -q "^== $s\. " "$log"
     check "test_gpu.sh section $s ran (in its group)" $?
 done
