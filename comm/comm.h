@@ -52,8 +52,8 @@ enum { COMM_BACKEND_NCCL = 0, COMM_BACKEND_MPI = 1 };
 typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8, DT_F16 } CommDType;
 #define DT_FLOATX (FLOATX_FP16 ? DT_F16 : DT_BF16)   // the GPU build's floatX (util/common.h)
 typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
-typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_BROADCAST, COLL_ALL_TO_ALL, N_COLL } CollKind;
-static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
+typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_ALL_TO_ALL, N_COLL } CollKind;
+static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"};
 // where a collective's bytes go: among the ranks of one node, or over the link between nodes
 typedef enum { SCOPE_WORLD = 0, SCOPE_NODE, SCOPE_ACROSS } CommScope;
 
