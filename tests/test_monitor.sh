@@ -13,7 +13,7 @@ fi
 # decode LOG [--tensorboard DIR] [--csv DIR]: tests/tfevents_check.py, its summary lines shown
 decode() {
     /usr/bin/python3 tests/tfevents_check.py "$@" > "$TMP/check.out"; local st=$?
-    grep -E "^(tensorboard|csv_monitor):|PROBLEM|train_loss|loss_scale" "$TMP/check.out" | sed 's/^/       /'
+    grep -E "^(tensorboard|csv_monitor):|PROBLEM|train_loss|loss_scale|points: " "$TMP/check.out" | sed 's/^/       /'
     return $st
 }
 make -s build/z0/train_gpt_cpu || exit 1
