@@ -165,9 +165,8 @@ static int zero_ring_alloc(Zero *z, size_t n, size_t *off) {
     return 0;
 }
 
-// Unit order[pos] into full, this rank's slice already at mine: plain stage 3 all-gathers it
-// over every rank without waiting; ZeRO++ (below) may take another way.
-static CommRequest zero_gather(Zero *z, int pos, floatX *full, floatX *mine);
+// ZeRO++'s ways of gathering unit order[pos] into full (the next section)
+static CommRequest zero_zpp_gather(Zero *z, int pos, floatX *full, floatX *mine);
 
 // Start gathering the unit at position pos of the pass's order, without waiting for it.
 // Returns 0 when it does not fit yet; with `must` that stops the run.
@@ -191,7 +190,8 @@ static int zero_start_gather(Zero *z, int pos, int must) {
         const ZeroUnit *next = &z->plan.u[z->order[pos + 1]];
         zb_param_read_ahead(&z->be, next->shard_off, next->shard);
     }
-    z->ring[slot].req = zero_gather(z, pos, full, mine);
+    z->ring[slot].req = z->place.qw || z->place.hpz ? zero_zpp_gather(z, pos, full, mine)
+                                                    : comm_iall_gather(z->comm, mine, full, U->shard, ZPARAM_DT);
     z->ring_count++;
     z->live += U->padded;
     if (z->live > z->peak_live) z->peak_live = z->live;
@@ -284,7 +284,9 @@ static floatX *zero_hpz_part(Zero *z, int u, floatX *full) {
     return full + (size_t)z->comm->node_rank * (z->plan.u[u].padded / z->place.hpz);
 }
 
-static CommRequest zero_gather(Zero *z, int pos, floatX *full, floatX *mine) {
+// Unit order[pos] with qwZ or hpZ on: with hpZ the backward gathers inside the node; the
+// forward's gather is quantized with qwZ, and with hpZ keeps this rank's secondary part.
+static CommRequest zero_zpp_gather(Zero *z, int pos, floatX *full, floatX *mine) {
     int u = z->order[pos];
     size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0;
     CommRequest r = {0};
