@@ -23,8 +23,8 @@ adamw_test: $(BUILD)/adamw_test $(BUILD)/adamw_test_generic
 bench_cpu_adam: $(BUILD)/cpu_adam
 	bash bench/cpu_adam.sh
 
-dev/cuda/bin/adamw: dev/cuda/adamw.cu adamw.cuh dev/cuda/gpt2_plan.cuh dev/cuda/kernel_check.cuh cuda/common.cuh $(wildcard config/*.h) model/model.h zero/plan.h
+$(CUDA_DEV_BIN)/adamw: dev/cuda/adamw.cu adamw.cuh dev/cuda/gpt2_plan.cuh dev/cuda/kernel_check.cuh cuda/common.cuh $(wildcard config/*.h) model/model.h zero/plan.h
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lgomp
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcjson -lgomp
 
 cuda: dev/cuda/bin/adamw

@@ -7,12 +7,12 @@
 .PHONY: cuda-dev
 
 CUDA_DEV_SRCS := $(wildcard dev/cuda/*.cu)
-CUDA_DEV_BINS := $(patsubst dev/cuda/%.cu,dev/cuda/bin/%,$(CUDA_DEV_SRCS))
+CUDA_DEV_BINS := $(patsubst dev/cuda/%.cu,$(CUDA_DEV_BIN)/%,$(CUDA_DEV_SRCS))
 CUDA_KERNEL_HEADERS := $(wildcard cuda/*.cuh) $(wildcard dev/cuda/*.cuh)
 
-dev/cuda/bin/%: dev/cuda/%.cu $(CUDA_KERNEL_HEADERS)
+$(CUDA_DEV_BIN)/%: dev/cuda/%.cu $(CUDA_KERNEL_HEADERS)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt -lcublas -lgomp
+	$(NVCC) $(NVCCFLAGS) $< -o $@ -lcublasLt -lcublas -lcjson -lgomp
 
 cuda-dev: $(CUDA_DEV_BINS)
 

@@ -3,9 +3,12 @@
 #                       buffers poisoned (NaN), the fp16 build at stages 0 and 3, and test_gpt
 #   make test_gpt       build/gpu_test/test_gpt (stage 0), copied to ./test_gpt
 #   make train_gpt ZERO=k OFFLOAD=o [FP16=1]    (the rule is in the Makefile)
+#   make gpu-check      each variant whose preprocessed code differs, compiled and linked with the
+#                       optimizers off, into build/check/ (tests/test_gpu_build.sh); make
+#                       cuda-dev-check: cuda-dev the same way (tests/test_cuda_build.sh)
 # Each variant has its own build directory, build/gpu_z<k>_o<o>/train_gpt, and for the fp16
 # build (floatX = __half: -DFLOATX_FP16=1) build/gpu_z<k>_o<o>_fp16/train_gpt.
-.PHONY: gpu-all gpu-bins
+.PHONY: gpu-all gpu-bins gpu-check gpu-check-bins cuda-dev-check
 
 GPU_SRCS := train_gpt.cu $(HEADERS) $(wildcard cuda/*.cuh)
 
@@ -44,3 +47,21 @@ GPU_BINS := $(foreach z,0 1 2 3,$(foreach o,0 1,$(BUILD)/gpu_z$(z)_o$(o)/train_g
             $(BUILD)/gpu_z0_o0_fp16/train_gpt $(BUILD)/gpu_z3_o0_fp16/train_gpt
 gpu-bins: $(GPU_BINS)
 gpu-all: $(GPU_BINS) $(BUILD)/gpu_test/test_gpt
+
+# The suite's compile-and-link check of the CUDA targets, sized for CI's two cores:
+#   - the variants whose preprocessed code differs: ZERO_STAGE and FLOATX_FP16 select code with #if,
+#     while OFFLOAD (the default of --offload) and ZERO_POISON (an if on a constant) are values in
+#     expressions, so the _o1 and poison builds compile what _o0 compiles (tests/test_gpu_build.sh
+#     checks that no #if tests them);
+#   - the host compiler and NVVM at -O0 (ptxas keeps its default, so its resource limits are still
+#     checked): half the time of the -O3 build, with the same compile and link errors;
+#   - into build/check/, so that no -O0 program is ever mistaken for the real one.
+GPU_CHECK_FLAGS := BUILD=$(BUILD)/check CUDA_DEV_BIN=$(BUILD)/check/dev_cuda NVCC_OPT="-O0 -Xcicc -O0"
+GPU_CHECK_BINS := $(foreach z,0 1 2 3,$(BUILD)/gpu_z$(z)_o0/train_gpt) $(BUILD)/gpu_z0_o0_fp16/train_gpt \
+                  $(BUILD)/gpu_z3_o0_fp16/train_gpt $(BUILD)/gpu_test/test_gpt $(BUILD)/gpu_test/test_decode \
+                  $(BUILD)/gpu_test_z3/test_decode
+gpu-check:
+	@$(MAKE) -s $(GPU_CHECK_FLAGS) gpu-check-bins
+gpu-check-bins: $(GPU_CHECK_BINS)
+cuda-dev-check:
+	@$(MAKE) -s $(GPU_CHECK_FLAGS) cuda-dev

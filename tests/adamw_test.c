@@ -215,15 +215,25 @@ static int read_f32(const char *dir, const char *name, float *x, size_t n) {
     return got == n;
 }
 
-// returns 0 ran, 77 torch missing
-// l2: torch.optim.Adam (weight decay added to the gradient) against l2_decay
-static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_grads, int vary_scale, int l2) {
-    char dir[] = "/tmp/adamw_test.XXXXXX";
-    if (!mkdtemp(dir)) fatal("mkdtemp failed");
-    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
-    Rng r = {4242 + n + (size_t)(wd * 1000) + bf16_grads};
-    float *p0 = falloc(n), *grads = falloc(n * steps), lrs[64], scales[64];
-    uint16_t *gb = halloc(n * steps);
+// One comparison with torch: the inputs (written to dir for tests/adamw_torch_ref.py), and the
+// reference's outputs checked against every CPU path. l2: torch.optim.Adam (weight decay added to
+// the gradient) against l2_decay.
+typedef struct {
+    size_t n; int steps; float wd; int bf16_grads, vary_scale, l2;
+    char dir[32];
+    float *p0, *grads, lrs[64], scales[64];
+    uint16_t *gb;
+} TorchCase;
+static const float TORCH_B1 = 0.9f, TORCH_B2 = 0.95f, TORCH_EPS = 1e-8f;
+
+static void torch_case_write(TorchCase *c) {
+    strcpy(c->dir, "/tmp/adamw_test.XXXXXX");
+    if (!mkdtemp(c->dir)) fatal("mkdtemp failed");
+    size_t n = c->n; int steps = c->steps, bf16_grads = c->bf16_grads, vary_scale = c->vary_scale;
+    const char *dir = c->dir;
+    Rng r = {4242 + n + (size_t)(c->wd * 1000) + bf16_grads};
+    float *p0 = c->p0 = falloc(n), *grads = c->grads = falloc(n * steps), *lrs = c->lrs, *scales = c->scales;
+    uint16_t *gb = c->gb = halloc(n * steps);
     make_params(&r, p0, n, 0);
     for (int s = 0; s < steps; s++) {
         make_grads(&r, grads + (size_t)s * n, n, 0);
@@ -239,16 +249,19 @@ static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_gr
     write_f32(dir, "grads.f32", grads, n * steps);
     write_f32(dir, "lrs.f32", lrs, steps);
     write_f32(dir, "scales.f32", scales, steps);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' tests/adamw_torch_ref.py %s %zu %d %.9g %.9g %.9g %.9g%s", py, dir, n, steps,
-             (double)b1, (double)b2, (double)eps, (double)wd, l2 ? " adam" : "");
-    int rc = system(cmd);
-    int status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
+}
+
+// status: the reference's exit status (77: torch missing, already reported)
+static void torch_case_check(TorchCase *c, int status) {
+    size_t n = c->n; int steps = c->steps, bf16_grads = c->bf16_grads, vary_scale = c->vary_scale, l2 = c->l2;
+    const char *dir = c->dir;
+    const float b1 = TORCH_B1, b2 = TORCH_B2, eps = TORCH_EPS, wd = c->wd;
+    float *p0 = c->p0, *grads = c->grads, *lrs = c->lrs, *scales = c->scales;
+    uint16_t *gb = c->gb;
     float *pt = falloc(n), *mt = falloc(n), *vt = falloc(n);
-    int result = 0;
-    if (status == 77) result = 77;
+    if (status == 77) ;
     else if (status != 0 || !read_f32(dir, "p.f32", pt, n) || !read_f32(dir, "m.f32", mt, n) || !read_f32(dir, "v.f32", vt, n)) {
-        CHECK(0, "torch reference failed (exit %d): %s", status, cmd);
+        CHECK(0, "torch reference failed (exit %d) for %s", status, dir);
     } else {
         // exact reference: the same steps in double from the same float inputs
         double *pd = (double *)xmalloc(n * sizeof(double), "pd"), *md = (double *)xcalloc(n * sizeof(double), "md");
@@ -305,24 +318,37 @@ static int torch_case(const char *py, size_t n, int steps, float wd, int bf16_gr
         free(pd); free(md); free(vd);
         adamw_cpu_set_path(ADAMW_PATH_AUTO);
     }
+    char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", dir);
     free(p0); free(grads); free(gb); free(pt); free(mt); free(vt);
-    return result;
 }
 
 static void test_torch(void) {
     const char *py = getenv("PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
     printf("(b) 10 steps against torch.optim.AdamW and torch.optim.Adam (L2) (%s; lr ramps each step; betas 0.9/0.95, eps 1e-8)\n", py);
-    if (torch_case(py, 1000003, 10, 0.1f, 0, 0, 0) == 77) {
-        printf("    SKIPPED: torch is not importable by %s (set PYTHON=...)\n", py);
-        return;
+    TorchCase cases[] = {
+        {.n = 1000003, .steps = 10, .wd = 0.1f},
+        {.n = 1000003, .steps = 10, .wd = 0.0f, .vary_scale = 1},
+        {.n = 17, .steps = 10, .wd = 0.1f, .bf16_grads = 1, .vary_scale = 1},
+        {.n = 1000003, .steps = 10, .wd = 0.1f, .vary_scale = 1, .l2 = 1},
+        {.n = 17, .steps = 10, .wd = 0.1f, .bf16_grads = 1, .vary_scale = 1, .l2 = 1},
+    };
+    int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    // one python for all the cases: starting it and importing torch is most of its time
+    char cmd[2048];
+    int len = snprintf(cmd, sizeof cmd, "'%s' tests/adamw_torch_ref.py", py);
+    for (int k = 0; k < n_cases; k++) {
+        TorchCase *c = &cases[k];
+        torch_case_write(c);
+        len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s %zu %d %.9g %.9g %.9g %.9g %s", c->dir, c->n, c->steps,
+                        (double)TORCH_B1, (double)TORCH_B2, (double)TORCH_EPS, (double)c->wd, c->l2 ? "adam" : "adamw");
     }
-    torch_case(py, 1000003, 10, 0.0f, 0, 1, 0);
-    torch_case(py, 17, 10, 0.1f, 1, 1, 0);
-    torch_case(py, 1000003, 10, 0.1f, 0, 1, 1);
-    torch_case(py, 17, 10, 0.1f, 1, 1, 1);
+    int rc = system(cmd);
+    int status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
+    if (status == 77) printf("    SKIPPED: torch is not importable by %s (set PYTHON=...)\n", py);
+    for (int k = 0; k < n_cases; k++) torch_case_check(&cases[k], status);
 }
 
 // ---------------------------------------------------------------------------

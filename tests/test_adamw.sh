@@ -15,6 +15,8 @@ echo "== adamw_test (-march=x86-64)"
 ADAMW_TEST_NO_TORCH=1 ./build/adamw_test_generic || exit 1
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 if [ ! -x "$NVCC" ]; then echo "GPU part skipped: no nvcc at $NVCC"; exit 0; fi
+# without a GPU the program would only say so: its build is tests/test_cuda_build.sh's check
+if ! nvidia-smi -L 2>/dev/null | grep -q GPU; then echo "GPU part skipped: no GPU (tests/test_cuda_build.sh compiles dev/cuda/adamw)"; exit 0; fi
 echo "== dev/cuda/adamw (GPU kernel vs CPU reference)"
 make -s dev/cuda/bin/adamw || exit 1
 ./dev/cuda/bin/adamw

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Builds every CUDA kernel dev program (dev/cuda/*.cu, including all cuda/*.cuh headers they
-# include). Needs only the CUDA toolkit, no GPU. A compile error fails the test.
+# include): `make cuda-dev-check`, the optimizers off, into build/check/dev_cuda/ (mk/gpu.mk says why).
+# Needs only the CUDA toolkit, no GPU. A compile error fails the test.
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 if [ ! -x "$NVCC" ] && ! command -v "$NVCC" >/dev/null 2>&1; then
     echo "SKIP: no nvcc ($NVCC)"
     exit 77
 fi
-make -j2 cuda-dev || { echo "FAIL: make cuda-dev"; exit 1; }
+make -j2 cuda-dev-check || { echo "FAIL: make cuda-dev-check"; exit 1; }
 n=0
 for src in dev/cuda/*.cu; do
-    bin=dev/cuda/bin/$(basename "$src" .cu)
+    bin=build/check/dev_cuda/$(basename "$src" .cu)
     [ -x "$bin" ] || { echo "FAIL: $bin was not built"; exit 1; }
     n=$((n + 1))
 done

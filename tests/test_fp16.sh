@@ -254,7 +254,7 @@ expect_error "fp16 with bf16 (DeepSpeed's rule)" "--fp16: bfloat16 and fp16 mode
     $T0 --fp16 1 --config "$(cfg b16 '{"bf16": {"enabled": true}}')"
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 if [ -x "$NVCC" ] || command -v "$NVCC" > /dev/null 2>&1; then
-    make -s build/config_test_gpu build/config_test_gpu_fp16 NVCC="$NVCC" || exit 1
+    make -s -j2 build/config_test_gpu build/config_test_gpu_fp16 NVCC="$NVCC" || exit 1
     F16=$(cfg f16 '{"fp16": {"enabled": true}}')
     expect_error "fp16.enabled on train_gpt's bf16 build" 'f16.json: fp16.enabled: true: this train_gpt trains in bf16; fp16 training needs the fp16 build \(make train_gpt FP16=1\)' 1 \
         ./build/config_test_gpu lr --config "$F16"

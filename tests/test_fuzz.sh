@@ -13,7 +13,7 @@ if ! clang -fsanitize=fuzzer,address,undefined "$TMP/probe.c" -o "$TMP/probe" > 
     echo "SKIP: clang with libFuzzer is not available ($(head -1 "$TMP/probe.log")); scripts/setup.sh installs clang and libclang-rt-14-dev"
     exit 77
 fi
-make -s fuzz-bins || exit 1
+make -s -j2 fuzz-bins || exit 1
 targets=$(ls tests/fuzz/fuzz_*.c | sed -E 's|tests/fuzz/fuzz_(.*)\.c|\1|')
 echo "== $(echo $targets | wc -w) targets: $(echo $targets)"
 FUZZ_WORK="$TMP/corpus" bash scripts/fuzz.sh "${FUZZ_SECONDS:-4}" $targets; check "every target ran clean" $?

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds every GPU trainer variant (train_gpt.cu for ZeRO stages 0-3, with and without optimizer
-# offload, the stage-3 poison build, the fp16 build at stages 0 and 3) and the GPU test programs
-# test_gpt.cu and tests/test_decode.c: `make gpu-all`.
+# The GPU programs compile and link: `make gpu-check` builds, with the optimizers off and into
+# build/check/, every variant whose preprocessed code differs (train_gpt.cu for ZeRO stages 0-3 and
+# the fp16 build at stages 0 and 3, test_gpt.cu, tests/test_decode.c at stages 0 and 3); mk/gpu.mk
+# says why. The variants it leaves to `make gpu-all` (optimizer offload on by default, the stage-3
+# poison build) compile the same code, which this test checks: no #if tests OFFLOAD or ZERO_POISON.
+# Then the programs without a GPU: one line, not a crash; the estimator; the README's GPU line.
 # Needs the CUDA toolkit and mpicc, no GPU. A compile or link error fails the test.
 cd "$(dirname "$0")/.."
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
@@ -10,10 +13,14 @@ if [ ! -x "$NVCC" ] && ! command -v "$NVCC" >/dev/null 2>&1; then
     echo "SKIP: no nvcc ($NVCC)"
     exit 77
 fi
-make -j2 gpu-all NVCC="$NVCC" || { echo "FAIL: make gpu-all"; exit 1; }
-bins=$(make -s -f Makefile -f /dev/stdin print-gpu-bins <<'MK'
+gated=$(git grep -nE '^\s*#\s*(el)?if\b.*\b(OFFLOAD|ZERO_POISON)\b' -- '*.h' '*.cuh' '*.cu' '*.c')
+[ -z "$gated" ] || { echo "FAIL: code selected by OFFLOAD or ZERO_POISON, which make gpu-check does not build:"; echo "$gated"; exit 1; }
+echo "  no #if tests OFFLOAD or ZERO_POISON: the _o1 and poison builds compile what _o0 compiles"
+make -j2 gpu-check NVCC="$NVCC" || { echo "FAIL: make gpu-check"; exit 1; }
+B=build/check
+bins=$(make -s -f Makefile -f /dev/stdin print-gpu-bins BUILD=$B <<'MK'
 print-gpu-bins:
-	@echo $(GPU_BINS) $(BUILD)/gpu_test/test_gpt $(BUILD)/gpu_test/test_decode $(BUILD)/gpu_test_z3/test_decode
+	@echo $(GPU_CHECK_BINS)
 MK
 )
 n=0
@@ -22,17 +29,17 @@ for b in $bins; do
     echo "  built $b"
     n=$((n + 1))
 done
-[ "$n" -ge 12 ] || { echo "FAIL: expected at least 12 GPU programs, found $n"; exit 1; }
+[ "$n" -ge 9 ] || { echo "FAIL: expected at least 9 GPU programs, found $n"; exit 1; }
 n16=$(echo "$bins" | tr ' ' '\n' | grep -c "_fp16/train_gpt")
 [ "$n16" -ge 2 ] || { echo "FAIL: expected at least 2 fp16 builds (make train_gpt FP16=1), found $n16"; exit 1; }
 # without a GPU they must stop with one line, not crash
-out=$(./build/gpu_test/test_gpt --state /dev/null 2>&1); rc=$?
+out=$(./$B/gpu_test/test_gpt --state /dev/null 2>&1); rc=$?
 if [ $rc -eq 77 ]; then echo "  test_gpt without a GPU: $out"
 elif [ $rc -ne 0 ]; then echo "FAIL: test_gpt exited $rc: $out"; exit 1; fi
 # the estimator needs no GPU: train_gpt answers on the build machine, with train_gpt_cpu's numbers
 if ! nvidia-smi -L 2>/dev/null | grep -q GPU && [ -x build/z0/train_gpt_cpu ]; then
     E="--preset gpt2-124m --batch 8 --seq 1024 --recompute 1 --cpu-checkpointing 1 --offload 1 --estimate-memory 8"
-    ./build/gpu_z3_o1/train_gpt $E --log "$TMP/est_gpu.jsonl" > /dev/null 2>&1 || { echo "FAIL: train_gpt --estimate-memory without a GPU"; exit 1; }
+    ./$B/gpu_z3_o0/train_gpt $E --log "$TMP/est_gpu.jsonl" > /dev/null 2>&1 || { echo "FAIL: train_gpt --estimate-memory without a GPU"; exit 1; }
     ./build/z0/train_gpt_cpu $E --log "$TMP/est_cpu.jsonl" > /dev/null 2>&1
     a=$(grep '"estimate"' "$TMP/est_gpu.jsonl"); b=$(grep '"estimate"' "$TMP/est_cpu.jsonl")
     [ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: train_gpt's and train_gpt_cpu's estimates differ"; exit 1; }
@@ -40,13 +47,13 @@ if ! nvidia-smi -L 2>/dev/null | grep -q GPU && [ -x build/z0/train_gpt_cpu ]; t
     # the README's GPU line on a machine without a usable GPU: one error line (not one per rank, not the CUDA
     # runtime's "driver version is insufficient"), then the CPU trainer's command for the same run, which runs
     NOGPU="error: no (NVIDIA GPU found \\(no /dev/nvidia\\*\\)|usable NVIDIA GPU: .*): train_gpt needs an NVIDIA GPU per rank"
-    ./build/gpu_z0_o0/train_gpt --preset tiny --steps 1 > "$TMP/nogpu.out" 2>&1
+    ./$B/gpu_z0_o0/train_gpt --preset tiny --steps 1 > "$TMP/nogpu.out" 2>&1
     [ $? -eq 1 ] && [ "$(wc -l < "$TMP/nogpu.out")" -eq 2 ] && grep -Eq "^$NOGPU" "$TMP/nogpu.out" &&
         [ "$(tail -1 "$TMP/nogpu.out")" = "  make train_gpt_cpu ZERO=0 && ./train_gpt_cpu --preset tiny --steps 1" ] ||
         { echo "FAIL: train_gpt without a GPU: $(cat "$TMP/nogpu.out")"; exit 1; }
     echo "  train_gpt without a GPU: $(cat "$TMP/nogpu.out")"
     MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
-    $MPIRUN -np 4 ./build/gpu_z3_o0/train_gpt --preset tiny --steps 1 --threads 1 --prompt "it's" > "$TMP/nogpu4.out" 2>&1
+    $MPIRUN -np 4 ./$B/gpu_z3_o0/train_gpt --preset tiny --steps 1 --threads 1 --prompt "it's" > "$TMP/nogpu4.out" 2>&1
     rc=$?
     cmd=$(grep "^  make train_gpt_cpu" "$TMP/nogpu4.out" | sed 's/^  //')
     root=; [ "$(id -u)" = 0 ] && root="--allow-run-as-root "

@@ -62,6 +62,7 @@ static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerPa
 
 enum { TRAINER_CPU = 0, TRAINER_GPU = 1 };
 static const char *const TRAINER_NAMES[2] = {"train_gpt_cpu", "train_gpt"};
+static const char *const STAGE_KEYS[4] = {"stage0", "stage1", "stage2", "stage3"};   // the estimator's JSON keys
 
 typedef struct { double work[N_MEM], host[N_MEM], nvme[N_MEM]; int fits; size_t gather_need; } Footprint;
 
@@ -151,9 +152,7 @@ static void zero_estimate_budget(cJSON *rec, const ModelLayout *L, const TrainCo
                 c.cpu_checkpointing = r && cfg->cpu_checkpointing;
                 best[r] = zero_max_micro_batch(L, &c, tr, s, world, budget);
             }
-            char key[16];
-            snprintf(key, sizeof(key), "stage%d", s);
-            cJSON *e = cJSON_AddObjectToObject(t, key);
+            cJSON *e = cJSON_AddObjectToObject(t, STAGE_KEYS[s]);
             cJSON_AddNumberToObject(e, "recompute_off", best[0]);
             cJSON_AddNumberToObject(e, "recompute_on", best[1]);
             if (print) printf("| %-13s | %5d | %13d | %13d |\n", TRAINER_NAMES[tr], s, best[0], best[1]);
@@ -190,9 +189,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
         cJSON *t = cJSON_AddObjectToObject(rec, TRAINER_NAMES[tr]);
         for (int s = 0; s <= 3; s++) {
             Footprint f = zero_footprint(L, cfg, tr, s, world);
-            char key[16];
-            snprintf(key, sizeof(key), "stage%d", s);
-            cJSON *e = cJSON_AddObjectToObject(t, key), *h = cJSON_AddObjectToObject(e, "host"), *nv = cJSON_AddObjectToObject(e, "nvme");
+            cJSON *e = cJSON_AddObjectToObject(t, STAGE_KEYS[s]), *h = cJSON_AddObjectToObject(e, "host"), *nv = cJSON_AddObjectToObject(e, "nvme");
             for (int k = 0; k < N_MEM; k++) {
                 cJSON_AddNumberToObject(e, MEM_NAMES[k], f.work[k] + f.host[k] + f.nvme[k]);
                 cJSON_AddNumberToObject(h, MEM_NAMES[k], f.host[k]);
