@@ -40,6 +40,7 @@
 #include <pthread.h>
 #include <ctype.h>
 #include <glob.h>
+#include <limits.h>
 #ifdef __CUDACC__
 #define COMM_DEVICE 1
 #include "cuda/common.cuh"
@@ -215,6 +216,13 @@ static MPI_Datatype mpi_dtype(CommDType t) {
     }
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
+// MPI counts are int: a message of more than 2^31-1 elements stops the run with one line on
+// every rank (all of them reach the same collective with the same count), never a wrapped count
+static int mpi_count(size_t n) {
+    if (n > (size_t)INT_MAX)
+        fatal("comm: one message of %zu elements is over MPI's count limit (2^31-1): more ranks, or smaller units (the unit holding the largest tensor), shrink it", n);
+    return (int)n;
+}
 
 // Which ranks form a node: MPI's shared-memory split (comm/launch.h prints it), or, for tests on
 // one machine only, ZEROC_RANKS_PER_NODE=n, which makes consecutive blocks of n ranks one
@@ -329,7 +337,7 @@ static CommRequest comm_iall_reduce_mpi(Comm *c, void *buf, size_t n, CommDType 
     comm_count(c, COLL_ALL_REDUCE, 2LL * n * dtype_size(t));
     r.name = "all_reduce";
     r.active = 1; r.op = op; r.dtype = t; r.scale_buf = buf; r.scale_n = n;
-    MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
+    MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(n), mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
     return r;
 }
 
@@ -341,11 +349,11 @@ static CommRequest comm_ireduce_scatter_mpi(Comm *c, void *send, void *recv, siz
     r.active = 1; r.op = op; r.dtype = t; r.scale_n = n;
     if ((char *)recv == (char *)send + (size_t)c->rank * n * es) {
         // in place, NCCL's convention: MPI writes the result at the front of the buffer
-        MPI_Ireduce_scatter_block(MPI_IN_PLACE, send, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
+        MPI_Ireduce_scatter_block(MPI_IN_PLACE, send, mpi_count(n), mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
         r.scale_buf = send;
         if (c->rank != 0) { r.move_dst = recv; r.move_bytes = n * es; }
     } else {
-        MPI_Ireduce_scatter_block(send, recv, (int)n, mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
+        MPI_Ireduce_scatter_block(send, recv, mpi_count(n), mpi_dtype(t), mpi_op(op), c->mpi, &r.req);
         r.scale_buf = recv;
     }
     return r;
@@ -358,7 +366,7 @@ static CommRequest comm_iall_gather_mpi(Comm *c, const void *send, void *recv, s
     r.name = "all_gather";
     r.active = 1; r.op = OP_SUM; r.dtype = t;
     // gathers move bytes: bf16 needs no MPI type of its own
-    int bytes = (int)(n * es);
+    int bytes = mpi_count(n * es);
     if ((const char *)send == (char *)recv + (size_t)c->rank * n * es)
         MPI_Iallgather(MPI_IN_PLACE, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, c->mpi, &r.req);
     else
@@ -384,7 +392,7 @@ static int comm_control_or(Comm *c, int flags) {
     return flags;
 }
 // root's bytes to every rank, in host memory in every build, not counted: the sampled tokens
-static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd_coll_begin("broadcast (sampled tokens)"); MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi); wd_coll_end(); }
+static void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) { wd_coll_begin("broadcast (sampled tokens)"); MPI_Bcast(buf, mpi_count(bytes), MPI_BYTE, root, c->mpi); wd_coll_end(); }
 
 #if !COMM_DEVICE
 // CPU build: buffers are host memory, MPI does everything
@@ -646,8 +654,8 @@ static void comm_mpi_reduce_device(Comm *c, void *send, void *recv, size_t n_in,
     else memcpy(h, raw, n_in * es);
     CommDType wt = x16 ? DT_F32 : t;
     wd_coll_begin(scatter ? "reduce_scatter (host-staged)" : "all_reduce (host-staged)");
-    if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
-    else MPI_Allreduce(MPI_IN_PLACE, h, (int)n_out, mpi_dtype(wt), mpi_op(op), c->mpi);
+    if (scatter) MPI_Reduce_scatter_block(MPI_IN_PLACE, h, mpi_count(n_out), mpi_dtype(wt), mpi_op(op), c->mpi);
+    else MPI_Allreduce(MPI_IN_PLACE, h, mpi_count(n_out), mpi_dtype(wt), mpi_op(op), c->mpi);
     wd_coll_end();
     if (op == OP_AVG && c->world > 1) scale_buffer(h, n_out, wt, 1.0 / c->world);
     const float *wide_out = (const float *)h;
@@ -712,7 +720,7 @@ static CommRequest comm_iall_gather(Comm *c, const void *send, void *recv, size_
     cudaCheck(cudaStreamSynchronize(c->compute));
     cudaCheck(cudaMemcpy(h + (size_t)c->rank * n * es, send, n * es, cudaMemcpyDeviceToHost));
     wd_coll_begin("all_gather (host-staged)");
-    MPI_Allgather(MPI_IN_PLACE, (int)(n * es), MPI_BYTE, h, (int)(n * es), MPI_BYTE, c->mpi);
+    MPI_Allgather(MPI_IN_PLACE, mpi_count(n * es), MPI_BYTE, h, mpi_count(n * es), MPI_BYTE, c->mpi);
     wd_coll_end();
     cudaCheck(cudaMemcpy(recv, h, n * c->world * es, cudaMemcpyHostToDevice));
     return comm_done();

@@ -32,9 +32,9 @@ static void comm_group_mpi(Comm *c, CommScope scope, CollKind kind, const void *
     wd_coll_begin(kind == COLL_ALL_GATHER ? "all_gather (ZeRO++)" : "all_to_all (ZeRO++)");
     if (kind == COLL_ALL_GATHER) {
         int in_place = (const char *)send == (char *)recv + (size_t)comm_group_rank(c, scope) * bytes;
-        MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, g);
+        MPI_Allgather(in_place ? MPI_IN_PLACE : send, mpi_count(bytes), MPI_BYTE, recv, mpi_count(bytes), MPI_BYTE, g);
     } else {
-        MPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, g);
+        MPI_Alltoall(send, mpi_count(bytes), MPI_BYTE, recv, mpi_count(bytes), MPI_BYTE, g);
     }
     wd_coll_end();
 }
