@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
 # Runs every tests/test_*.sh. A test passes with exit 0, is skipped with exit 77
 # (it prints why), and fails otherwise. Ends with "N passed, N failed, N skipped".
+#
+# The CUDA compile checks (make gpu-check cuda-dev-check: no GPU needed, about six minutes of
+# two cores) start in the background at nice 19 before the first test, so that they use the
+# cycles the other tests leave idle (waiting on mpirun, python, sleeps); the two tests that
+# check them, marked "run.sh: last", run after the others and take the build lock
+# (build/check.lock), so they wait for it and then find everything built.
 cd "$(dirname "$0")/.."
 pass=0; fail=0; skip=0; failed=()
 only="${TESTS:-}"
+selected() { [ -z "$only" ] || [[ ",$only," == *",${1#test_},"* ]]; }
+first=(); last=()
 for t in tests/test_*.sh; do
     name=$(basename "$t" .sh)
-    if [ -n "$only" ] && [[ ",$only," != *",${name#test_},"* ]]; then continue; fi
+    selected "$name" || continue
+    if head -n 12 "$t" | grep -q "run.sh: last"; then last+=("$t"); else first+=("$t"); fi
+done
+mkdir -p build/logs build/check
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+if [ ${#last[@]} -gt 0 ] && { [ -x "$NVCC" ] || command -v "$NVCC" > /dev/null 2>&1; }; then
+    setsid flock build/check.lock nice -n 19 make -s -j2 gpu-check cuda-dev-check NVCC="$NVCC" > build/logs/cuda_background_build.log 2>&1 &
+    trap "kill -- -$! 2> /dev/null" EXIT   # its own process group: the makes and nvccs under it too
+fi
+for t in "${first[@]}" "${last[@]}"; do
+    name=$(basename "$t" .sh)
     start=$(date +%s)
     echo "=== $name"
-    mkdir -p build/logs; bash "$t" > "build/logs/$name.log" 2>&1
+    bash "$t" > "build/logs/$name.log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     tail -n 25 "build/logs/$name.log" | sed 's/^/    /'

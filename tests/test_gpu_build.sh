@@ -6,6 +6,7 @@
 # poison build) compile the same code, which this test checks: no #if tests OFFLOAD or ZERO_POISON.
 # Then the programs without a GPU: one line, not a crash; the estimator; the README's GPU line.
 # Needs the CUDA toolkit and mpicc, no GPU. A compile or link error fails the test.
+# run.sh: last (tests/run.sh starts this build in the background, at nice 19, before the first test)
 cd "$(dirname "$0")/.."
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
@@ -16,7 +17,8 @@ fi
 gated=$(git grep -nE '^\s*#\s*(el)?if\b.*\b(OFFLOAD|ZERO_POISON)\b' -- '*.h' '*.cuh' '*.cu' '*.c')
 [ -z "$gated" ] || { echo "FAIL: code selected by OFFLOAD or ZERO_POISON, which make gpu-check does not build:"; echo "$gated"; exit 1; }
 echo "  no #if tests OFFLOAD or ZERO_POISON: the _o1 and poison builds compile what _o0 compiles"
-make -j2 gpu-check NVCC="$NVCC" || { echo "FAIL: make gpu-check"; exit 1; }
+mkdir -p build/check   # the lock: tests/run.sh may be building these in the background
+flock build/check.lock make -j2 gpu-check NVCC="$NVCC" || { echo "FAIL: make gpu-check"; exit 1; }
 B=build/check
 bins=$(make -s -f Makefile -f /dev/stdin print-gpu-bins BUILD=$B <<'MK'
 print-gpu-bins:

@@ -12,7 +12,8 @@
 #      int4 bounds (half a code: 1/254, 1/14).
 #   3. checkpoints hold the primary partition: a ZeRO++ run's checkpoint resumes at 2 ranks
 #      on stage 1; fp16 with an injected overflow skips that step and goes on; the estimator
-#      counts hpZ's secondary partition; bad settings get one line.
+#      counts hpZ's secondary partition; bad settings get one line; qwZ and hpZ say when every
+#      unit is persistent, so that they have no gather to act on.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 make -s build/z1/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
@@ -109,4 +110,9 @@ expect_error "the test-only node override" "ZEROC_RANKS_PER_NODE=3" 4 \
 ./build/z1/train_gpt_cpu $M --steps 1 --zero-quantized-weights 1 > "$TMP/z1.out" 2>&1
 st=$?; grep -q "zero-quantized-weights.*no effect.*stage 1" "$TMP/z1.out"
 check "stage 1: the ZeRO++ flags have no effect, said in one line (exit $st)" $?
+# every unit under the persistence threshold: qwZ and hpZ have no gather to act on, and say so
+ZEROC_RANKS_PER_NODE=2 $MPIRUN -np 4 ./build/z3/train_gpt_cpu $M --steps 1 --persistence-threshold 100000 \
+    --zero-quantized-weights 1 --zero-hpz-partition-size 2 > "$TMP/allpers.out" 2>&1
+st=$?; [ $st -eq 0 ] && [ "$(grep -c "no parameter is gathered: they quantize and keep nothing" "$TMP/allpers.out")" -eq 1 ]
+check "every unit persistent: qwZ and hpZ say in one line that they have nothing to do (exit $st)" $?
 exit $((fails > 0))

@@ -185,17 +185,25 @@ static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, v
 
 // ZeRO++'s hierarchy needs nodes of equal, consecutive ranks (comm_nodes_init), and hpZ's
 // secondary partition must span exactly one node. Every rank decides the same.
-static void zero_zpp_check(const ZeroPlacement *pl, const Comm *c, int quiet) {
+static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Comm *c, const TrainConfig *cfg) {
     if ((pl->hpz || pl->qg) && !c->node_size)
         fatal("ZeRO++ %s: the nodes here are not blocks of consecutive ranks of one size (comm/launch.h prints them); "
               "launch with the same number of ranks on every node, placed by node", pl->hpz ? "hpZ" : "qgZ");
     if (pl->hpz && pl->hpz != c->node_size)
         fatal("zero_hpz_partition_size %d (--zero-hpz-partition-size): the secondary partition spans one node, and the nodes "
               "here have %d rank%s each (comm/launch.h)", pl->hpz, c->node_size, c->node_size == 1 ? "" : "s");
-    if (c->rank == 0 && !quiet && (pl->qw || pl->hpz || pl->qg))
+    if (c->rank == 0 && !cfg->quiet && (pl->qw || pl->hpz || pl->qg))
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
                pl->hpz ? " hpZ (the backward gathers inside the node)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+    // qwZ and hpZ act on the gathers of the units that are not persistent: with none, they do nothing
+    int gathered = 0;
+    for (int i = 0; i < p->n_units; i++) gathered += !p->u[i].persistent;
+    if (c->rank == 0 && (pl->qw || pl->hpz) && !gathered)
+        printf("note: ZeRO++ %s: every unit here has at most %lld elements, so all stay whole (stage3_param_persistence_threshold, "
+               "--persistence-threshold) and no parameter is gathered: %s nothing; a lower threshold brings the gathers back\n",
+               pl->qw && pl->hpz ? "qwZ and hpZ" : pl->qw ? "qwZ" : "hpZ", cfg->persistence_threshold,
+               pl->qw && pl->hpz ? "they quantize and keep" : pl->qw ? "it quantizes" : "it keeps");
     if (TRAINER_IS_GPU && c->rank == 0 && (pl->qw || pl->hpz || pl->qg))
         printf("note: ZeRO++ in train_gpt has not run on a GPU yet (its kernels have dev/cuda/quantize.cu); its collectives are "
                "staged through host memory and MPI (comm/nodes.h)\n");
@@ -212,7 +220,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     // The model states, then the working buffers. A buffer placed on NVMe is a plane of
     // this rank's NVMe files instead of memory.
     z->place = zero_placement(p, cfg, TRAINER_IS_GPU, sizeof(floatX));
-    zero_zpp_check(&z->place, comm, cfg->quiet);
+    zero_zpp_check(&z->place, &z->plan, comm, cfg);
     ZeroBuffer b[N_ZBUF];
     zero_buffers(b, p, sizeof(floatX), &z->place);
     void *staging_grad = NULL, *staging_params = NULL, **ptr[N_ZBUF];
