@@ -20,8 +20,12 @@ done
 mkdir -p build/logs build/check
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 if [ ${#last[@]} -gt 0 ] && { [ -x "$NVCC" ] || command -v "$NVCC" > /dev/null 2>&1; }; then
-    setsid flock build/check.lock nice -n 19 make -s -j2 gpu-check cuda-dev-check NVCC="$NVCC" > build/logs/cuda_background_build.log 2>&1 &
-    trap "kill -- -$! 2> /dev/null" EXIT   # its own process group: the makes and nvccs under it too
+    # its own session, so that one kill stops the makes and nvccs under it; a new session is also a new
+    # scheduling group (Linux's autogroups share the CPU between groups, whatever the nice values inside),
+    # so the group itself is set to nice 19
+    setsid bash -c 'echo 19 > /proc/self/autogroup 2> /dev/null; exec flock build/check.lock nice -n 19 make -s -j2 gpu-check cuda-dev-check NVCC="$0"' \
+        "$NVCC" > build/logs/cuda_background_build.log 2>&1 &
+    trap "kill -- -$! 2> /dev/null" EXIT
 fi
 for t in "${first[@]}" "${last[@]}"; do
     name=$(basename "$t" .sh)
