@@ -147,7 +147,7 @@ print(f"      budget {est['budget_bytes']:.0f} bytes: stage 3 largest micro batc
 sys.exit(0 if got["recompute_on"] == 5 and meas <= est["budget_bytes"] and on_ge_off else 1)
 PYEOF
 check "stage 3 x 2 ranks: the answer is 5, whose measured allocations fit; recompute never lowers it" $?
-./train_gpt_cpu --memory-budget 8 > "$TMP/bud_err.out" 2>&1
+build/z0/train_gpt_cpu --memory-budget 8 > "$TMP/bud_err.out" 2>&1
 [ $? -ne 0 ] && grep -q "^error: --memory-budget: .*--estimate-memory" "$TMP/bud_err.out"
 check "--memory-budget without --estimate-memory: one line naming it, non-zero exit" $?
 
