@@ -94,7 +94,7 @@ stage() {
     limit=${!var:-$limit}
     left=$(( BUDGET - $(elapsed) ))
     if [ "$left" -lt "$MIN_LEFT" ]; then
-        echo; echo "######## $key: SKIPPED (budget: ${left}s of ${BUDGET}s left, a stage starts with ${MIN_LEFT}s)"
+        echo; echo "######## $key: SKIPPED (budget: $(( left > 0 ? left : 0 ))s of ${BUDGET}s left, a stage starts with ${MIN_LEFT}s)"
         results+=("$key|$name|SKIPPED (budget)|0"); return
     fi
     [ "$limit" -gt "$left" ] && { cut=", cut from ${limit}s"; limit=$left; }
