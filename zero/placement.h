@@ -196,10 +196,9 @@ static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Com
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
                pl->hpz ? " hpZ (the backward gathers inside the node)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
-    // qwZ and hpZ act on the gathers of the units that are not persistent: with none, they do nothing
-    int gathered = 0;
-    for (int i = 0; i < p->n_units; i++) gathered += !p->u[i].persistent;
-    if (c->rank == 0 && (pl->qw || pl->hpz) && !gathered)
+    // qwZ and hpZ act on the gathers of the units that are not persistent: with none (the plan's
+    // forward gathers nothing), they do nothing
+    if (c->rank == 0 && (pl->qw || pl->hpz) && p->n_fetch_fwd == 0)
         printf("note: ZeRO++ %s: every unit here has at most %lld elements, so all stay whole (stage3_param_persistence_threshold, "
                "--persistence-threshold) and no parameter is gathered: %s nothing; a lower threshold brings the gathers back\n",
                pl->qw && pl->hpz ? "qwZ and hpZ" : pl->qw ? "qwZ" : "hpZ", cfg->persistence_threshold,
