@@ -56,6 +56,16 @@ job_wait() {
     done
     echo "${s:-unknown}"
 }
+# job_steps JOB N: until the job's JSONL log holds N steps; 1 if the job ends first or 300 s pass
+job_steps() {
+    local i
+    for ((i = 0; i < 1500; i++)); do
+        [ "$(grep -c '"type":"train"' "logs/zeroc_$1.jsonl" 2> /dev/null)" -ge "$2" ] 2> /dev/null && return 0
+        scontrol show job "$1" | grep -qE 'JobState=(PENDING|CONFIGURING|RUNNING)' || return 1
+        sleep 0.2
+    done
+    return 1
+}
 # rank_pid NODE VAR=VALUE: the trainer's process on a node whose environment holds VAR=VALUE
 rank_pid() {
     local p
@@ -88,7 +98,7 @@ for L in srun mpirun; do
     [ $L = srun ] && var=SLURM_PROCID=3 || var=OMPI_COMM_WORLD_RANK=3
     j=$(ZEROC_LAUNCHER=$L ZEROC_BIN=$TR sbatch "${SB[@]}" "$SBATCH_SCRIPT" "${M[@]}" --steps 1000000)
     out=logs/zeroc_$j.out
-    wait_train_steps "logs/zeroc_$j.jsonl" 2 || { check "ZEROC_LAUNCHER=$L: job $j trains" 1; show_job "$j"; continue; }
+    job_steps "$j" 2 || { check "ZEROC_LAUNCHER=$L: job $j trains" 1; show_job "$j"; continue; }
     victim=$(rank_pid n1 "$var")
     [ -n "$victim" ] || { check "ZEROC_LAUNCHER=$L: rank 3 found on $P-n1" 1; scancel "$j"; continue; }
     start=$(date +%s)
@@ -103,7 +113,7 @@ done
 
 echo "== scancel, and a job waiting on it with --dependency=afterany resumes"
 a=$(ZEROC_BIN=$TR sbatch "${SB[@]}" "$SBATCH_SCRIPT" "${M[@]}" --steps 1000000 --save ck_c)
-wait_train_steps "logs/zeroc_$a.jsonl" 3 || { show_job "$a"; exit 1; }
+job_steps "$a" 3 || { show_job "$a"; exit 1; }
 # the ranks frozen, the steps done are known, and the successor is sized past them: Slurm's cancel
 # sends SIGCONT before SIGTERM
 ranks=$(train_pids)
