@@ -12,8 +12,9 @@
 #         attention, bf16 autocast, fused AdamW) on the same GPU and model, with the library path PyTorch
 #         had before scripts/gpu_env.sh (its zeroc_torch): never the toolkit's or .gpu_deps' libraries
 # llmc    llm.c's train_gpt2cu (bench/llmc_build.sh into LLMC_DIR, default build/llmc) on the same GPU and
-#         model: GPT-2 124M from random weights (-e d12) on the Brown data, B=16, T=1024, no recompute
-#         (-r 0), 30 steps; its median step after the 5th, as the zeroc rows
+#         model: GPT-2 124M from random weights (-e d12) on the Brown data (zeroc's shards are llm.c's
+#         format: dataloader.h), B=16, T=1024, no recompute (-r 0), 30 steps; its median step after the
+#         5th, as the zeroc rows
 # stages  with --breakdown (forward, backward, communication wait, optimizer): stage 0, stage 3, stage 2
 #         with optimizer offload, the llama architecture at the same sizes; memory against speed:
 #         --recompute 1, and with --cpu-checkpointing 1 (each row's GPU memory)
