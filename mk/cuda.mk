@@ -8,7 +8,8 @@
 
 CUDA_DEV_SRCS := $(wildcard dev/cuda/*.cu)
 CUDA_DEV_BINS := $(patsubst dev/cuda/%.cu,$(CUDA_DEV_BIN)/%,$(CUDA_DEV_SRCS))
-CUDA_KERNEL_HEADERS := $(wildcard cuda/*.cuh) $(wildcard dev/cuda/*.cuh)
+CUDA_KERNEL_HEADERS := $(wildcard cuda/*.cuh) $(wildcard dev/cuda/*.cuh) cuda/sizes.h util/quantize.h dev/cuda/host_check.h \
+                       dev/cuda/attention_ref.h dev/cuda/quantize_cases.h
 
 $(CUDA_DEV_BIN)/%: dev/cuda/%.cu $(CUDA_KERNEL_HEADERS)
 	@mkdir -p $(@D)
