@@ -89,7 +89,8 @@ demo: setup
 TEST_BINS := $(BUILD)/asan_z0/train_gpt_cpu $(BUILD)/asan_z3/train_gpt_cpu $(BUILD)/z0/test_gpt_cpu \
              $(BUILD)/z0/test_decode_cpu $(BUILD)/z3/test_decode_cpu $(BUILD)/config_test $(BUILD)/dataloader_test \
              $(BUILD)/adamw_test $(BUILD)/adamw_test_generic $(BUILD)/export_model \
-             dev/cuda/bin/flash_emulate dev/cuda/bin/flash_emulate_asan
+             dev/cuda/bin/flash_emulate dev/cuda/bin/flash_emulate_asan dev/cuda/bin/kernels_emulate \
+             dev/cuda/bin/kernels_emulate_asan
 test: setup
 	@$(MAKE) -s -j$$(nproc) all zero-bins prepare_data $(TEST_BINS)
 	@bash scripts/prepare_data.sh > /dev/null

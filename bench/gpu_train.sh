@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # bench/gpu_train.sh: GPT-2 124M training speed on one GPU (T = 1024, bf16, micro batch 16; median step
 # after the 5th), zeroc's rows and PyTorch's, parsed and tabled in one place.
-#   bash bench/gpu_train.sh [pairs|torch|stages|all]      (binaries built: make gpu-all; default all)
-#   scripts/gpu_check.sh runs `pairs` and `torch` as two of its stages (speed, torch), `stages` when named
+#   bash bench/gpu_train.sh [pairs|torch|llmc|stages|all]      (binaries built: make gpu-all; default all)
+#   scripts/gpu_check.sh runs `pairs`, `llmc` and `torch` as three of its stages (speed, llmc, torch), `stages`
+#   when named
 # pairs   stage 0 without --breakdown (its synchronizations would hide what they measure): the default
 #         (the step the H100 validated on 2026-11-22), each opt-in path alone (--attention flash,
 #         --lean-step 1, --fuse-residual 1, --device-loss 1, --plan-cache 1, --bias-grad-epilogue 1), all of
 #         them at once, and the default again (the machine's drift over the pairs)
 # torch   PyTorch eager and torch.compile (bench/torch_gpt2_speed.py: nanoGPT's GPT-2 with SDPA flash
-#         attention, bf16 autocast, fused AdamW) on the same GPU and model
+#         attention, bf16 autocast, fused AdamW) on the same GPU and model, with the library path PyTorch
+#         had before scripts/gpu_env.sh (its zeroc_torch): never the toolkit's or .gpu_deps' libraries
+# llmc    llm.c's train_gpt2cu (bench/llmc_build.sh into LLMC_DIR, default build/llmc) on the same GPU and
+#         model: GPT-2 124M from random weights (-e d12) on the Brown data (zeroc's shards are llm.c's
+#         format: dataloader.h), B=16, T=1024, no recompute (-r 0), 30 steps; its median step after the
+#         5th, as the zeroc rows
 # stages  with --breakdown (forward, backward, communication wait, optimizer): stage 0, stage 3, stage 2
 #         with optimizer offload, the llama architecture at the same sizes; memory against speed:
 #         --recompute 1, and with --cpu-checkpointing 1 (each row's GPU memory)
@@ -16,28 +22,35 @@
 # (gpu_check's speed and torch stages) make one table; each invocation prints the table of every row so
 # far, the pairs' ratios, and its last line:
 #   gpu_train: default A tok/s, opt-in paths B tok/s (B/A), torch.compile C tok/s; best zeroc / torch.compile R×,
-#   / llm.c's 471,000 L×; MFU P%; drift D%
+#   / llm.c on this GPU L× (else / llm.c's 471,000 per H100), MFU P%; drift D%
+# Every run has its own limit (GPU_TRAIN_RUN_TIMEOUT, default 60 s; torch.compile's GPU_TRAIN_TORCH_TIMEOUT,
+# 150 s): a run past it is a FAILED row, "timed out", and the rows after it still run.
 # FLOP per token: zeroc's model_flops_per_token() (6N + 12LTC) for every row, the torch rows included (the
 # same model); MFU against 989 TFLOP/s (H100/H200 dense bf16) or GPU_TRAIN_PEAK. The record goes to
 # bench/gpu_train_<UTC date>_<device>.txt (appended to by each invocation) and, as it is written, to $OUT/.
 cd "$(dirname "$0")/.." || exit 1
 what=${1:-all}
-case $what in pairs|torch|stages|all) ;; *) echo "error: bench/gpu_train.sh: unknown row set '$what' (pairs, torch, stages, all)" >&2; exit 2;; esac
-nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "SKIP: no GPU found"; exit 77; }
+case $what in pairs|torch|llmc|stages|all) ;; *) echo "error: bench/gpu_train.sh: unknown row set '$what' (pairs, torch, llmc, stages, all)" >&2; exit 2;; esac
+timeout 20 nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "SKIP: no GPU found"; exit 77; }
 [ -f data/brown/train.bin ] || { echo "SKIP: no data/brown/train.bin (carry data/)"; exit 77; }
 PEAK=${GPU_TRAIN_PEAK:-989e12}
 STEPS=${GPU_TRAIN_STEPS:-20}
 # the zeroc rows' model and batch (GPU_TRAIN_SHAPE: tests/test_gpu_dryrun.sh's small stand-in shape)
 SHAPE=${GPU_TRAIN_SHAPE:---preset gpt2-124m --batch 16 --seq 1024}
 LLM_C=471000   # llm.c's GPT-2 124M tokens/s per H100 (8xH100, 64x1024 tokens per GPU, 139 ms median step)
-dev=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+dev=$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 tag=$(echo "$dev" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
 OUTF="bench/gpu_train_$(date -u +%Y%m%d)_${tag}.txt"
 T=$(mktemp -d /tmp/zeroc_gpu_train.XXXXXX); trap 'rm -rf "$T"' EXIT
 ROWS=${GPU_TRAIN_ROWS:-$T/rows}
 touch "$ROWS"
 PY=python3
+RUN_T=${GPU_TRAIN_RUN_TIMEOUT:-60}
+TORCH_SPEED=${GPU_TRAIN_TORCH_SCRIPT:-bench/torch_gpt2_speed.py}   # (tests/test_gpu_dryrun.sh: a stand-in)
+LLMC_DIR=${LLMC_DIR:-build/llmc}
 COMMON="$SHAPE --steps $STEPS --lr 6e-4 --warmup 10"
+# PyTorch with the library path it had before scripts/gpu_env.sh, where that was sourced
+declare -F zeroc_torch > /dev/null || zeroc_torch() { "$@"; }
 . scripts/gpu_paths.sh   # NEW_PATHS
 rc_all=0
 
@@ -45,8 +58,10 @@ rc_all=0
 run_zeroc() {
     local name=$1 bin=$2; shift 2
     echo "-- $name: $bin $COMMON $*"
-    "$bin" $COMMON "$@" --log "$T/$name.jsonl" > "$T/$name.out" 2>&1 ||
-        { tail -n 15 "$T/$name.out"; echo "$name|FAILED|||||||||$*" >> "$ROWS"; rc_all=1; return 1; }
+    timeout -k 5 "$RUN_T" "$bin" $COMMON "$@" --log "$T/$name.jsonl" > "$T/$name.out" 2>&1
+    local rc=$?
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "   timed out after ${RUN_T}s"
+    [ $rc -eq 0 ] || { tail -n 15 "$T/$name.out"; echo "$name|FAILED|||||||||$*" >> "$ROWS"; rc_all=1; return 1; }
     grep -E "^step +[0-9]+/" "$T/$name.out" | sed -n '1p;$p'
     "$PY" - "$name" "$T/$name.jsonl" "$*" >> "$ROWS" <<'PYEOF'
 import json, statistics as st, sys
@@ -68,9 +83,14 @@ PYEOF
 # one PyTorch row: NAME COMPILE
 run_torch() {
     local name=$1 c=$2
-    echo "-- $name: python3 bench/torch_gpt2_speed.py --device cuda --batch 16 --seq 1024 --steps $STEPS --compile $c"
-    PYTHONUNBUFFERED=1 "$PY" bench/torch_gpt2_speed.py --device cuda --batch 16 --seq 1024 --steps "$STEPS" --compile "$c" \
-        > "$T/$name.out" 2>&1 || { tail -n 15 "$T/$name.out"; echo "$name|FAILED|||||||||" >> "$ROWS"; rc_all=1; return 1; }
+    local t=${GPU_TRAIN_TORCH_TIMEOUT:-150}
+    [ "$c" = 1 ] || t=$RUN_T
+    echo "-- $name: python3 $TORCH_SPEED --device cuda --batch 16 --seq 1024 --steps $STEPS --compile $c"
+    PYTHONUNBUFFERED=1 zeroc_torch timeout -k 5 "$t" "$PY" "$TORCH_SPEED" --device cuda --batch 16 --seq 1024 --steps "$STEPS" \
+        --compile "$c" > "$T/$name.out" 2>&1
+    local rc=$?
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "   timed out after ${t}s"
+    [ $rc -eq 0 ] || { tail -n 15 "$T/$name.out"; echo "$name|FAILED|||||||||" >> "$ROWS"; rc_all=1; return 1; }
     tail -n 1 "$T/$name.out"
     "$PY" - "$name" "$T/$name.out" >> "$ROWS" <<'PYEOF'
 import re, sys
@@ -80,12 +100,35 @@ print("|".join([name, m.group(1), m.group(2), "", "", "", "", "", "", "torch"]))
 PYEOF
 }
 
+# llm.c's row: train_gpt2cu from LLMC_DIR (bench/llmc_build.sh); its step lines give ms per step
+run_llmc() {
+    local bin=$LLMC_DIR/train_gpt2cu att lib
+    [ -x "$bin" ] || { echo "-- llmc: no $bin (bench/llmc_build.sh)"; echo "llmc|FAILED|||||||||not built" >> "$ROWS"; rc_all=1; return 1; }
+    att=$(cat "$LLMC_DIR/attention" 2>/dev/null)
+    lib=$(cat "$LLMC_DIR/lib_path" 2>/dev/null)
+    local F=(-i data/brown/train.bin -j data/brown/val.bin -e d12 -b "${LLMC_B:-16}" -t "${LLMC_T:-1024}"
+             -d $(( ${LLMC_B:-16} * ${LLMC_T:-1024} )) -x "${LLMC_STEPS:-30}" -v 1000 -m 2 -s 0 -n 0 -r 0 -l 6e-4 -u 10 -c 0.1)
+    echo "-- llmc ($att attention): $bin ${F[*]}"
+    LD_LIBRARY_PATH="${lib:+$lib:}${LD_LIBRARY_PATH:-}" timeout -k 5 "$RUN_T" "$bin" "${F[@]}" > "$T/llmc.out" 2>&1
+    local rc=$?
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "   timed out after ${RUN_T}s"
+    [ $rc -eq 0 ] || { tail -n 15 "$T/llmc.out"; echo "llmc|FAILED|||||||||$att attention" >> "$ROWS"; rc_all=1; return 1; }
+    grep -E "^step +[0-9]+/" "$T/llmc.out" | sed -n '1p;$p'
+    "$PY" - "$T/llmc.out" "${LLMC_B:-16}" "${LLMC_T:-1024}" "$att" >> "$ROWS" <<'PYEOF'
+import re, statistics as st, sys
+out, B, T, att = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+steps = [(int(m.group(1)), float(m.group(2))) for m in re.finditer(r"^step +(\d+)/\d+ \|.*?\| ([0-9.]+) ms \|", open(out).read(), re.M)]
+ms = st.median(t for s, t in steps if s > 5) if any(s > 5 for s, _ in steps) else st.median(t for _, t in steps)
+print("|".join(["llmc", "%.0f" % (B * T / ms * 1e3), "%.2f" % ms, "", "", "", "", "", "", "llm.c f1e2ace, %s attention, -r 0" % att]))
+PYEOF
+}
+
 {
 echo "zeroc bench/gpu_train.sh $what: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}, $dev"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
 Z0=./build/gpu_z0_o0/train_gpt
 for b in "$Z0" ./build/gpu_z3_o0/train_gpt ./build/gpu_z2_o1/train_gpt; do
-    [ -x "$b" ] || { echo "error: $b missing: make gpu-all first"; exit 1; }
+    [ "$what" = torch ] || [ "$what" = llmc ] || [ -x "$b" ] || { echo "error: $b missing: make gpu-all first"; exit 1; }
 done
 if [ "$what" = pairs ] || [ "$what" = all ]; then
     run_zeroc default "$Z0"
@@ -97,6 +140,9 @@ if [ "$what" = pairs ] || [ "$what" = all ]; then
     run_zeroc bias_grad "$Z0" --bias-grad-epilogue 1
     run_zeroc opt_in_all "$Z0" $NEW_PATHS
     run_zeroc default_again "$Z0"
+fi
+if [ "$what" = llmc ] || [ "$what" = all ]; then
+    run_llmc
 fi
 if [ "$what" = torch ] || [ "$what" = all ]; then
     run_torch torch_eager 0
@@ -119,7 +165,7 @@ for line in open(path):
     f = line.rstrip("\n").split("|")
     rows[f[0]] = f
 fpt = next((float(f[3]) for f in rows.values() if f[1] != "FAILED" and f[3]), 0.0)
-print(f"zeroc: {shape}, one GPU, median step after the 5th; torch: bench/torch_gpt2_speed.py, B=16 T=1024")
+print(f"zeroc: {shape}, one GPU, median step after the 5th; torch: bench/torch_gpt2_speed.py, B=16 T=1024; llmc: llm.c's train_gpt2cu, B=16 T=1024")
 print(f"{'run':<15} {'tok/s':>9} {'ms/step':>8} {'TFLOP/s':>8} {'MFU':>6}  {'fwd':>6} {'bwd':>6} {'comm':>6} {'optim':>6} {'GiB':>5}  flags")
 tok = {}
 for name, f in rows.items():
@@ -140,7 +186,11 @@ if base:
             print(f"pair: default -> {k}: {tok[k][0] / b:.3f}x tokens/s ({b:.0f} -> {tok[k][0]:.0f})")
     if len(base) == 2:
         print(f"drift: default {base[0]:.0f} -> default again {base[1]:.0f} tok/s ({100 * (base[1] / base[0] - 1):+.1f}%)")
-zs = {k: v[0] for k, v in tok.items() if not k.startswith("torch")}
+zs = {k: v[0] for k, v in tok.items() if not k.startswith("torch") and k != "llmc"}
+if "llmc" in tok and zs:
+    best = max(zs, key=zs.get)
+    print(f"llm.c on this GPU: {tok['llmc'][0]:.0f} tok/s; zeroc / llm.c: " + ", ".join(
+        f"{k} {zs[k] / tok['llmc'][0]:.3f}x" for k in ("default", best) if k in zs))
 parts = []
 if "default" in tok: parts.append(f"default {tok['default'][0]:.0f} tok/s")
 if "opt_in_all" in tok and "default" in tok:
@@ -149,7 +199,8 @@ if "torch_compile" in tok: parts.append(f"torch.compile {tok['torch_compile'][0]
 if zs:
     best = max(zs, key=zs.get)
     if "torch_compile" in tok: parts.append(f"best zeroc ({best}) / torch.compile {zs[best] / tok['torch_compile'][0]:.2f}x")
-    parts.append(f"/ llm.c's {llmc:,.0f} {zs[best] / llmc:.2f}x")
+    if "llmc" in tok: parts.append(f"/ llm.c on this GPU {zs[best] / tok['llmc'][0]:.2f}x")
+    else: parts.append(f"/ llm.c's {llmc:,.0f} per H100 {zs[best] / llmc:.2f}x")
     parts.append(f"MFU {100 * zs[best] * fpt / peak:.1f}%")
 if "default" in tok and "default_again" in tok:
     parts.append(f"drift {100 * (tok['default_again'][0] / tok['default'][0] - 1):+.1f}%")

@@ -12,11 +12,13 @@
 // (--bias-grad-epilogue 1, opt-in until a GPU run validates it) the dweight GEMM computes it on
 // the way instead, in cuBLASLt's BGRADB epilogue (the column sums of its B operand, dout, over
 // the GEMM's k = N): the epilogue overwrites, so it writes into scratch and a small kernel adds
-// that to dbias. Not bitwise the kernel's result: cuBLASLt sums the N rows in an order of its
-// own (fp32 additions in another order round differently), and where it offers the bias
-// gradient only in the output type (bf16), the sum is rounded once more before the add. Both
-// agree within a bf16 rounding or two (dev/cuda/matmul checks it); run to run it is as
-// deterministic as cuBLAS's GEMMs are (same GPU model and library version).
+// that to dbias. The epilogue writes the bias gradient in the output type (cublasLt.h: "Bias
+// gradient vector elements are the same type as the output elements"), so the sum is rounded to
+// bf16 once before the add, and cuBLASLt sums the N rows in an order of its own: not bitwise the
+// kernel's result, within a bf16 rounding or two (dev/cuda/matmul checks it); run to run it is as
+// deterministic as cuBLAS's GEMMs are (same GPU model and library version). If cublasLtMatmul
+// itself fails on a BGRADB plan the heuristic accepted, one line says so and the column-sum kernel
+// computes every bias gradient from then on.
 // If cuBLASLt finds no algorithm for a fused epilogue, the launcher falls back to a plain
 // matmul plus the gelu.cuh kernels (same results within bf16 rounding).
 //
@@ -45,9 +47,11 @@ static long g_matmul_gelu_fallbacks = 0;
 // 1: the bias gradient from the dweight GEMM's BGRADB epilogue (above); 0: the column-sum kernel
 static int g_matmul_bias_grad_epilogue = 0;
 // times the epilogue was asked for but cuBLASLt had no algorithm (the kernel ran instead), and the
-// type it wrote the bias gradient in the last time it could (CUDA_R_32F, else CUDA_R_FLOATX; -1: never)
+// type it wrote the bias gradient in the last time it could (CUDA_R_FLOATX; -1: never)
 static long g_matmul_bias_grad_fallbacks = 0;
 static int g_matmul_bias_grad_type = -1;
+// the status of a cublasLtMatmul that failed on a BGRADB plan (the epilogue is then off); 0: none
+static int g_matmul_bias_grad_failed = 0;
 
 static void matmul_setup(void) {
     if (g_cublaslt_handle) return;
@@ -219,9 +223,10 @@ static void matmul_plans_free(void) {
 // transB, else [k,n] (ld k); D is [m,n] (ld m).
 // epilogue: 0 none/bias, 1 GELU forward (aux = pre-GELU written, ld m), 2 DGELU (aux read),
 // 3 BGRADB (bias = the column sums of op(B) over k written, n of them). bias_type: the bias
-// vector's element type (CUDA_R_FLOATX; BGRADB may take CUDA_R_32F).
-// Returns 1 on success, 0 when cuBLASLt has no algorithm for this combination; any other
-// cuBLAS error exits.
+// vector's element type (CUDA_R_FLOATX: the output type, which the bias gradient must have).
+// Returns 1 on success, 0 when cuBLASLt has no algorithm for this combination, and for BGRADB -1
+// when cublasLtMatmul itself failed (nothing written; the status in g_matmul_bias_grad_failed);
+// any other cuBLAS error exits.
 static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, const void *bias, cudaDataType_t bias_type,
                                int m, int n, int k, int transA, int transB, int accumulate,
                                floatX *aux, int epilogue, cudaStream_t stream) {
@@ -253,8 +258,14 @@ static int matmul_cublaslt_try(floatX *d, const floatX *a, const floatX *b, cons
         if (bias) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
         if (aux) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
         const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-        cublasCheck(cublasLtMatmul(g_cublaslt_handle, p->desc, &alpha, a, p->A, b, p->B, &beta, d, p->C, d, p->D, &p->algo,
-                                   g_cublaslt_workspace, g_cublaslt_workspace_size, stream));
+        cublasStatus_t st = cublasLtMatmul(g_cublaslt_handle, p->desc, &alpha, a, p->A, b, p->B, &beta, d, p->C, d, p->D,
+                                           &p->algo, g_cublaslt_workspace, g_cublaslt_workspace_size, stream);
+        if (st != CUBLAS_STATUS_SUCCESS && epilogue == 3) {
+            g_matmul_bias_grad_failed = (int)st;
+            ok = -1;
+        } else {
+            cublasCheck(st);
+        }
     }
     if (p == &once) matmul_plan_destroy(p);
     return ok;
@@ -354,22 +365,24 @@ static void matmul_dbias(floatX *dbias, float *scratch, const floatX *dout, int 
 }
 
 // dweight[OC,C] += dout^T inp as matmul_backward computes it, with dbias[OC] += the column sums
-// of dout from the same GEMM's BGRADB epilogue (written into scratch as fp32 where cuBLASLt
-// takes that type, else as floatX, then added). Returns 0, having written nothing, when
-// cuBLASLt has an algorithm for neither.
+// of dout from the same GEMM's BGRADB epilogue (written into scratch as floatX, then added).
+// Returns 1 when done; having written nothing, 0 when cuBLASLt has no algorithm, and -1 when
+// cublasLtMatmul failed: then one line says so and the epilogue is off for the rest of the run.
 static int matmul_dweight_dbias_epilogue(floatX *dweight, floatX *dbias, float *scratch, const floatX *inp,
                                          const floatX *dout, int N, int C, int OC, cudaStream_t stream) {
-    const cudaDataType_t types[2] = {CUDA_R_32F, CUDA_R_FLOATX};
-    for (int i = 0; i < 2; i++) {
-        if (!matmul_cublaslt_try(dweight, inp, dout, scratch, types[i], C, OC, N, 0, 1, 1, NULL, 3, stream)) continue;
-        g_matmul_bias_grad_type = types[i];
-        const int blocks = (int)ceil_div(OC, 256);
-        if (i == 0) matmul_dbias_reduce_kernel<float><<<blocks, 256, 0, stream>>>(dbias, scratch, 1, OC);
-        else matmul_dbias_reduce_kernel<floatX><<<blocks, 256, 0, stream>>>(dbias, (const floatX *)scratch, 1, OC);
-        cudaCheckLaunch();
-        return 1;
+    int r = matmul_cublaslt_try(dweight, inp, dout, scratch, CUDA_R_FLOATX, C, OC, N, 0, 1, 1, NULL, 3, stream);
+    if (r < 0) {
+        (void)cudaGetLastError();   // a launch error cuBLASLt left behind belongs to the failed call
+        g_matmul_bias_grad_epilogue = 0;
+        fprintf(stderr, "note: --bias-grad-epilogue: cublasLtMatmul failed (%s) on a BGRADB plan the heuristic accepted "
+                "(m=%d n=%d k=%d); the column-sum kernel computes the bias gradients from now on\n",
+                cublas_status_string((cublasStatus_t)g_matmul_bias_grad_failed), C, OC, N);
     }
-    return 0;
+    if (r <= 0) return r;
+    g_matmul_bias_grad_type = CUDA_R_FLOATX;
+    matmul_dbias_reduce_kernel<floatX><<<(int)ceil_div(OC, 256), 256, 0, stream>>>(dbias, (const floatX *)scratch, 1, OC);
+    cudaCheckLaunch();
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -408,8 +421,9 @@ static void matmul_backward(floatX *dinp, floatX *dweight, floatX *dbias, float 
     if (N <= 0) return;
     int dweight_dbias_done = 0;
     if (dbias && dweight && dbias_scratch && g_matmul_bias_grad_epilogue) {
-        dweight_dbias_done = matmul_dweight_dbias_epilogue(dweight, dbias, dbias_scratch, inp, dout, N, C, OC, stream);
-        if (!dweight_dbias_done) g_matmul_bias_grad_fallbacks++;
+        int r = matmul_dweight_dbias_epilogue(dweight, dbias, dbias_scratch, inp, dout, N, C, OC, stream);
+        if (r == 0) g_matmul_bias_grad_fallbacks++;
+        dweight_dbias_done = r > 0;
     }
     if (dbias && !dweight_dbias_done) matmul_dbias(dbias, dbias_scratch, dout, N, OC, stream);
     if (dinp) {

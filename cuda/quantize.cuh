@@ -68,16 +68,28 @@ __global__ void zq_scale_kernel(const float *x, floatX *y, size_t n, float s) {
     if (i < n) y[i] = f2bf(x[i] * s);
 }
 
+// The scales follow the codes, so they start on a float boundary only when the message does and
+// n * bits / 8 is a multiple of 4 (n a multiple of 8); a unit's shard always is (a multiple of
+// ZERO_ALIGN, 16, values: zero/plan.h). Anything else would fault on the first scale store.
+static void zq_require_aligned(const char *func, const uint8_t *msg, size_t n, int bits) {
+    size_t at = n * (size_t)bits / 8;
+    if (((uintptr_t)msg + at) % sizeof(float) != 0 || n * (size_t)bits % 8 != 0)
+        fatal("%s: a message of %zu int%d values puts its scales at byte %zu from address %p, not on a 4-byte boundary "
+              "(n * bits / 8 must be a multiple of 4, the message 4-byte aligned)", func, n, bits, at, (const void *)msg);
+}
+
 // launchers: x[0..n) into the message out; err: a device float's bits, the running worst error
 template <typename T>
 static void zq_quantize_gpu(const T *x, size_t n, int bits, uint8_t *out, unsigned int *err, cudaStream_t s) {
     if (n == 0) return;
+    zq_require_aligned("zq_quantize_gpu", out, n, bits);
     zq_quantize_kernel<T><<<(unsigned)zq_blocks(n), ZQ_BLOCK, 0, s>>>(x, n, bits, out, err);
     cudaCheck(cudaGetLastError());
 }
 template <typename T>
 static void zq_dequantize_gpu(const uint8_t *in, size_t n, int bits, T *y, int add, cudaStream_t s) {
     if (n == 0) return;
+    zq_require_aligned("zq_dequantize_gpu", in, n, bits);
     zq_dequantize_kernel<T><<<(unsigned)((n + 255) / 256), 256, 0, s>>>(in, n, bits, y, add);
     cudaCheck(cudaGetLastError());
 }

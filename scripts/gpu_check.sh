@@ -1,40 +1,50 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh: the one command for a lent GPU machine (H100/H200). It validates and measures,
-# most informative first, everything that has not run on a GPU yet, within a time budget: the device's
-# 15 minutes also pay 1-4 minutes of machine start per call, so one call of about 400 s leaves room for a
-# shorter second one (docs/gpu.md, "The next GPU session").
+# most informative first, everything that has not run on a GPU yet, within a time budget sized to the
+# device's 15 minutes: the machine's start (up to 240 s) + this command (a budget of 540 s, the call's
+# timeout_s 570) leave a minute for the transfers, so ONE call is planned; a second would pay a new
+# start and a new build.
 #
-# The device tool call (docs/gpu.md gives it whole; here, the build machine, first: bash scripts/gpu_deps.sh):
-#   command: ZEROC_COMMIT=<hash> bash scripts/gpu_check.sh      carry: ["data", ".gpu_deps"]
+# The device tool call (docs/gpu.md, "The next GPU session", gives it whole). Here, first:
+# bash scripts/gpu_deps.sh (.gpu_deps), bash scripts/llmc_fetch.sh (.llmc), make data. Then:
+#   command: ZEROC_COMMIT=<hash> bash scripts/gpu_check.sh
+#   carry: ["data", ".gpu_deps", ".llmc"]        timeout_s: 570        (no kind: an H100, or an H200)
 #
 # First the facts a failure needs (device, driver, nvcc, the NCCL the trainer loads and every other one
-# found, cuBLAS, PyTorch, compute-sanitizer), then the stages. Each stage has its own limit (cut to what
-# the budget has left; skipped when less than GPU_CHECK_MIN_LEFT s are left), prints
-#   ######## NAME: PASS|FAIL (exit N)|TIMEOUT (N s)|SKIP|SKIPPED (budget) in N s
-# and the run ends with a summary table and exactly the line
+# found, cuBLAS, PyTorch, compute-sanitizer), each probe under its own time limit; then the stages. A
+# stage runs when the budget has at least its expected time left (else SKIPPED (budget)), under its
+# limit cut to what is left, and prints
+#   ######## NAME: PASS|FAIL (exit N)|TIMEOUT (N s)|SKIP|SKIPPED (budget)|SKIPPED (build failed) in N s
+# The build runs once; when it fails, every stage that needs it is skipped with that reason. Every run
+# inside a stage has its own limit too (test_gpu.sh's GPU_RUN_TIMEOUT, each dev/cuda program, each
+# benchmark row, each sanitizer run), so that one hang costs its run, not the stage. The run ends with a
+# summary table and exactly the line
 #   gpu_check: N passed, N failed, N skipped          (a TIMEOUT counts as failed)
-# The expected times come from the H100 logs of 2026-11-22 (bench/gpu_check_2026112*: environment 2-10 s,
-# build of every variant 25-29 s, test_gpu.sh sections 1-8 101-137 s at about 1.1 s per tiny run, the 13
-# dev/cuda programs 106 s, 6 GPT-2 124M benchmark runs 46 s, that is about 6.5 s of start-up per run) and
-# from counting the runs of what was written since. The machine has 16 cores: test_gpu.sh's sections run
-# in parallel groups, each group one process on the GPU (tiny models; the checks compare results, never
-# times, so sharing the GPU changes nothing they check).
+# Expected times: the H100 logs of 2026-11-22 (bench/gpu_check_2026112*: build of every variant 25-29 s,
+# test_gpu.sh sections 1-8 101-137 s at about 1.1 s per tiny run, the 13 dev/cuda programs 106 s, about
+# 6.5 s of start-up per GPT-2 124M run) and the runs written since, counted. The machine has 16 cores:
+# test_gpu.sh's sections run in parallel groups, each group one process on the GPU (tiny models; the
+# checks compare results, never times, so sharing the GPU changes nothing they check).
 #
 #   key           limit expected  what
 #   build           150      60   make -j: every train_gpt variant, test_gpt, test_decode, the CPU trainer,
-#                                 export_model, every dev/cuda program (flash attention added to each since)
-#   kernels         120      60   dev/cuda programs not run on a GPU in their present form (all but
+#                                 export_model, every dev/cuda program; then llm.c's train_gpt2cu starts
+#                                 building in the background (bench/llmc_build.sh, for the llmc stage)
+#   kernels         120      70   dev/cuda programs not run on a GPU in their present form (all but
 #                                 KERNELS_VALIDATED below; a new program joins by existing)
-#   test_new        200      90   test_gpu.sh 9-12, 14 and 15 (each opt-in path against the default) and 1-2
+#   test_new        200     120   test_gpu.sh 9-12, 14 and 15 (each opt-in path against the default) and 1-2
 #                                 (the default against PyTorch and the CPU trainer), 7 groups in parallel
-#   speed           120      65   bench/gpu_train.sh pairs: GPT-2 124M, B=16, T=1024: the default, each
-#                                 opt-in path, all of them, the default again (9 runs)
-#   torch           150      70   bench/gpu_train.sh torch: PyTorch eager and torch.compile (compiling ~45 s)
-#   nccl             90      30   test_gpu.sh 13: 2 ranks on one GPU with NCCL (2.30+; below, its refusal),
-#                                 the newest NCCL found first on LD_LIBRARY_PATH (after the timings: a hang
-#                                 here costs its limit, not them)
 #   sanitize        120      60   compute-sanitizer memcheck, racecheck, initcheck of short runs with every
-#                                 opt-in path on (gpt2 hd 64 and llama hd 128 GQA, stage 3)
+#                                 opt-in path on (gpt2 hd 64 and llama hd 128 GQA, stage 3): the new
+#                                 kernels' races on real hardware
+#   speed           120      70   bench/gpu_train.sh pairs: GPT-2 124M, B=16, T=1024: the default, each
+#                                 opt-in path, all of them, the default again (9 runs)
+#   llmc            180      25   llm.c's train_gpt2cu (f1e2ace, .llmc) on the same GPU, GPT-2 124M at B=16,
+#                                 T=1024, beside zeroc's rows, the ratio zeroc / llm.c (bench/gpu_train.sh llmc)
+#   nccl             90      30   test_gpu.sh 13: 2 ranks on one GPU with NCCL (2.30+; below, its refusal),
+#                                 the newest NCCL found first on LD_LIBRARY_PATH
+#   torch           150      70   bench/gpu_train.sh torch: PyTorch eager and torch.compile (compiling ~45 s),
+#                                 with the library path PyTorch had before this script (zeroc_torch)
 #   test_rest       180      60   test_gpu.sh 3-8 (the default path, refactored since it ran), 5 groups in parallel
 #   kernels_rest     90      40   the dev/cuda programs in KERNELS_VALIDATED
 #   nvme             60      45   ZeRO-Infinity on the GPU against CPU offload, bitwise (never run on a GPU)
@@ -48,20 +58,31 @@
 # numbers), bench_stages (bench/gpu_train.sh stages: --breakdown, stage 3, offload, llama, recompute),
 # compare (GPT-2 124M against PyTorch for 300 steps, bench/gpu_compare/), demo (make demo as one command).
 #
-# The expected times add up to about 600 s: one call of the default budget gets through torch (about 385 s
-# with the facts); what it could not start says SKIPPED (budget) and is the second call's.
-# Settings: GPU_CHECK_ONLY=key,key (those stages, in the order above); GPU_CHECK_BUDGET (s, default 390);
-# GPU_CHECK_MIN_LEFT (s, default 20); GPU_CHECK_LIMIT_<key>=S (one stage's limit); ZEROC_COMMIT=<hash>
-# (the device copies the working tree, whose .git may be older); GPU_CHECK_TEST_NEW / GPU_CHECK_TEST_REST
-# (test_gpu.sh's groups: space-separated, each a comma list of section keys). The whole log goes to
-# bench/gpu_check_<UTC date>_<device>.txt and, as it is written, to $OUT/ when that is set (the device
-# tool brings back what is under $OUT, also after a timeout).
+# Through torch the expected times add up to about 520 s with the facts: the default budget reaches
+# them; test_rest and what follows run when the stages before took less than expected.
+# Settings: GPU_CHECK_ONLY=key,key (those stages, in the order above); GPU_CHECK_BUDGET (s, default 540);
+# GPU_CHECK_LIMIT_<key>=S, GPU_CHECK_EXPECT_<key>=S (one stage's limit, expected time);
+# GPU_CHECK_PROBE_TIMEOUT (s, each probe of the facts, default 20); each run's limit inside a stage:
+# GPU_CHECK_KERNEL_TIMEOUT (a dev/cuda program, 60), GPU_CHECK_CS_TIMEOUT (a sanitizer run, 100),
+# GPU_CHECK_RUN_TIMEOUT (a hook's run, 120), GPU_TRAIN_RUN_TIMEOUT / GPU_TRAIN_TORCH_TIMEOUT (a benchmark
+# row, 60; torch.compile's, 150), GPU_RUN_TIMEOUT (test_gpu.sh's, 60); ZEROC_COMMIT=<hash> (the device copies
+# the working tree, whose .git may be older); GPU_CHECK_TEST_NEW / GPU_CHECK_TEST_REST (test_gpu.sh's
+# groups: space-separated, each a comma list of section keys).
+# What comes back (the device tool returns at most 8 files from $OUT, 2 folders deep), each written as
+# it runs, so that a call cut short still brings back what ran; in bench/ too without $OUT:
+#   gpu_check_<UTC date>_<device>.txt          the whole log
+#   gpu_check_<UTC date>_<device>.groups.txt   every test_gpu.sh group's lines, "[stage group] " first
+#   gpu_check_<UTC date>_<device>.llmc.txt     llm.c's build
+#   gpu_train_<UTC date>_<device>.txt          bench/gpu_train.sh's record
+#   gpu_compare.tar.gz, demo_gpu_*.txt         the compare and demo stages, when named
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET:-390}
-MIN_LEFT=${GPU_CHECK_MIN_LEFT:-20}
-ORDER="build kernels test_new speed torch nccl sanitize test_rest kernels_rest nvme tensorboard hf_export"
+BUDGET=${GPU_CHECK_BUDGET:-540}
+PROBE_T=${GPU_CHECK_PROBE_TIMEOUT:-20}
+ORDER="build kernels test_new sanitize speed llmc nccl torch test_rest kernels_rest nvme tensorboard hf_export"
 OPTIONAL="sanitize_default sample fp16 hf bench_stages compare demo"
+# what runs without zeroc's build: a failed build skips every other stage
+NO_BUILD_NEEDED="build llmc torch"
 ONLY=${GPU_CHECK_ONLY:-$(echo $ORDER | tr ' ' ',')}
 for k in ${ONLY//,/ }; do
     [[ " $ORDER $OPTIONAL " == *" $k "* ]] || { echo "error: GPU_CHECK_ONLY: unknown stage '$k' ($ORDER; $OPTIONAL)" >&2; exit 2; }
@@ -76,25 +97,44 @@ TEST_NEW=${GPU_CHECK_TEST_NEW:-"flash lean loss fusion bgrad zeropp test_gpt,cpu
 TEST_REST=${GPU_CHECK_TEST_REST:-"stages recompute fp16 ranks resume,brown"}
 # every opt-in path of the step at once (config/train_config.h)
 . scripts/gpu_paths.sh   # NEW_PATHS
-dev_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+dev_name=$(timeout -k 2 "$PROBE_T" nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 tag=$(echo "${dev_name:-nogpu}" | tr -c 'A-Za-z0-9\n' '_' | tr -s '_' | sed 's/_$//')
 mkdir -p bench
 LOG="bench/gpu_check_$(date -u +%Y%m%d-%H%M%S)_${tag}.txt"
+GROUPS_LOG="${LOG%.txt}.groups.txt"
+LLMC_LOG="${LOG%.txt}.llmc.txt"
 TMPD=$(mktemp -d /tmp/zeroc_gpucheck.XXXXXX)
+LLMC_DIR="$TMPD/llmc"
 results=()
+BUILD_FAILED=""
 
 elapsed() { echo $(( $(date +%s) - START )); }
+# one run inside a stage, under its own limit (GPU_CHECK_RUN_TIMEOUT, s); torch_t: a PyTorch run, also with the
+# library path PyTorch had before this script (scripts/gpu_env.sh's zeroc_torch)
+RUN_T=${GPU_CHECK_RUN_TIMEOUT:-120}
+run_t() { timeout -k 5 "$RUN_T" "$@"; }
+torch_t() { zeroc_torch timeout -k 5 "$RUN_T" "$@"; }
+# a probe of the facts, under its limit
+probe() { timeout -k 2 "$PROBE_T" "$@"; }
+# a file written as it runs: in bench/ and, when the device tool's $OUT is set, there too
+out_copy() { echo "${OUT:+$OUT/$(basename "$1")}"; }
 
 # stage KEY NAME LIMIT EXPECTED CMD...: CMD under its time limit (GPU_CHECK_LIMIT_KEY overrides it; cut to
-# what the budget has left), when KEY is selected. Exit 0: PASS, 77: SKIP, 124/137: TIMEOUT, else FAIL.
+# what the budget has left), when KEY is selected, the build did not fail (or KEY needs none) and the
+# budget has its expected time (GPU_CHECK_EXPECT_KEY) left. Exit 0: PASS, 77: SKIP, 124/137: TIMEOUT, else FAIL.
 stage() {
     local key=$1 name=$2 limit=$3 expect=$4; shift 4
     case ",$ONLY," in *",$key,"*) ;; *) return;; esac
-    local var="GPU_CHECK_LIMIT_$key" left cut=""
-    limit=${!var:-$limit}
+    local lvar="GPU_CHECK_LIMIT_$key" evar="GPU_CHECK_EXPECT_$key" left cut=""
+    limit=${!lvar:-$limit}
+    expect=${!evar:-$expect}
+    if [ -n "$BUILD_FAILED" ] && [[ " $NO_BUILD_NEEDED " != *" $key "* ]]; then
+        echo; echo "######## $key: SKIPPED (the build failed: $BUILD_FAILED)"
+        results+=("$key|$name|SKIPPED (build failed)|0"); return
+    fi
     left=$(( BUDGET - $(elapsed) ))
-    if [ "$left" -lt "$MIN_LEFT" ]; then
-        echo; echo "######## $key: SKIPPED (budget: $(( left > 0 ? left : 0 ))s of ${BUDGET}s left, a stage starts with ${MIN_LEFT}s)"
+    if [ "$left" -lt "$expect" ]; then
+        echo; echo "######## $key: SKIPPED (budget: $(( left > 0 ? left : 0 ))s of ${BUDGET}s left, the stage is expected to take ${expect}s)"
         results+=("$key|$name|SKIPPED (budget)|0"); return
     fi
     [ "$limit" -gt "$left" ] && { cut=", cut from ${limit}s"; limit=$left; }
@@ -110,6 +150,7 @@ stage() {
     case $rc in 0) st=PASS;; 77) st=SKIP;; 124|137) st="TIMEOUT (${limit}s)";; *) st="FAIL (exit $rc)";; esac
     echo "######## $key: $st in ${dt}s"
     results+=("$key|$name|$st|$dt")
+    [ "$key" = build ] && [ $rc -ne 0 ] && [ $rc -ne 77 ] && BUILD_FAILED="$st"
 }
 
 # ----------------------------------------------------------------------------
@@ -118,7 +159,7 @@ stage() {
 # where the dynamic loader finds SONAME for a program started now (LD_LIBRARY_PATH, the cache), and for
 # libnccl its version (ncclGetVersion), in a process of its own: "PATH VERSION"
 lib_probe() {
-    "$PY" - "$1" 2>/dev/null <<'PYEOF'
+    probe "$PY" - "$1" 2>/dev/null <<'PYEOF'
 import ctypes, sys
 try: lib = ctypes.CDLL(sys.argv[1])
 except OSError as e: print(f"not found ({e})".replace("\n", " ")); sys.exit()
@@ -139,7 +180,7 @@ nccl_candidates() {
         lib_probe libnccl.so.2
         local d f
         for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/lib/x86_64-linux-gnu \
-                 "$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"; do
+                 "$(probe "$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"; do
             f="$d/libnccl.so.2"
             [ -e "$f" ] && lib_probe "$(readlink -f "$f")"
         done
@@ -150,21 +191,22 @@ facts() {
     # ZEROC_COMMIT: the device tool copies the working tree, not always the repository's newest HEAD
     echo "zeroc gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(hostname), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' (with uncommitted changes)')}"
     echo "budget ${BUDGET}s, stages: ${ONLY//,/ }"
-    nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU"
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_mode --format=csv 2>/dev/null
+    probe nvidia-smi -L 2>/dev/null || echo "nvidia-smi -L: no GPU, or no answer in ${PROBE_T}s"
+    probe nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_mode --format=csv 2>/dev/null
     echo "cores: $(nproc), memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}'); glibc $(ldd --version 2>/dev/null | head -n 1 | grep -o '[0-9]*\.[0-9]*$'); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
 }
 
 # after the environment: the compilers and libraries a run will use
 facts_libs() {
     local inc=${CUDA_HOME:-/usr/local/cuda}/include
-    echo "nvcc: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*, V[0-9.]*' || echo none)"
+    echo "nvcc: $(probe "$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*, V[0-9.]*' || echo none)"
     echo "cuBLAS: header $(grep -hE '^#define CUBLAS_VER_(MAJOR|MINOR|PATCH) ' "$inc/cublas_api.h" 2>/dev/null | awk '{printf "%s%s", (NR > 1 ? "." : ""), $3}'), loaded $(lib_probe libcublasLt.so.13)"
     local h; h=$(ls "$inc/nccl.h" /usr/include/nccl.h 2>/dev/null | head -n 1)
     echo "NCCL: header ${h:-none} $(grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "${h:-/dev/null}" | awk '{printf "%s%s", (NR > 1 ? "." : ""), $3}');" \
          "a run loads $(lib_probe libnccl.so.2)"
     nccl_candidates | sed 's/^/  NCCL found: /'
-    "$PY" - <<'PYEOF' 2>&1
+    # as the torch stage runs PyTorch: with the library path it had before this script (zeroc_torch)
+    zeroc_torch timeout -k 2 "$PROBE_T" "$PY" - <<'PYEOF' 2>&1 || echo "the PyTorch probe: no answer in ${PROBE_T}s, or it failed"
 import sys
 print("python", sys.version.split()[0], sys.executable)
 try:
@@ -177,9 +219,9 @@ import importlib.metadata as md
 have = {(d.metadata["Name"] or "").lower(): d.version for d in md.distributions()}
 print("wheels:", ", ".join("%s %s" % (p, have[p]) for p in ("nvidia-nccl-cu13", "nvidia-cublas", "transformers", "tensorboard") if p in have))
 PYEOF
-    if cs_find; then echo "compute-sanitizer: $CS, $("$CS" --version 2>/dev/null | grep -o 'Version [0-9.]*' | head -n 1)"
+    if cs_find; then echo "compute-sanitizer: $CS, $(probe "$CS" --version 2>/dev/null | grep -o 'Version [0-9.]*' | head -n 1)"
     else echo "compute-sanitizer: none"; fi
-    echo "mpirun: $(command -v mpirun || echo none) $(mpirun --version 2>/dev/null | head -n 1)"
+    echo "mpirun: $(command -v mpirun || echo none) $(probe mpirun --version 2>/dev/null | head -n 1)"
 }
 
 # NCCL and cuBLAS: the toolkit's, else the ones PyTorch's wheels bring (nvidia.nccl, nvidia.cu13)
@@ -195,7 +237,7 @@ cuda_libs() {
         local d="" pkg
         # CUDA 12 wheels: nvidia/<lib>/{include,lib}; CUDA 13 wheels put every library but NCCL in nvidia/cu13/
         for pkg in "nvidia.$mod" nvidia.cu13; do
-            d=$("$PY" -c "import importlib; m = importlib.import_module('$pkg'); print(list(m.__path__)[0])" 2>/dev/null)
+            d=$(probe "$PY" -c "import importlib; m = importlib.import_module('$pkg'); print(list(m.__path__)[0])" 2>/dev/null)
             [ -n "$d" ] && [ -f "$d/include/$hdr" ] && break
             d=""
         done
@@ -234,14 +276,21 @@ kernels() {
     local list
     list=$(kernel_list "$1" | tr '\n' ' ')
     echo "dev/cuda programs ($1): $list"
-    CUDA_KERNELS="$list" CUDA_KERNELS_FULL=$([ "$1" = pending ] && echo 1 || echo 0) bash tests/test_cuda_kernels.sh
+    CUDA_KERNELS="$list" CUDA_KERNELS_FULL=$([ "$1" = pending ] && echo 1 || echo 0) \
+        CUDA_KERNEL_TIMEOUT=${GPU_CHECK_KERNEL_TIMEOUT:-60} bash tests/test_cuda_kernels.sh
 }
 
-# test_sections GROUP...: tests/test_gpu.sh once per group (GPU_TEST_ONLY=GROUP), every group at once on
-# the one GPU; each group's output printed whole, in the order given (also when the stage's limit stops
-# them: what they printed so far); FAIL when a group failed, SKIP when every group skipped
+# test_sections STAGE GROUP...: tests/test_gpu.sh once per group (GPU_TEST_ONLY=GROUP), every group at
+# once on the one GPU, after one make of what test_gpu.sh builds (a no-op after the build stage; when it
+# fails, no group starts: one build, not one per group). Each group's lines go, as they are written, to
+# GROUPS_LOG (and $OUT) with "[STAGE GROUP] " first; each group's output is printed whole here, in the
+# order given (also when the stage's limit stops them: what they printed so far). FAIL when a group
+# failed, SKIP when every group skipped.
 test_sections() {
+    local stage=$1; shift
     local d i rc fail=0 skip=0 pids=() groups=("$@")
+    make -s -j"$(nproc)" gpu-all build/z0/train_gpt_cpu $GPU_MAKE_FLAGS NVCC="$NVCC" ||
+        { echo "test_gpu.sh's build failed: no group started"; return 1; }
     d=$(mktemp -d "$TMPD/tg.XXXXXX")
     show() {   # the groups' logs, those not printed yet
         for i in "${!groups[@]}"; do
@@ -253,11 +302,13 @@ test_sections() {
     }
     trap 'show; kill "${pids[@]}" 2>/dev/null; exit 124' TERM
     for i in "${!groups[@]}"; do
-        GPU_TEST_ONLY=${groups[$i]} bash tests/test_gpu.sh > "$d/$i.log" 2>&1 &
+        { GPU_TEST_ONLY=${groups[$i]} bash tests/test_gpu.sh 2>&1; echo $? > "$d/$i.rc"; } |
+            tee "$d/$i.log" | sed -u "s/^/[$stage ${groups[$i]}] /" | tee -a "$GROUPS_LOG" $(out_copy "$GROUPS_LOG") > /dev/null &
         pids+=($!)
     done
     for i in "${!groups[@]}"; do
-        wait "${pids[$i]}"; rc=$?
+        wait "${pids[$i]}"
+        rc=$(cat "$d/$i.rc" 2>/dev/null || echo 1)
         echo "---- test_gpu.sh GPU_TEST_ONLY=${groups[$i]}: exit $rc"
         cat "$d/$i.log"; touch "$d/$i.shown"
         case $rc in 0) ;; 77) skip=$((skip + 1));; *) fail=$((fail + 1));; esac
@@ -283,26 +334,27 @@ nccl_stage() {
         LD_LIBRARY_PATH="$(dirname "${newest%% *}"):$LD_LIBRARY_PATH"
         export LD_LIBRARY_PATH
     fi
-    GPU_TEST_ONLY=nccl bash tests/test_gpu.sh
+    test_sections nccl nccl
 }
 
 # compute-sanitizer on short runs; racecheck and initcheck fail only on a report in our kernels (cuBLASLt's
 # own kernels synchronize in ways racecheck does not follow, and its split-K reduce reads memory it did not
 # write: 540k reports a step in run 3 of 2026-11-22; those are printed, not counted)
 CS=""
+CS_T=${GPU_CHECK_CS_TIMEOUT:-100}   # each sanitizer run's limit (s)
 cs_find() { CS=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"); [ -x "$CS" ]; }
 cs_memcheck() {   # WHAT BINARY ARGS...
     local what=$1; shift
     echo "-- memcheck: $what"
-    "$CS" --tool memcheck --error-exitcode 3 --print-limit 20 "$@" > "$TMPD/cs.out" 2>&1
+    timeout -k 5 "$CS_T" "$CS" --tool memcheck --error-exitcode 3 --print-limit 20 "$@" > "$TMPD/cs.out" 2>&1
     local rc=$?
     grep -E "ERROR SUMMARY|error" "$TMPD/cs.out" | head -n 8
-    [ $rc -eq 0 ] || { tail -n 5 "$TMPD/cs.out"; echo "   memcheck: exit $rc"; return 1; }
+    [ $rc -eq 0 ] || { tail -n 5 "$TMPD/cs.out"; echo "   memcheck: exit $rc (124: past its ${CS_T}s)"; return 1; }
 }
 cs_racecheck() {
     local what=$1; shift
     echo "-- racecheck: $what"
-    "$CS" --tool racecheck --print-limit 50 "$@" > "$TMPD/cs.out" 2>&1
+    timeout -k 5 "$CS_T" "$CS" --tool racecheck --print-limit 50 "$@" > "$TMPD/cs.out" 2>&1 || echo "   (exit $?; 124: past its ${CS_T}s)"
     grep -E "Race reported|RACECHECK SUMMARY" "$TMPD/cs.out" | head -n 8
     grep -q "RACECHECK SUMMARY" "$TMPD/cs.out" || { tail -n 5 "$TMPD/cs.out"; echo "   racecheck did not run"; return 1; }
     if grep "Race reported" "$TMPD/cs.out" | grep -qvE "nvjet|cutlass|xmma|gemm|cublas"; then
@@ -313,7 +365,8 @@ cs_racecheck() {
 cs_initcheck() {
     local what=$1 ours; shift
     echo "-- initcheck: $what (cuBLASLt's splitKreduce excluded)"
-    "$CS" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 "$@" > "$TMPD/cs.out" 2>&1
+    timeout -k 5 "$CS_T" "$CS" --tool initcheck --kernel-name-exclude kns=splitKreduce --print-limit 50 "$@" > "$TMPD/cs.out" 2>&1 ||
+        echo "   (exit $?; 124: past its ${CS_T}s)"
     grep "ERROR SUMMARY" "$TMPD/cs.out" | head -n 1
     ours=$(grep -E "^=+ +at " "$TMPD/cs.out" | grep -vE "cublas|nvjet|cutlass|xmma|splitK")
     if ! grep -q "ERROR SUMMARY" "$TMPD/cs.out"; then tail -n 5 "$TMPD/cs.out"; echo "   initcheck did not run"; return 1; fi
@@ -359,11 +412,11 @@ sanitize_default() {
 # TensorBoard's own reader (EventAccumulator) on the event files of a short GPU run: every scalar must be
 # the JSONL log's value (scripts/tensorboard_check.py; make test decodes the same files without tensorboard).
 tensorboard_hook() {
-    "$PY" -c "import tensorboard" 2>/dev/null || { echo "no tensorboard package in $PY"; return 77; }
+    torch_t "$PY" -c "import tensorboard" 2>/dev/null || { echo "no tensorboard package in $PY"; return 77; }
     local d="$TMPD/tb"
-    ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 6 --val-every 3 --breakdown 1 --quiet 1 \
+    run_t ./build/gpu_z0_o0/train_gpt --preset tiny --batch 4 --seq 64 --steps 6 --val-every 3 --breakdown 1 --quiet 1 \
         --tensorboard "$d" --job-name check --log "$d.jsonl" || { echo "the run with --tensorboard $d failed"; return 1; }
-    "$PY" scripts/tensorboard_check.py "$d/check" --log "$d.jsonl"
+    torch_t "$PY" scripts/tensorboard_check.py "$d/check" --log "$d.jsonl"
 }
 
 # transformers loads an exported folder as a user would (AutoTokenizer and AutoModelForCausalLM from the one
@@ -371,19 +424,19 @@ tensorboard_hook() {
 # model.safetensors, and the continuations must agree byte for byte (scripts/hf_export_check.py: a near tie
 # that rounding decides is reported, not counted). The model: the tiny preset trained 30 steps on Brown.
 hf_export_hook() {
-    "$PY" -c "import torch, transformers" 2>/dev/null || { echo "no torch and transformers in $PY"; return 77; }
+    torch_t "$PY" -c "import torch, transformers" 2>/dev/null || { echo "no torch and transformers in $PY"; return 77; }
     [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
     local d="$TMPD/hfx" i=0 args=() p
-    ./build/z0/train_gpt_cpu --preset tiny --batch 8 --seq 64 --steps 30 --lr 3e-3 --quiet 1 --save "$d/ck" > /dev/null &&
-        ./build/export_model "$d/ck/$(cat "$d/ck/latest")" "$d/out" > /dev/null || { echo "the run or the export failed"; return 1; }
+    run_t ./build/z0/train_gpt_cpu --preset tiny --batch 8 --seq 64 --steps 30 --lr 3e-3 --quiet 1 --save "$d/ck" > /dev/null &&
+        run_t ./build/export_model "$d/ck/$(cat "$d/ck/latest")" "$d/out" > /dev/null || { echo "the run or the export failed"; return 1; }
     ls "$d/out"
     for p in "The jury said" "It was a"; do
         i=$((i + 1))
-        ./build/z0/train_gpt_cpu --sample 1 --init "$d/out/model.safetensors" --temperature 0 --sample-len 24 \
+        run_t ./build/z0/train_gpt_cpu --sample 1 --init "$d/out/model.safetensors" --temperature 0 --sample-len 24 \
             --prompt "$p" --quiet 1 > "$d/z$i.txt" || { echo "zeroc's sample of '$p' failed"; return 1; }
         args+=(--prompt "$p" "$d/z$i.txt")
     done
-    "$PY" scripts/hf_export_check.py "$d/out" --sample-len 24 "${args[@]}"
+    torch_t "$PY" scripts/hf_export_check.py "$d/out" --sample-len 24 "${args[@]}"
 }
 
 # GPT-2 124M on the Brown data, zeroc's GPU trainer against the PyTorch reference (scripts/train_gpt.py,
@@ -392,7 +445,7 @@ hf_export_hook() {
 # line is "gpu_compare: N steps, max |loss diff| X, mean Y" over the steps after the warm-up.
 compare() {
     [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/"; return 77; }
-    "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "no torch with CUDA"; return 77; }
+    torch_t "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "no torch with CUDA"; return 77; }
     local D=bench/gpu_compare steps=${GPU_COMPARE_STEPS:-300} warm=20 rc=0
     mkdir -p "$D" "$TMPD/init"
     ./build/z0/train_gpt_cpu --preset gpt2-124m --batch 1 --seq 1024 --steps 0 --save "$TMPD/init" --quiet 1 > /dev/null || return 1
@@ -401,15 +454,15 @@ compare() {
              --val-every 50 --val-batches 4)
     echo "-- zeroc: ./build/gpu_z0_o0/train_gpt ${F[*]}"
     local t0; t0=$(date +%s)
-    ./build/gpu_z0_o0/train_gpt "${F[@]}" --log "$D/zeroc.jsonl" > "$D/zeroc.log" 2>&1 || rc=1
+    RUN_T=400 run_t ./build/gpu_z0_o0/train_gpt "${F[@]}" --log "$D/zeroc.jsonl" > "$D/zeroc.log" 2>&1 || rc=1
     echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/zeroc.log"
     [ $rc -eq 0 ] || { tail -n 20 "$D/zeroc.log"; return 1; }
     echo "-- PyTorch: scripts/train_gpt.py ${F[*]} --device cuda"
     t0=$(date +%s)
-    PYTHONUNBUFFERED=1 "$PY" scripts/train_gpt.py "${F[@]}" --device cuda --log "$D/torch.jsonl" > "$D/torch.log" 2>&1 || rc=1
+    RUN_T=400 PYTHONUNBUFFERED=1 torch_t "$PY" scripts/train_gpt.py "${F[@]}" --device cuda --log "$D/torch.jsonl" > "$D/torch.log" 2>&1 || rc=1
     echo "   $(( $(date +%s) - t0 )) s, exit $rc"; sed -n '1,4p;$p' "$D/torch.log"
     [ $rc -eq 0 ] || { tail -n 20 "$D/torch.log"; return 1; }
-    "$PY" scripts/plot_losses.py "$D/zeroc.jsonl" "$D/torch.jsonl" --labels zeroc,PyTorch \
+    torch_t "$PY" scripts/plot_losses.py "$D/zeroc.jsonl" "$D/torch.jsonl" --labels zeroc,PyTorch \
         --title "GPT-2 124M on Brown (B=8, T=1024): zeroc bf16 vs PyTorch fp32, $dev_name" --out "$D/loss.png" | tail -n 3
     "$PY" - "$D" "$warm" <<'PYEOF' | tee "$D/summary.txt"
 import json, os, subprocess, sys
@@ -429,7 +482,8 @@ d_ = [abs(a[s] - b[s]) for s in steps]
 print("loss at step %d: zeroc %.4f, PyTorch %.4f" % (steps[-1], a[steps[-1]], b[steps[-1]]))
 print("gpu_compare: %d steps, max |loss diff| %.4f, mean %.4f" % (len(a), max(d_), sum(d_) / len(d_)))
 PYEOF
-    if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then mkdir -p "$OUT/gpu_compare" && cp "$D"/* "$OUT/gpu_compare/"; fi
+    # one file back from $OUT (the device tool returns at most 8)
+    if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then tar -czf "$OUT/gpu_compare.tar.gz" -C bench gpu_compare; fi
     return $rc
 }
 
@@ -438,7 +492,7 @@ PYEOF
 # model (logits, loss, gradients, 10 AdamW steps) and test_gpt_cpu compares zeroc with it (CPU, fp32)
 hf_transformers() {
     "$PY" -c 'import transformers' 2>/dev/null || { echo "transformers is not installed: skipped"; return 77; }
-    make -s build/z0/train_gpt_cpu build/z0/test_gpt_cpu build/export_model || return 1
+    make -s build/z0/train_gpt_cpu build/z0/test_gpt_cpu build/export_model $GPU_MAKE_FLAGS || return 1
     source tests/lib.sh     # make_shard, $TMP (removed when this stage's shell exits)
     PY=$GPU_CHECK_PY
     make_shard "$TMP/train.bin" 50000 250
@@ -447,11 +501,11 @@ hf_transformers() {
         M="--arch $arch --preset tiny --dim 48 --heads 4 --ffn 100 --vocab 250 --max-seq 32 --seq 32"
         [ $arch = llama ] && M="$M --kv-heads 2"
         echo "-- $arch"
-        ./build/z0/train_gpt_cpu $M --train "$TMP/train.bin" --batch 4 --steps 3 --lr 1e-2 --quiet 1 --save "$TMP/ck_$arch" > /dev/null &&
+        run_t ./build/z0/train_gpt_cpu $M --train "$TMP/train.bin" --batch 4 --steps 3 --lr 1e-2 --quiet 1 --save "$TMP/ck_$arch" > /dev/null &&
             ./build/export_model "$TMP/ck_$arch" "$TMP/hf_$arch" &&
-            "$PY" scripts/hf_compare.py $M --train "$TMP/train.bin" --init "$TMP/hf_$arch/model.safetensors" --batch 4 \
+            torch_t "$PY" scripts/hf_compare.py $M --train "$TMP/train.bin" --init "$TMP/hf_$arch/model.safetensors" --batch 4 \
                 --lr 1e-3 --debug-state "$TMP/dbg_$arch.bin" &&
-            ./build/z0/test_gpt_cpu $M --state "$TMP/dbg_$arch.bin" --init "$TMP/hf_$arch/model.safetensors" --threads 4 || rc=1
+            run_t ./build/z0/test_gpt_cpu $M --state "$TMP/dbg_$arch.bin" --init "$TMP/hf_$arch/model.safetensors" --threads 4 || rc=1
     done
     return $rc
 }
@@ -461,7 +515,7 @@ hf_transformers() {
 fp16_run() {
     [ -f data/brown/train.bin ] || { echo "no data/brown/train.bin: carry data/ (scripts/prepare_data.sh makes it)"; return 77; }
     local out="$TMPD/fp16.out"
-    ./build/gpu_z0_o0_fp16/train_gpt --preset gpt2-124m --batch 16 --seq 1024 --steps 30 --lr 6e-4 --warmup 10 \
+    run_t ./build/gpu_z0_o0_fp16/train_gpt --preset gpt2-124m --batch 16 --seq 1024 --steps 30 --lr 6e-4 --warmup 10 \
         --log "$TMPD/fp16.jsonl" > "$out" 2>&1
     local rc=$?
     grep -E "^step +[0-9]+/" "$out" | sed -n '1,8p;$p'
@@ -510,8 +564,8 @@ nvme_gpu() {
     for z in 1 3; do
         local nv="--offload-nvme $TMP/nvme --nvme-tile 4096"
         [ $z = 3 ] && nv="$nv --offload-param-nvme $TMP/nvme --persistence-threshold 0"
-        ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/cpu$z.jsonl" --save "$TMP/cpu$z" > "$TMP/cpu$z.out" 2>&1 &&
-            ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/nvme$z.jsonl" --save "$TMP/nvme$z" $nv --quiet 0 \
+        run_t ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/cpu$z.jsonl" --save "$TMP/cpu$z" > "$TMP/cpu$z.out" 2>&1 &&
+            run_t ./build/gpu_z${z}_o1/train_gpt $M --train "$TMP/train.bin" --log "$TMP/nvme$z.jsonl" --save "$TMP/nvme$z" $nv --quiet 0 \
                 > "$TMP/nvme$z.out" 2>&1 || { tail -n 5 "$TMP/cpu$z.out" "$TMP/nvme$z.out"; rc=1; continue; }
         grep -E "^ZeRO-Infinity|^       \(one file" "$TMP/nvme$z.out"
         "$PY" - "$TMP/cpu$z.jsonl" "$TMP/nvme$z.jsonl" "$z" <<'PYEOF' || rc=1
@@ -535,6 +589,26 @@ PYEOF
 
 # ----------------------------------------------------------------------------
 
+# llm.c's train_gpt2cu (bench/llmc_build.sh, from the carried .llmc), built in the background once zeroc's
+# build is done (CPU work, beside the GPU stages), in a session of its own; its output to LLMC_LOG as written
+llmc_build_start() {
+    [[ ",$ONLY," == *",llmc,"* ]] && [ -f .llmc/llm.c/train_gpt2.cu ] || return 0
+    mkdir -p "$LLMC_DIR"
+    echo "llm.c: bench/llmc_build.sh started in the background (its log: $LLMC_LOG)"
+    setsid bash -c 'echo $$ > "$1/pid"; timeout -k 5 "$2" bash bench/llmc_build.sh "$1" 2>&1 | tee -a "$3" $4 > /dev/null
+                    echo "${PIPESTATUS[0]}" > "$1/rc"' llmc-build "$LLMC_DIR" "${GPU_CHECK_LLMC_BUILD_LIMIT:-300}" "$LLMC_LOG" \
+        "$(out_copy "$LLMC_LOG")" < /dev/null > /dev/null 2>&1 &
+}
+llmc_stage() {
+    [ -f .llmc/llm.c/train_gpt2.cu ] || { echo "no .llmc/llm.c: run scripts/llmc_fetch.sh on the build machine and carry .llmc"; return 77; }
+    local t0; t0=$(date +%s)
+    while [ ! -e "$LLMC_DIR/rc" ]; do sleep 1; done   # (this stage's limit bounds the wait)
+    echo "llm.c's build, started after zeroc's: waited $(( $(date +%s) - t0 ))s for it to end"
+    grep "^llmc:" "$LLMC_LOG"
+    [ "$(cat "$LLMC_DIR/rc")" = 0 ] || { tail -n 30 "$LLMC_LOG"; echo "llm.c's build failed (exit $(cat "$LLMC_DIR/rc"))"; return 1; }
+    LLMC_DIR=$LLMC_DIR bash bench/gpu_train.sh llmc
+}
+
 main() {
     facts
     echo; echo "######## env: our Debian libraries from .gpu_deps (scripts/gpu_env.sh)"
@@ -545,26 +619,30 @@ main() {
     # a python with torch: on the GPU machine the image's python3 (/opt/torch/.venv/bin/python3)
     PY=python3
     for cand in "${PYTHON:-}" python3 /usr/bin/python3; do
-        if [ -n "$cand" ] && "$cand" -c "import torch" >/dev/null 2>&1; then PY=$cand; break; fi
+        if [ -n "$cand" ] && zeroc_torch timeout -k 2 "$PROBE_T" "$cand" -c "import torch" >/dev/null 2>&1; then PY=$cand; break; fi
     done
     GPU_CHECK_PY=$PY
     cuda_libs
     facts_libs
     export -f build kernel_list kernels test_sections nccl_stage lib_probe nccl_candidates cs_find cs_memcheck cs_racecheck \
-        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu
-    export TMPD ZEROC_COMMIT tag dev_name NVCC PY GPU_CHECK_PY NEW_PATHS KERNELS_VALIDATED KERNELS_FIRST
+        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu \
+        llmc_stage out_copy run_t torch_t probe
+    export TMPD ZEROC_COMMIT tag dev_name NVCC PY GPU_CHECK_PY NEW_PATHS KERNELS_VALIDATED KERNELS_FIRST GROUPS_LOG LLMC_LOG LLMC_DIR \
+        RUN_T CS_T OUT PROBE_T
     export GPU_TRAIN_ROWS="$TMPD/gpu_train_rows"
     # most informative first: what the budget cuts comes last
     stage build "build (sm_90, make -j)" 150 60 build
-    stage kernels "dev/cuda programs of the paths not yet run" 120 60 kernels pending
-    stage test_new "test_gpu.sh: the opt-in paths against the default (9-12), the default against PyTorch and the CPU (1-2)" 200 90 \
-        test_sections $TEST_NEW
-    stage speed "GPT-2 124M, B=16, T=1024: the default, each opt-in path, all, the default again (bench/gpu_train.sh pairs)" 120 65 \
-        bash bench/gpu_train.sh pairs
-    stage torch "PyTorch eager and torch.compile, the same GPU and model (bench/gpu_train.sh torch)" 150 70 bash bench/gpu_train.sh torch
-    stage nccl "NCCL with 2 ranks on one GPU against host-staged MPI (test_gpu.sh 13)" 90 30 nccl_stage
+    llmc_build_start
+    stage kernels "dev/cuda programs of the paths not yet run" 120 70 kernels pending
+    stage test_new "test_gpu.sh: the opt-in paths against the default (9-12, 14, 15), the default against PyTorch and the CPU (1-2)" 200 120 \
+        test_sections test_new $TEST_NEW
     stage sanitize "compute-sanitizer on the opt-in paths' kernels" 120 60 sanitize_new
-    stage test_rest "test_gpu.sh 3-8: the default path again (refactored since it ran)" 180 60 test_sections $TEST_REST
+    stage speed "GPT-2 124M, B=16, T=1024: the default, each opt-in path, all, the default again (bench/gpu_train.sh pairs)" 120 70 \
+        bash bench/gpu_train.sh pairs
+    stage llmc "llm.c's train_gpt2cu beside zeroc: GPT-2 124M, B=16, T=1024 on this GPU (bench/gpu_train.sh llmc)" 180 25 llmc_stage
+    stage nccl "NCCL with 2 ranks on one GPU against host-staged MPI (test_gpu.sh 13)" 90 30 nccl_stage
+    stage torch "PyTorch eager and torch.compile, the same GPU and model (bench/gpu_train.sh torch)" 150 70 bash bench/gpu_train.sh torch
+    stage test_rest "test_gpu.sh 3-8: the default path again (refactored since it ran)" 180 60 test_sections test_rest $TEST_REST
     stage kernels_rest "dev/cuda programs that passed on 2026-11-22, unchanged" 90 40 kernels validated
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 60 45 nvme_gpu
     stage tensorboard "TensorBoard's reader on the trainer's event files (hook)" 30 5 tensorboard_hook
@@ -587,7 +665,11 @@ main() {
         printf '| %-12s | %-100s | %-16s | %5ss |\n' "$k" "${n:0:100}" "$s" "$t"
         case $s in PASS) pass=$((pass + 1));; SKIP*) skip=$((skip + 1));; *) fail=$((fail + 1));; esac
     done
-    echo "full log: $LOG${OUT:+ (and \$OUT/$(basename "$LOG"))}"
+    [ -s "$LLMC_DIR/pid" ] && [ ! -e "$LLMC_DIR/rc" ] && pkill -KILL -s "$(cat "$LLMC_DIR/pid")" 2>/dev/null   # a build no stage waited for
+    echo "full log: $LOG${OUT:+ (and \$OUT/$(basename "$LOG"))}; test_gpu.sh's groups: $GROUPS_LOG"
+    if [ -n "${OUT:-}" ] && [ "$(find "$OUT" -type f | wc -l)" -gt 8 ]; then
+        echo "warning: $(find "$OUT" -type f | wc -l) files under \$OUT: the device tool brings back 8"
+    fi
     echo "gpu_check: $pass passed, $fail failed, $skip skipped"
     [ $fail -eq 0 ]
 }

@@ -9,6 +9,26 @@
 # Debian directory. Nothing outside PREFIX is written. Returns 1 with one line on a problem.
 # Where the system already has a working mpicc and cJSON (a machine with our Debian packages),
 # pass ZEROC_SYSTEM_DEPS=1 to change nothing.
+# PyTorch must not load these libraries, nor the CUDA toolkit's that scripts/gpu_check.sh puts first:
+# `zeroc_torch CMD...` (exported) runs CMD with the library and include paths as they were before the
+# first source of this file.
+zeroc_torch() {
+    if [ "${ZEROC_BASE_SAVED:-0}" != 1 ]; then "$@"; return; fi
+    local e=(env -u LD_LIBRARY_PATH -u CPATH -u LIBRARY_PATH) v
+    for v in LD_LIBRARY_PATH CPATH LIBRARY_PATH; do
+        local set="ZEROC_BASE_${v}_SET" val="ZEROC_BASE_$v"
+        [ "${!set}" = 1 ] && e+=("$v=${!val}")
+    done
+    "${e[@]}" "$@"
+}
+export -f zeroc_torch
+if [ "${ZEROC_BASE_SAVED:-0}" != 1 ]; then
+    for _v in LD_LIBRARY_PATH CPATH LIBRARY_PATH; do
+        export "ZEROC_BASE_${_v}_SET=${!_v+1}" "ZEROC_BASE_$_v=${!_v-}"
+    done
+    export ZEROC_BASE_SAVED=1
+    unset _v
+fi
 zeroc_gpu_env() {
     local root prefix
     root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

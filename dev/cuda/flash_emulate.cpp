@@ -61,14 +61,14 @@ static Outputs run_kernels(const std::vector<floatX> &qkv, const std::vector<flo
     floatX *out = o.out.data(), *dqkv = o.dqkv.data();
     float *lse = o.lse.data(), *D = o.D.data();
     const floatX *q = qkv.data(), *dO = dout.data();
-    emu_launch(B * H, flash_fwd_tiles<HD>(T), FA_THREADS, flash_fwd_smem<HD>(),
+    emu_launch(EmuDim3(B * H, flash_fwd_tiles<HD>(T)), FA_THREADS, flash_fwd_smem<HD>(),
                [&] { flash_fwd_kernel<HD, FA_FWD_MT(HD)>(out, lse, q, T, H, KV, scale_log2); });
     const unsigned dot_blocks = (unsigned)(((size_t)B * T * H + FA_DOT_THREADS / 32 - 1) / (FA_DOT_THREADS / 32));
-    emu_launch(dot_blocks, 1, FA_DOT_THREADS, 0, [&] { flash_bwd_dot_kernel(D, dO, out, B, T, H, HD); });
-    emu_launch(B * KV, flash_bwd_tiles(T), FA_THREADS, flash_dkdv_smem<HD>(), [&] {
+    emu_launch(dot_blocks, FA_DOT_THREADS, 0, [&] { flash_bwd_dot_kernel(D, dO, out, B, T, H, HD); });
+    emu_launch(EmuDim3(B * KV, flash_bwd_tiles(T)), FA_THREADS, flash_dkdv_smem<HD>(), [&] {
         flash_bwd_dkdv_kernel<HD, FA_BWD_BR(HD), HD == 64>(dqkv, q, dO, lse, D, T, H, KV, scale_log2, scale);
     });
-    emu_launch(B * H, flash_bwd_tiles(T), FA_THREADS, flash_dq_smem<HD>(),
+    emu_launch(EmuDim3(B * H, flash_bwd_tiles(T)), FA_THREADS, flash_dq_smem<HD>(),
                [&] { flash_bwd_dq_kernel<HD, HD == 64>(dqkv, q, dO, lse, D, T, H, KV, scale_log2, scale); });
     return o;
 }

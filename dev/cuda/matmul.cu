@@ -30,16 +30,16 @@ template <class T> static void free_off(T *p) { cudaCheck(cudaFree(p - g_off)); 
 
 // The bias gradient from the dweight GEMM's BGRADB epilogue (g_matmul_bias_grad_epilogue,
 // --bias-grad-epilogue 1), dweight and dbias starting from dw0, db0 again: dbias against the
-// reference with the kernel's tolerance where cuBLASLt wrote the sums in fp32 (with two bf16
-// roundings' where only in bf16: the sum rounded, then the add), and against the kernel's
-// db_kernel within two bf16 roundings (not bitwise: cuBLASLt sums the rows in its own order);
-// dweight against the reference; both bitwise repeatable.
+// reference within two bf16 roundings (cuBLASLt writes the sums in bf16, the output type: the sum
+// rounded, then the add), and against the kernel's db_kernel within two bf16 roundings (not bitwise:
+// cuBLASLt sums the rows in its own order); dweight against the reference; both bitwise repeatable.
 static void check_bias_grad_epilogue(floatX *d_dw, floatX *d_db, float *d_scratch, const floatX *d_dout, const floatX *d_inp,
                                      const floatX *d_w, const std::vector<float> &dw0, const std::vector<float> &db0,
                                      const std::vector<float> &dw_ref, const std::vector<float> &db_ref,
                                      const std::vector<float> &db_kernel, int N, int C, int OC) {
     g_matmul_bias_grad_epilogue = 1;
     const long fallbacks0 = g_matmul_bias_grad_fallbacks;
+    g_matmul_bias_grad_failed = 0;
     std::vector<float> dw[2], db[2];
     for (int r = 0; r < 2; r++) {
         upload_bf16(d_dw, dw0.data(), (size_t)OC * C);
@@ -49,14 +49,14 @@ static void check_bias_grad_epilogue(floatX *d_dw, floatX *d_db, float *d_scratc
         db[r] = from_device_bf16(d_db, OC);
     }
     g_matmul_bias_grad_epilogue = 0;
-    if (g_matmul_bias_grad_fallbacks > fallbacks0) {
-        printf("  dbias epilogue: cuBLASLt has no BGRADB algorithm for this shape (the kernel ran: nothing to check)\n");
+    if (g_matmul_bias_grad_fallbacks > fallbacks0 || g_matmul_bias_grad_failed) {
+        printf("  dbias epilogue: %s for this shape (the kernel ran: nothing to check)\n",
+               g_matmul_bias_grad_failed ? "cublasLtMatmul failed on the BGRADB plan" : "cuBLASLt has no BGRADB algorithm");
         return;
     }
-    const int f32 = g_matmul_bias_grad_type == CUDA_R_32F;
-    printf("  dbias epilogue: cuBLASLt wrote the column sums in %s\n", f32 ? "fp32" : "bf16");
-    check_close("dbias (epilogue)", db[0], db_ref, f32 ? 1e-3f : 8e-3f, f32 ? 1e-2f : 1.6e-2f);
-    check_close("dbias epilogue vs kernel", db[0], db_kernel, f32 ? 2e-3f : 8e-3f, 1.6e-2f);
+    printf("  dbias epilogue: cuBLASLt wrote the column sums in bf16 (the output type)\n");
+    check_close("dbias (epilogue)", db[0], db_ref, 8e-3f, 1.6e-2f);
+    check_close("dbias epilogue vs kernel", db[0], db_kernel, 8e-3f, 1.6e-2f);
     check_close("dweight (with the epilogue)", dw[0], dw_ref, 5e-3f, 1e-2f);
     check_true("dbias epilogue bitwise repeatable", dw[0] == dw[1] && db[0] == db[1]);
 }

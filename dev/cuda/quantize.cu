@@ -1,26 +1,16 @@
 // dev/cuda/quantize.cu: ZeRO++'s block quantization kernels (cuda/quantize.cuh) against the
 // CPU reference (util/quantize.h): the messages byte for byte, int8 and int4, from bf16 and
-// fp32 values, with a short last block, an all-zero block and outliers; the dequantized
-// values exactly (fp32, added to fp32, and rounded to bf16); the worst block error. Timed.
+// fp32 values, with a short last block, an all-zero block and outliers (dev/cuda/quantize_cases.h:
+// lengths the trainer can produce); the dequantized values exactly (fp32, added to fp32, and
+// rounded to bf16); the worst block error. Timed.
 #include "dev/cuda/kernel_check.cuh"
 #include "cuda/quantize.cuh"
-
-// values with a spread of block magnitudes, an outlier per 1000, one all-zero block
-static std::vector<float> test_values(size_t n, int bf16) {
-    std::vector<float> x(n);
-    for (size_t i = 0; i < n; i++) {
-        float v = dev_rand_normal() * (1.0f + (float)((i / ZQ_BLOCK) % 7));
-        if (dev_rand_int(1000) == 0) v *= 50.0f;
-        x[i] = bf16 ? bf16_round(v) : v;
-    }
-    for (size_t i = ZQ_BLOCK; i < 2 * ZQ_BLOCK && i < n; i++) x[i] = 0.0f;
-    return x;
-}
+#include "dev/cuda/quantize_cases.h"
 
 static void run_case(size_t n, int bits, int bf16) {
     char name[96];
     printf("n=%zu int%d from %s\n", n, bits, bf16 ? "bf16" : "fp32");
-    std::vector<float> x = test_values(n, bf16);
+    std::vector<float> x = zq_test_values(n, bf16);
     size_t bytes = zq_bytes(n, bits);
     std::vector<uint8_t> ref(bytes);
     float ref_err = zq_quantize(x.data(), n, bits, ref.data());
@@ -72,9 +62,9 @@ static void run_case(size_t n, int bits, int bf16) {
 
 int main(void) {
     dev_require_gpu();
-    size_t short_last = (size_t)37 * ZQ_BLOCK + 130;   // the last block holds 130 values
-    for (int bits = 8; bits >= 4; bits -= 4)
-        for (int bf16 = 1; bf16 >= 0; bf16--) run_case(short_last, bits, bf16);
+    for (size_t c = 0; c < ZQ_N_CASES; c++)
+        for (int bits = 8; bits >= 4; bits -= 4)
+            for (int bf16 = 1; bf16 >= 0; bf16--) run_case(ZQ_CASES[c], bits, bf16);
     run_case((size_t)1 << 20, 4, 1);
     // a 50M-parameter unit's slice at 8 ranks, as qwZ quantizes it every gather
     size_t n = (size_t)50 * 1000 * 1000 / 8 / ZQ_BLOCK * ZQ_BLOCK;
