@@ -268,7 +268,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan; + hpZ's secondary partition)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (train/activations.h)",
         "backward and kernel scratch (train/activations.h)", "sampling's KV cache (train/sample.h)",
-        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/state.h)"};
+        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/infinity.h)"};
     if (print) printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
     for (int k = MEM_GATHER; k < N_MEM; k++) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
@@ -375,8 +375,8 @@ static CommTheory zero_comm_theory(const Zero *z, int K) {
     theory_add(&t, c, COLL_ALL_REDUCE, 2 * 4, SCOPE_WORLD);                   // the step's mean loss (one fp32)
     theory_add(&t, c, COLL_ALL_REDUCE, ZERO_STAGE == 0 ? 2 * psi : 2 * 8, SCOPE_WORLD);   // gradients: 2Ψ; or the norm's fp64
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
-    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step (at one rank: none)
-    theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0, SCOPE_WORLD);
+    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step
+    theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : K * psi, SCOPE_WORLD);
     theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
 #elif ZERO_STAGE == 3
     // Every micro-step gathers each unit of the gather order: the layers twice, the
@@ -390,7 +390,7 @@ static CommTheory zero_comm_theory(const Zero *z, int K) {
         else theory_add(&t, c, COLL_ALL_GATHER, K * (pl->qw ? (double)p->P * zq_bytes(U->shard, 8) : (double)U->padded * eb), SCOPE_WORLD);
     }
     for (int i = 0; i < p->n_units && !pl->whole; i++) if (p->u[i].persistent) theory_add(&t, c, COLL_ALL_GATHER, (double)p->u[i].padded * eb, SCOPE_WORLD);
-    for (int i = 0; i < p->n_units && (p->P > 1 || !ZERO_ONE_RANK_IN_PLACE); i++) {
+    for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
         if (!pl->qg) { theory_add(&t, c, COLL_REDUCE_SCATTER, K * (double)U->padded * eb, SCOPE_WORLD); continue; }
         if (c->node_size > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)p->P * zq_bytes(U->shard, 4), SCOPE_NODE);   // hop 1
