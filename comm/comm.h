@@ -1,22 +1,11 @@
-// comm/comm.h: the communicator, the one small interface every collective goes
-// through. Both trainers use it; zero.h is written against it.
+// comm/comm.h: the communicator every collective of both trainers goes through.
+// The CPU build runs MPI on host buffers; ranks come from mpirun, srun or a plain run,
+// a world of one. The CUDA build takes device buffers, with --comm choosing NCCL, on a
+// communication stream ordered against the compute stream by events, or host-staged MPI,
+// so that several ranks can share one GPU. Host scalars such as the loss always go
+// through comm_all_reduce_host, MPI.
 //
-// Backends
-//   MPI  (this file): host buffers. Ranks come from mpirun, srun (PMI) or a
-//        plain ./binary run (a world of one).
-//   In the CUDA build (train_gpt.cu) the same calls take DEVICE buffers, with
-//   a backend chosen at run time (--comm):
-//   NCCL: a communication stream ordered against the compute stream with
-//        events, so a non-blocking collective overlaps the kernels that follow;
-//        ncclUniqueId is broadcast over MPI (mpirun or srun).
-//   MPI:  host-staged copies (device -> pinned host -> MPI -> device), so that
-//        several ranks can share one GPU for testing (NCCL refuses that before
-//        2.30; from 2.30 on it allows it as an experiment: --comm nccl with
-//        NCCL_MULTI_RANK_GPU_ENABLE=1, comm_setup_backend).
-//   Scalars on the host (the loss, norms, config checks) always go through
-//   comm_all_reduce_host (MPI).
-//
-// Semantics follow NCCL so that the two backends are interchangeable:
+// The semantics are NCCL's, so the backends are interchangeable:
 //   all_reduce(buf, n)            in place, every rank ends with the reduction
 //   reduce_scatter(send, recv, n) send holds world*n elements; rank r receives
 //                                 the reduction of elements [r*n, (r+1)*n).
@@ -27,10 +16,8 @@
 // all_reduce and reduce_scatter are non-blocking (comm_iall_reduce, comm_ireduce_scatter:
 // a CommRequest finished by comm_wait()); all_gather comes in both forms.
 //
-// Each rank counts the bytes of every call by collective, in the ZeRO paper's
-// units: an all-gather or reduce-scatter over a buffer of X bytes counts X, and an
-// all-reduce counts 2X, since it is a reduce-scatter plus an all-gather. So plain
-// data parallelism moves 2Ψ per step and ZeRO-3 3Ψ, as in the paper.
+// Each rank counts every call's bytes in the ZeRO paper's units: an all-gather or a
+// reduce-scatter over X bytes counts X, an all-reduce 2X.
 //
 // The watchdog (--timeout S) is in comm/watchdog.h.
 #pragma once
@@ -107,18 +94,16 @@ static MPI_Datatype mpi_dtype(CommDType t) {
     }
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
-// MPI counts are int: a message of more than 2^31-1 elements stops the run with one line on
-// every rank (all of them reach the same collective with the same count), never a wrapped count
+// MPI counts are int: a larger message stops every rank with one line, never wraps
 static int mpi_count(size_t n) {
     if (n > (size_t)INT_MAX)
         fatal("comm: one message of %zu elements is over MPI's count limit (2^31-1): more ranks, or smaller units (the unit holding the largest tensor), shrink it", n);
     return (int)n;
 }
 
-// Which ranks form a node: MPI's shared-memory split (comm/launch.h prints it), or, for tests on
-// one machine only, ZEROC_RANKS_PER_NODE=n, which makes consecutive blocks of n ranks one
-// "node". ZeRO++'s hierarchy (comm/nodes.h) needs the nodes to be consecutive blocks of equal
-// size, as mpirun and srun place ranks by default; otherwise node_size is 0.
+// Which ranks form a node: MPI's shared-memory split, or for tests ZEROC_RANKS_PER_NODE=n,
+// blocks of n ranks. ZeRO++ needs consecutive blocks of one size, as mpirun and srun place
+// ranks; otherwise node_size is 0.
 static void comm_nodes_init(Comm *c) {
     const char *env = getenv("ZEROC_RANKS_PER_NODE");
     int n = env && *env ? atoi(env) : 0;
@@ -196,9 +181,8 @@ static void comm_reset_counters(Comm *c) {
     memset(c->intra_bytes, 0, sizeof(c->intra_bytes)); memset(c->cross_bytes, 0, sizeof(c->cross_bytes));
 }
 
-// A collective over the whole world crosses nodes as soon as there is more than one: a
-// ring or tree over all ranks runs over the link between them, so the ZeRO++ paper counts
-// ZeRO-3's every byte as cross-node. One within a node stays there.
+// With several nodes a collective over the world crosses the link, as the ZeRO++ paper
+// counts ZeRO-3's every byte; one within a node stays there.
 static void comm_count_in(Comm *c, CollKind k, long long bytes, CommScope scope) {
     c->bytes[k] += bytes; c->calls[k]++;
     int across = scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1);
@@ -503,9 +487,9 @@ static ncclRedOp_t nccl_op(CommOp op) { return op == OP_AVG ? ncclAvg : op == OP
 
 static cudaEvent_t comm_next_event(Comm *c) { cudaEvent_t e = c->events[c->next_event]; c->next_event = (c->next_event + 1) % 64; return e; }
 
-// NCCL: the communication stream first waits for everything the compute stream has
-// been given so far, so the data to send is ready and buffers about to be
-// overwritten are no longer read.
+// NCCL: the communication stream first waits for everything queued on the compute
+// stream, so the data to send is ready and a buffer about to be overwritten, such as
+// stage 3's released gather space, is no longer read.
 static void comm_nccl_begin(Comm *c) {
     cudaEvent_t ready = comm_next_event(c);
     cudaCheck(cudaEventRecord(ready, c->compute));
@@ -623,9 +607,8 @@ static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, Com
     CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
 }
 
-// Every rank must agree on a value, such as a config hash or a flag. If they do
-// not, every rank prints the same one-line error and exits, so no rank is left in a
-// collective waiting for the others.
+// Every rank must agree on a value, such as a config hash; if not, every rank prints the
+// same line and exits, so none is left waiting in a collective.
 static void comm_check_same(Comm *c, long long value, const char *what) {
     long long mn = value, mx = value;
     wd_coll_begin("all_reduce (a configuration check)");
@@ -635,10 +618,8 @@ static void comm_check_same(Comm *c, long long value, const char *what) {
     if (mn != mx) fatal("ranks disagree on %s (values from %lld to %lld over %d ranks)", what, mn, mx, c->world);
 }
 
-// Each rank ran a check that may fail on some ranks only, such as a file only one of
-// them could not read. Every rank learns the outcome. On failure every rank gets the
-// message of the lowest failing rank in err, so that every rank can print the same
-// one line. Returns 1 if the check passed on every rank.
+// A check that may fail on some ranks only: every rank learns the outcome, and on
+// failure the lowest failing rank's message in err. Returns 1 if it passed everywhere.
 static int comm_agree(Comm *c, int ok, char *err, size_t errn) {
     int first_bad = ok ? c->world : c->rank;
     wd_coll_begin("all_reduce (agreeing on a check)");
