@@ -7,6 +7,7 @@ Each table sits in a doc between "<!-- doc_tables: NAME -->" and "<!-- /doc_tabl
   python3 scripts/doc_tables.py --check   exit 1 when a committed table differs (tests/test_doc_tables.sh)
 Needs `make zero-bins`. The runs: every stage at 4 ranks, two micro-steps of one step (memory and
 communication per rank), and the estimator (--estimate-memory), which allocates nothing.
+Writes docs/zero.md's, docs/memory.md's and docs/gpu.md's.
 """
 import json, os, re, subprocess, sys, tempfile
 
@@ -16,7 +17,7 @@ RUN = ["--preset", "small", "--batch", "2", "--seq", "64", "--accum", "2", "--st
 RUN_TEXT = "mpirun -np 4 build/zK/train_gpt_cpu --preset small --batch 2 --seq 64 --accum 2 --steps 1"
 GPT2 = ["--preset", "gpt2-124m", "--batch", "16", "--seq", "1024", "--estimate-memory", "4"]
 DOCS = {"zero_memory": "docs/zero.md", "zero_comm": "docs/zero.md", "gpt2_estimate": "docs/zero.md",
-        "demo_states": "docs/memory.md"}
+        "demo_states": "docs/memory.md", "flash_estimate": "docs/gpu.md"}
 
 
 def records(path, kind):
@@ -101,6 +102,15 @@ def demo_table(tmp):
             "| model states per rank | " + " | ".join(f"{e[f'stage{s}']['model_states'] / 1e6:.1f} MB" for s in range(4)) + " |")
 
 
+def flash_table(tmp):
+    rows = ["| `--attention` | activations | scratch | total |", "|---|---:|---:|---:|"]
+    for a in ["cublas", "flash"]:
+        e = estimate(tmp, ["--preset", "gpt2-124m", "--batch", "16", "--seq", "1024", "--estimate-memory", "1", "--attention", a],
+                     "attention_" + a)["train_gpt"]["stage0"]
+        rows.append(f"| {a} | {gb(e['activations'])} | {gb(e['scratch'])} | {e['total'] / 2**30:.2f} GiB |")
+    return "\n".join(rows)
+
+
 def blocks(text):
     return {m.group(1): m.group(2) for m in re.finditer(r"<!-- doc_tables: (\w+) -->\n(.*?)<!-- /doc_tables -->", text, re.S)}
 
@@ -109,7 +119,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         mem_table, comm_table = measured(tmp)
         tables = {"zero_memory": mem_table, "zero_comm": comm_table, "gpt2_estimate": gpt2_table(tmp),
-                  "demo_states": demo_table(tmp)}
+                  "demo_states": demo_table(tmp), "flash_estimate": flash_table(tmp)}
     stale = []
     for name, doc in DOCS.items():
         path = os.path.join(ROOT, doc)
