@@ -25,7 +25,7 @@ typedef struct ZeroInfinityPlan ZeroInfinityPlan; typedef struct ZeroNvmeStats Z
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params);   // owns the staging from here
 static void zb_destroy(ZeroBackend *b);                                             // frees the staging, closes the NVMe files
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what);   // zeroed, ZMEM_WORK or ZMEM_HOST
-static void zb_free(ZeroBackend *b, void *p, int where);
+static void zb_free(ZeroBackend *b, void *p, int where);                            // what zb_alloc gave, NULL allowed
 static void zb_fill(ZeroBackend *b, void *p, int byte, size_t bytes);               // memset, queued
 static void zb_copy(ZeroBackend *b, void *dst, const void *src, size_t bytes);      // memcpy, queued
 static void zb_upload(ZeroBackend *b, void *dst, const void *host, size_t bytes);   // after the queue, complete on return
@@ -49,16 +49,16 @@ static void zb_lean_sumsq(ZeroBackend *b);                       // zb_sumsq_add
 static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap);       // zb_adamw_partition in one launch
 // the partition's state planes, in memory or on NVMe (zero/infinity.h)
 static void zb_state_init(ZeroBackend *b, const ZeroInfinityPlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
-                          void *nvme_buffers, int say);
+                          void *nvme_buffers, int say);   // opens the planes on NVMe; mem holds the others
 static void zb_state_read(ZeroBackend *b, int k, size_t off, size_t n, void *host);         // plane k at shard offset off
-static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host);
+static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host);   // complete on return
 static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_t n);       // into the parameter plane, rounded
 // stage 3
 static void zb_pass_begin(ZeroBackend *b, const ZeroPlan *p, const int *order, int n);      // the pass's gather order
 static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, size_t off, size_t n);   // src NULL: on NVMe
 // ZeRO++ (zero/zeropp.h)
 static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out);   // int8 or int4 blocks
-static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add);
+static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add);   // y (+)= values
 static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s);   // lands where zb_accumulate_reduced reads
 static void zb_quant_errors(ZeroBackend *b, float out[2]);   // the worst block errors since the last call
 // reports
