@@ -30,34 +30,17 @@
 // approximations): they are cheap next to the 28 bytes of memory traffic per
 // element. Do not build with -ffast-math.
 //
-// 16-bit gradients and the 16-bit output copy are bf16, or IEEE fp16 with
-// hp.fp16 (the fp16 GPU build: make train_gpt FP16=1). The output rounding is
-// round-to-nearest-even (util/common.h's float_to_bf16_rne / float_to_fp16_rne; the
-// SIMD paths use F16C's vcvtps2ph for fp16, which rounds the same way): overflow
-// rounds to +-Inf, Inf stays Inf, NaN stays NaN (quiet, sign and top payload
-// bits kept), denormals are rounded like any other value (no flush to zero).
-// RNE rather than stochastic rounding: deterministic, the same on CPU and GPU,
-// so a resumed run is bitwise identical to an unbroken one.
+// 16-bit gradients and the 16-bit output are bf16, or IEEE fp16 with hp.fp16. The output
+// rounds to nearest even, as util/common.h's float_to_bf16_rne and F16C's vcvtps2ph do:
+// overflow to Inf, NaN stays a quiet NaN, denormals round like any value. Not stochastic
+// rounding: deterministic, the same on CPU and GPU, so a resumed run is bitwise an
+// unbroken one. The GPU matches the CPU bitwise with nvcc's default float modes.
 //
-// API (all static; a 16-bit value on the host = its uint16_t bits; "bf16" in the
-// names below means the 16-bit format hp.fp16 picks):
-//   typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; float grad_scale; int l2_decay; int fp16; } AdamWParams;
-//   void adamw_cpu_step(float *param, const float *grad, float *m, float *v,
-//                       uint16_t *param_bf16 /* NULL: skip */, size_t n, AdamWParams hp);
-//   void adamw_cpu_step_bf16grad(float *param, const uint16_t *grad, float *m, float *v,
-//                                uint16_t *param_bf16, size_t n, AdamWParams hp);
-//   void adamw_cpu_step_tiled(float *param, const void *grad, int grad_is_bf16, float *m, float *v,
-//                             uint16_t *param_bf16, size_t n, AdamWParams hp, size_t tile_elems,
-//                             void (*on_tile)(size_t offset, size_t n, void *ctx), void *ctx);
-//   int  adamw_cpu_set_path(int path);  int adamw_cpu_path(void);  int adamw_cpu_path_supported(int path);
-//   const char *adamw_path_name(int path);   // ADAMW_PATH_AUTO / _SCALAR / _AVX2 / _AVX512
-//   float adamw_bf16_round(float);   (the bf16 conversion itself is util/common.h's float_to_bf16_rne / bf16_to_float)
-//   CUDA only: void adamw_gpu_step(float *master, const float *grad | const floatX *grad,
-//                    float *m, float *v, floatX *param_out /* NULL: skip */, size_t n,
-//                    AdamWParams hp, cudaStream_t stream);   (floatX: the build's bf16 or fp16)
-// Threads: OpenMP's omp_get_max_threads() (set OMP_NUM_THREADS / omp_set_num_threads); a call
-// made inside a parallel region, or with n < 32768, runs on the calling thread alone.
-// GPU bitwise equality with the CPU needs the default nvcc float modes (no --use_fast_math / -ftz=true).
+// The calls: adamw_cpu_step with fp32 gradients, adamw_cpu_step_bf16grad with 16-bit
+// ones, adamw_cpu_step_tiled for offload; adamw_cpu_set_path picks a SIMD path; on the
+// GPU adamw_gpu_step and the lean step's adamw_gpu_runs. A 16-bit value on the host is
+// its uint16_t bits. Threads: OpenMP's; a call inside a parallel region or on fewer
+// than 32768 elements runs on the calling thread.
 #pragma once
 #include <stdint.h>
 #include <stddef.h>
@@ -337,11 +320,9 @@ static void adamw_range(int path, const AdamWConsts *k, float *p, const float *g
 }
 
 // ----------------------------------------------------------------------------
-// threading: one OpenMP parallel region per call, static partition. Each tile
-// is cut into one contiguous chunk per thread at ADAMW_CHUNK-element
-// granularity (256 B of fp32: whole cache lines when the arrays are 64-byte
-// aligned, so threads never share a line they write); the same thread gets the
-// same chunk on every step (cache and NUMA locality).
+// threading: one OpenMP region per call. Each tile is cut into a chunk per thread, in
+// ADAMW_CHUNK elements, whole cache lines, so threads never share a line they write;
+// a thread gets the same chunk every step, for cache and NUMA locality.
 
 #define ADAMW_CHUNK 64
 #define ADAMW_PAR_MIN ((size_t)1 << 15)   // below this many elements run single-threaded
@@ -364,23 +345,12 @@ static inline void adamw_chunk(size_t len, int tid, int nt, size_t *a, size_t *b
 
 typedef void (*AdamWTileFn)(size_t offset, size_t n, void *ctx);
 
-// The general entry point. grad is const float * (grad_is_bf16 = 0) or const
-// uint16_t * 16-bit bits (grad_is_bf16 = 1; bf16, or fp16 with hp.fp16). param_bf16
-// (the 16-bit output, same format) may be NULL.
-//
-// Tiled: the n elements are processed in tiles of tile_elems (rounded up to a
-// multiple of 64; 0 = one tile). After ALL of a tile's outputs (param, m, v,
-// param_bf16) are written, on_tile(offset, count, ctx) is called, in order of
-// offset, always on the calling thread (the OpenMP master), while the other
-// threads already start on the next tile. Every element is covered by exactly
-// one call. Intended use (ZeRO-Offload): param_bf16 is pinned host memory and
-// the callback enqueues
-//     cudaMemcpyAsync(dev_bf16 + offset, host_bf16 + offset, count * 2,
-//                     cudaMemcpyHostToDevice, copy_stream);
-// which returns at once, so the copy of tile k overlaps the computation of
-// tile k+1; the caller synchronizes copy_stream (or records an event the
-// forward pass waits on) after the call. Keep the callback short: the master
-// joins the next tile only after it returns. on_tile may be NULL.
+// The general entry point: grad is fp32, or 16-bit bits with grad_is_bf16; param_bf16,
+// the 16-bit output, may be NULL. The elements go in tiles of tile_elems, a multiple of
+// 64, 0 for one. Once all of a tile's outputs are written, on_tile(offset, count, ctx)
+// runs on the calling thread, in offset order, while the other threads start the next
+// tile: ZeRO-Offload queues the tile's copy to the GPU there, so it overlaps the next
+// tile's update. Keep it short; it may be NULL.
 static void adamw_cpu_step_tiled(float *param, const void *grad, int grad_is_bf16, float *m, float *v,
                                  uint16_t *param_bf16, size_t n, AdamWParams hp,
                                  size_t tile_elems, AdamWTileFn on_tile, void *ctx) {
@@ -439,11 +409,9 @@ __device__ __forceinline__ float adamw_grad_to_float(float g) { return g; }
 __device__ __forceinline__ float adamw_grad_to_float(__nv_bfloat16 g) { return __bfloat162float(g); }
 __device__ __forceinline__ float adamw_grad_to_float(__half g) { return __half2float(g); }
 
-// Elements 4j .. 4j+3 of master, grad, m, v, and of the floatX output out (NULL: none): 16-byte
-// loads and stores of the fp32 planes, 16 (fp32) or 8 (floatX) bytes of gradients, 8 bytes of output;
-// the pointers must be aligned for that. Element e uses k_decay where bit e of decay4 is set, else k.
-// (adamw_consts: the weight decay enters only nlrwd and l2wd, so those two are what is picked; every
-// element then runs the one adamw_elem.)
+// Elements 4j .. 4j+3 of master, grad, m, v and of the floatX output out, which may be
+// NULL: vector loads and stores, so the pointers must be aligned for them. Element e uses
+// k_decay where bit e of decay4 is set, else k; decay enters only nlrwd and l2wd.
 template <typename G>
 __device__ __forceinline__ void adamw_vec4(const AdamWConsts &k, const AdamWConsts &k_decay, unsigned decay4,
                                            float *master, const G *grad, float *m, float *v, uint16_t *out, size_t j) {
@@ -534,17 +502,12 @@ static void adamw_gpu_step(float *master, const floatX *grad, float *m, float *v
 // ----------------------------------------------------------------------------
 // GPU, the lean optimizer step (zero/device.cuh): AdamW over a whole partition in one launch.
 //
-// The partition's fp32 master, m and v are contiguous (by shard offset); its gradients and floatX
-// parameters come in runs (zero.h: a unit's slice each; runs that continue each other merged).
-// The launch treats the runs, one after another, as one flat array of 4-element vectors and walks
-// it grid-stride: thread t takes vectors t, t + stride, t + 2 stride, ... of that flat order, so
-// every thread has the same share whatever the runs' sizes, and no thread searches for its run
-// (each steps through the table once; grid_stride_first says where it enters a run). Which
-// elements take weight decay is one bit per element of the shard (decay_mask: bit i%32 of word
-// i/32): 1/8 byte per element next to AdamW's 28 (read the master, m, v and a 16-bit gradient,
-// write the master, m, v and the 16-bit copy: 4+4+4+2 + 4+4+4+2; an fp32 gradient adds 2), under
-// 0.5% more traffic, and no search; a table of tensor ranges would be a few KB but cost each
-// vector a search through ~150 entries (or a run per tensor: the ~150 runs this step replaces).
+// The partition's fp32 master, m and v are contiguous by shard offset; its gradients and
+// floatX parameters come in runs, a unit's slice each. The launch walks the runs as one
+// flat array of 4-element vectors, grid-stride, so every thread has the same share and
+// none searches for its run. Weight decay is one bit per element of the shard, bit i%32
+// of word i/32: 1/8 byte next to AdamW's 28, where a table of ~150 tensor ranges would
+// cost each vector a search.
 
 // one run: n elements (a multiple of 4) from shard offset off (a multiple of 4) of the master, m,
 // v and the mask; its gradients at grad (16-byte aligned), its floatX parameters at param (8-byte)
@@ -586,16 +549,15 @@ static int adamw_runs_grid(size_t elems) {
     return (int)(blocks < 1 ? 1 : blocks > maxb ? maxb : blocks);
 }
 
-// AdamW over the runs (runs: the table in device memory, n_runs entries) of a partition whose fp32
-// master, m and v start at master, m, v: hp's weight decay where decay_mask has the element's bit
-// set, none elsewhere. Bit for bit what adamw_gpu_step computes run by run with each tensor's weight
-// decay (the same adamw_elem on every element, the same constants). Asynchronous on `stream`.
+// AdamW over the runs, a device table, of a partition whose master, m and v start at master,
+// m, v: hp's weight decay where decay_mask's bit is set. Bit for bit adamw_gpu_step run by
+// run, the same adamw_elem and constants. Asynchronous on `stream`.
 template <typename G>
 static void adamw_gpu_runs(float *master, float *m, float *v, const uint32_t *decay_mask, const AdamWRun<G> *runs,
                            int n_runs, int grid, AdamWParams hp, cudaStream_t stream) {
     hp.fp16 = FLOATX_FP16;   // the 16-bit type is the build's floatX
     AdamWConsts k_decay = adamw_consts(hp);
-    hp.weight_decay = 0.0f;   // (zero.h passes a segment without decay exactly this)
+    hp.weight_decay = 0.0f;   // what zero.h passes a segment without decay
     AdamWConsts k = adamw_consts(hp);
     adamw_runs_kernel<G><<<grid, ADAMW_BLOCK, 0, stream>>>(master, m, v, decay_mask, runs, n_runs, k, k_decay);
 }

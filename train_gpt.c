@@ -52,7 +52,7 @@ static void matmul_forward(float *out, const float *inp, const float *w, const f
 }
 
 // dinp[N,C] = dout @ w, overwritten; dw[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout. With
-// grads_first (zero_grads_first_write) dw and dbias are written as 0 + ..., the bits of an add to zeros.
+// grads_first (grads_first_write) dw and dbias are written as 0 + ..., the bits of an add to zeros.
 static void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                             int N, int C, int OC, int grads_first) {
     if (dinp) cpu_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, w, C, 0.0f, dinp, C);
@@ -559,6 +559,12 @@ static void layer_forward(GPT *m, int l, LayerView w) {
 
 // one transformer layer, backward. a->dres comes in as d(layer output) and leaves as
 // d(layer input); g is where this layer's parameter gradients accumulate.
+// Stages 0-1 at the step's first micro-step: zero.h zeroed the gradients, so the backward
+// writes unit u's instead of adding, and saves the read. The embedding's adds rows.
+static int grads_first_write(const GPT *m, int u) {
+    return ZERO_STAGE <= 1 && m->zero.micro == 0 && u != model_unit_embed(&m->layout);
+}
+
 static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     const float *x = layer_input(m, l);
     const ModelConfig *c = &m->cfg;
@@ -568,7 +574,7 @@ static void layer_backward(GPT *m, int l, LayerView w, LayerView g) {
     float *ln1 = s.ln1, *ln1_mean = s.ln1_mean, *ln1_rstd = s.ln1_rstd, *qkv = s.qkv, *att = s.att, *atty = s.atty, *res2 = s.res2;
     float *ln2 = s.ln2, *ln2_mean = s.ln2_mean, *ln2_rstd = s.ln2_rstd, *fch = s.fch, *fch_act = s.fch_act;
     int llama = c->arch == ARCH_LLAMA;
-    int gf = zero_grads_first_write(&m->zero, model_unit_layer(&m->layout, l));   // write this layer's gradients, not add
+    int gf = grads_first_write(m, model_unit_layer(&m->layout, l));   // write this layer's gradients, not add
 
     // MLP
     matmul_backward(a->dfch_act, g.t[T_FCPROJ_W], g.t[T_FCPROJ_B], a->dres, fch_act, w.t[T_FCPROJ_W], N, F, C, gf);
@@ -623,9 +629,9 @@ static void head_backward(GPT *m, HeadView w, HeadView g, const int *targets, fl
     int N = m->B * m->T, C = c->d_model, V = c->vocab_size, Vp = c->padded_vocab;
     crossentropy_softmax_backward(a->logits, targets, dloss / N, N, V, Vp);
     const ModelLayout *L = &m->layout;   // gpt2's lm_head is wte, so this is the embedding's gradient
-    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp, zero_grads_first_write(&m->zero, L->lm_head.unit));
+    matmul_backward(a->dbuf, g.lm_head, NULL, a->logits, a->lnf, w.lm_head, N, C, Vp, grads_first_write(m, L->lm_head.unit));
     const float *x = layer_input(m, c->n_layer);   // d(last layer's output) starts here, written, not added
-    int gf = zero_grads_first_write(&m->zero, L->lnf_w.unit);
+    int gf = grads_first_write(m, L->lnf_w.unit);
     if (c->arch == ARCH_LLAMA) rmsnorm_backward(a->dres, g.lnf_w, a->dbuf, x, w.lnf_w, a->lnf_rstd, N, C, 1, gf);
     else layernorm_backward(a->dres, g.lnf_w, g.lnf_b, a->dbuf, x, w.lnf_w, a->lnf_mean, a->lnf_rstd, N, C, 1, gf);
 }

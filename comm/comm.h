@@ -1,22 +1,11 @@
-// comm/comm.h: the communicator, the one small interface every collective goes
-// through. Both trainers use it; zero.h is written against it.
+// comm/comm.h: the communicator every collective of both trainers goes through.
+// The CPU build runs MPI on host buffers; ranks come from mpirun, srun or a plain run,
+// a world of one. The CUDA build takes device buffers, with --comm choosing NCCL, on a
+// communication stream ordered against the compute stream by events, or host-staged MPI,
+// so that several ranks can share one GPU. Host scalars such as the loss always go
+// through comm_all_reduce_host, MPI.
 //
-// Backends
-//   MPI  (this file): host buffers. Ranks come from mpirun, srun (PMI) or a
-//        plain ./binary run (a world of one).
-//   In the CUDA build (train_gpt.cu) the same calls take DEVICE buffers, with
-//   a backend chosen at run time (--comm):
-//   NCCL: a communication stream ordered against the compute stream with
-//        events, so a non-blocking collective overlaps the kernels that follow;
-//        ncclUniqueId is broadcast over MPI (mpirun or srun).
-//   MPI:  host-staged copies (device -> pinned host -> MPI -> device), so that
-//        several ranks can share one GPU for testing (NCCL refuses that before
-//        2.30; from 2.30 on it allows it as an experiment: --comm nccl with
-//        NCCL_MULTI_RANK_GPU_ENABLE=1, comm_setup_backend).
-//   Scalars on the host (the loss, norms, config checks) always go through
-//   comm_all_reduce_host (MPI).
-//
-// Semantics follow NCCL so that the two backends are interchangeable:
+// The semantics are NCCL's, so the backends are interchangeable:
 //   all_reduce(buf, n)            in place, every rank ends with the reduction
 //   reduce_scatter(send, recv, n) send holds world*n elements; rank r receives
 //                                 the reduction of elements [r*n, (r+1)*n).
@@ -27,17 +16,12 @@
 // all_reduce and reduce_scatter are non-blocking (comm_iall_reduce, comm_ireduce_scatter:
 // a CommRequest finished by comm_wait()); all_gather comes in both forms.
 //
-// Each rank counts the bytes of every call by collective, in the ZeRO paper's
-// units: an all-gather or reduce-scatter over a buffer of X bytes counts X, and an
-// all-reduce counts 2X, since it is a reduce-scatter plus an all-gather. So plain
-// data parallelism moves 2Ψ per step and ZeRO-3 3Ψ, as in the paper.
+// Each rank counts every call's bytes in the ZeRO paper's units: an all-gather or a
+// reduce-scatter over X bytes counts X, an all-reduce 2X.
 //
-// The watchdog (--timeout S, below) is a thread that ends the job when this rank
-// makes no progress for S seconds, naming the collective it waits on.
+// The watchdog (--timeout S) is in comm/watchdog.h.
 #pragma once
-#include "util/common.h"
-#include <mpi.h>
-#include <pthread.h>
+#include "comm/watchdog.h"
 #include <ctype.h>
 #include <glob.h>
 #include <limits.h>
@@ -100,112 +84,6 @@ typedef struct {
 #endif
 } CommRequest;
 
-// ----------------------------------------------------------------------------
-// The watchdog. A peer rank that stopped or died, a hung device or a deadlock leaves
-// a rank waiting forever. If this rank makes no progress for --timeout seconds, a
-// thread prints one line naming the rank, what it waits on and where in the step it
-// is, aborts NCCL on the GPU, and calls MPI_Abort, which ends every rank of the job
-// with status 124, as timeout(1) does. It runs from MPI_Init's return, once the flags
-// give the limit (train/loop.h's train_startup), to MPI_Finalize's, so every
-// collective of start-up and shutdown is watched too. Outside the training loop's
-// steps it bounds each wait in a collective and not local work, since start-up may
-// read data and checkpoints for longer than a step on every rank. During the steps
-// (comm_watchdog_steps) progress is any collective's start or end and every phase the
-// training loop enters with comm_phase: each micro-step, the optimizer step,
-// validation, sampling, a checkpoint save. So the limit bounds the time of one of
-// those, never a run. Every rank runs its own watchdog, so each one that can still
-// act says what it waits on. MPI_Abort is the one MPI call made off the main thread:
-// aborting a stuck job is what it is for, and Open MPI supports it.
-
-#define EXIT_WATCHDOG 124
-
-static struct {
-    pthread_t thread;
-    int running;
-    volatile int stop;
-    double timeout;
-    void *comm;                      // the Comm (NCCL abort)
-    volatile double last;            // wall_time() of the last progress
-    const char *volatile phase;      // where in the step this rank is
-    volatile int step;
-    const char *volatile coll;       // the collective it waits on, NULL if none
-    const char *volatile last_coll;  // the last one it waited on
-    double coll_t0, blocked_s;       // when the current wait began; seconds spent waiting (--breakdown)
-    volatile int steps;              // in the training loop's steps: any stall counts, not only a wait
-} g_wd = {0};
-
-static void wd_touch(void) { g_wd.last = wall_time(); }
-// the training loop says where it is: phase is a static string, step is 1-based
-static void comm_phase(const char *phase, int step) { g_wd.phase = phase; g_wd.step = step; wd_touch(); }
-static void wd_coll_begin(const char *name) { g_wd.coll = name; wd_touch(); g_wd.coll_t0 = g_wd.last; }
-static void wd_coll_end(void) { g_wd.last_coll = g_wd.coll; g_wd.coll = NULL; wd_touch(); g_wd.blocked_s += g_wd.last - g_wd.coll_t0; }
-// Seconds this rank spent blocked in collectives since the last call, for the step
-// line's breakdown. It counts host-side waits; with NCCL the device waits instead,
-// and that is not counted.
-static double comm_blocked_seconds(void) { double s = g_wd.blocked_s; g_wd.blocked_s = 0; return s; }
-
-static void comm_abort_device(void *comm);   // ncclCommAbort on the GPU; nothing on the CPU
-// NCCL's asynchronous error, such as a peer gone or a network failure; NULL when there is
-// none. A failed collective never completes on the stream, so the host would wait forever.
-static const char *comm_device_error(void *comm);
-
-static void *wd_main(void *arg) {
-    int rank = *(int *)arg;
-    while (!g_wd.stop) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        // NCCL's own error first: a failed collective stops every rank at once.
-        // ncclCommGetAsyncError is safe from another thread; PyTorch's watchdog uses it.
-        const char *nccl_error = g_wd.stop ? NULL : comm_device_error(g_wd.comm);
-        if (nccl_error) {
-            diag("error", "rank %d: NCCL reports %s (in %s of step %d, the last collective: %s): aborting the job", rank,
-                 nccl_error, g_wd.phase ? g_wd.phase : "start-up", g_wd.step, g_wd.last_coll ? g_wd.last_coll : "none");
-            comm_abort_device(g_wd.comm);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-            _exit(1);
-        }
-        double idle = wall_time() - g_wd.last;
-        if (g_wd.stop || idle < g_wd.timeout || (!g_wd.steps && !g_wd.coll)) continue;
-        const char *coll = g_wd.coll, *phase = g_wd.phase ? g_wd.phase : "start-up";
-        char where[256];
-        if (coll) snprintf(where, sizeof(where), "waits in %s", coll);
-        else snprintf(where, sizeof(where), "is not in a collective (the last: %s)", g_wd.last_coll ? g_wd.last_coll : "none");
-        char in[160];
-        if (g_wd.step > 0) snprintf(in, sizeof(in), "%s of step %d", phase, g_wd.step);
-        else snprintf(in, sizeof(in), "%s", phase);
-        diag("error", "watchdog: rank %d made no progress for %.0f s (--timeout %g): it %s, in %s; "
-             "another rank (or a device) is stalled or dead: aborting the job", rank, idle, g_wd.timeout, where, in);
-        comm_abort_device(g_wd.comm);
-        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
-        _exit(EXIT_WATCHDOG);
-    }
-    return NULL;
-}
-
-static void comm_watchdog_stop(void) {
-    if (!g_wd.running) return;
-    g_wd.stop = 1;
-    pthread_join(g_wd.thread, NULL);
-    g_wd.running = 0;
-}
-
-// The training loop's steps begin (on = 1) or end (0): see above
-static void comm_watchdog_steps(int on) { wd_touch(); g_wd.steps = on; }
-
-// timeout <= 0: no watchdog. It starts outside the steps: only waits in collectives count.
-static void comm_watchdog_start(void *comm, int rank, double timeout) {
-    static int wd_rank;
-    comm_watchdog_stop();
-    if (timeout <= 0) return;
-    wd_rank = rank;
-    g_wd.timeout = timeout;
-    g_wd.comm = comm;
-    g_wd.stop = 0;
-    wd_touch();
-    if (pthread_create(&g_wd.thread, NULL, wd_main, &wd_rank) != 0) fatal("watchdog: cannot start its thread (%s)", strerror(errno));
-    g_wd.running = 1;
-}
-
 static MPI_Datatype mpi_dtype(CommDType t) {
     switch (t) {
     case DT_F32: return MPI_FLOAT;
@@ -216,18 +94,16 @@ static MPI_Datatype mpi_dtype(CommDType t) {
     }
 }
 static MPI_Op mpi_op(CommOp op) { return op == OP_MAX ? MPI_MAX : op == OP_MIN ? MPI_MIN : MPI_SUM; }
-// MPI counts are int: a message of more than 2^31-1 elements stops the run with one line on
-// every rank (all of them reach the same collective with the same count), never a wrapped count
+// MPI counts are int: a larger message stops every rank with one line, never wraps
 static int mpi_count(size_t n) {
     if (n > (size_t)INT_MAX)
         fatal("comm: one message of %zu elements is over MPI's count limit (2^31-1): more ranks, or smaller units (the unit holding the largest tensor), shrink it", n);
     return (int)n;
 }
 
-// Which ranks form a node: MPI's shared-memory split (comm/launch.h prints it), or, for tests on
-// one machine only, ZEROC_RANKS_PER_NODE=n, which makes consecutive blocks of n ranks one
-// "node". ZeRO++'s hierarchy (comm/nodes.h) needs the nodes to be consecutive blocks of equal
-// size, as mpirun and srun place ranks by default; otherwise node_size is 0.
+// Which ranks form a node: MPI's shared-memory split, or for tests ZEROC_RANKS_PER_NODE=n,
+// blocks of n ranks. ZeRO++ needs consecutive blocks of one size, as mpirun and srun place
+// ranks; otherwise node_size is 0.
 static void comm_nodes_init(Comm *c) {
     const char *env = getenv("ZEROC_RANKS_PER_NODE");
     int n = env && *env ? atoi(env) : 0;
@@ -305,9 +181,8 @@ static void comm_reset_counters(Comm *c) {
     memset(c->intra_bytes, 0, sizeof(c->intra_bytes)); memset(c->cross_bytes, 0, sizeof(c->cross_bytes));
 }
 
-// A collective over the whole world crosses nodes as soon as there is more than one: a
-// ring or tree over all ranks runs over the link between them, so the ZeRO++ paper counts
-// ZeRO-3's every byte as cross-node. One within a node stays there.
+// With several nodes a collective over the world crosses the link, as the ZeRO++ paper
+// counts ZeRO-3's every byte; one within a node stays there.
 static void comm_count_in(Comm *c, CollKind k, long long bytes, CommScope scope) {
     c->bytes[k] += bytes; c->calls[k]++;
     int across = scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1);
@@ -612,9 +487,9 @@ static ncclRedOp_t nccl_op(CommOp op) { return op == OP_AVG ? ncclAvg : op == OP
 
 static cudaEvent_t comm_next_event(Comm *c) { cudaEvent_t e = c->events[c->next_event]; c->next_event = (c->next_event + 1) % 64; return e; }
 
-// NCCL: the communication stream first waits for everything the compute stream has
-// been given so far, so the data to send is ready and buffers about to be
-// overwritten are no longer read.
+// NCCL: the communication stream first waits for everything queued on the compute
+// stream, so the data to send is ready and a buffer about to be overwritten, such as
+// stage 3's released gather space, is no longer read.
 static void comm_nccl_begin(Comm *c) {
     cudaEvent_t ready = comm_next_event(c);
     cudaCheck(cudaEventRecord(ready, c->compute));
@@ -732,9 +607,8 @@ static void comm_all_gather(Comm *c, const void *send, void *recv, size_t n, Com
     CommRequest r = comm_iall_gather(c, send, recv, n, t); comm_wait(c, &r);
 }
 
-// Every rank must agree on a value, such as a config hash or a flag. If they do
-// not, every rank prints the same one-line error and exits, so no rank is left in a
-// collective waiting for the others.
+// Every rank must agree on a value, such as a config hash; if not, every rank prints the
+// same line and exits, so none is left waiting in a collective.
 static void comm_check_same(Comm *c, long long value, const char *what) {
     long long mn = value, mx = value;
     wd_coll_begin("all_reduce (a configuration check)");
@@ -744,10 +618,8 @@ static void comm_check_same(Comm *c, long long value, const char *what) {
     if (mn != mx) fatal("ranks disagree on %s (values from %lld to %lld over %d ranks)", what, mn, mx, c->world);
 }
 
-// Each rank ran a check that may fail on some ranks only, such as a file only one of
-// them could not read. Every rank learns the outcome. On failure every rank gets the
-// message of the lowest failing rank in err, so that every rank can print the same
-// one line. Returns 1 if the check passed on every rank.
+// A check that may fail on some ranks only: every rank learns the outcome, and on
+// failure the lowest failing rank's message in err. Returns 1 if it passed everywhere.
 static int comm_agree(Comm *c, int ok, char *err, size_t errn) {
     int first_bad = ok ? c->world : c->rank;
     wd_coll_begin("all_reduce (agreeing on a check)");

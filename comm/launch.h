@@ -1,27 +1,18 @@
-// comm/launch.h: where each rank runs, for both trainers: its OpenMP threads, its
-// rank within the node, checked against what the launcher says, and which ranks
-// share a node, printed at start-up.
+// comm/launch.h: where each rank runs: its OpenMP threads, its rank within the node,
+// and which ranks share a node, printed at start-up.
 //
-// MPI's shared-memory split (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED, in
-// comm/comm.h) decides the node-local rank. It is what actually shares memory, and
-// so which GPUs a rank can see, and it works the same under mpirun, srun and any
-// other launcher. A launcher that started this very rank also says it:
-// SLURM_LOCALID when SLURM_PROCID is this rank, OMPI_COMM_WORLD_LOCAL_RANK when
-// OMPI_COMM_WORLD_RANK is. The rank check matters because under mpirun inside an
-// allocation the ranks inherit the daemon's SLURM_* variables, which do not
-// describe them. If the two disagree, rank 0 prints a one-line warning and MPI's
-// value is used. It usually means a wrapper or container hides the node layout
-// from one of them, and two ranks may end up on one GPU; but a launcher may place
-// ranks as it likes, so it does not stop the run.
+// MPI's shared-memory split decides the node-local rank: it is what shares memory, and
+// so which GPUs a rank sees, under any launcher. The launcher's own word is checked
+// against it: SLURM_LOCALID where SLURM_PROCID is this rank, OMPI_COMM_WORLD_LOCAL_RANK
+// where OMPI_COMM_WORLD_RANK is; under mpirun inside an allocation the ranks inherit
+// SLURM_* variables that do not describe them. A disagreement is one warning, and
+// MPI's value is used: a launcher may place ranks as it likes.
 #pragma once
 #include "comm/comm.h"
 #include <omp.h>
 
-// The OpenMP threads of one rank, and why: --threads N if given, else
-// OMP_NUM_THREADS as OpenMP programs and llm.c honour it (of a list such as "8,2",
-// the first level), else the cores this rank may run on divided by the ranks on
-// its node. An OMP_NUM_THREADS that is not a positive count is ignored, as libgomp
-// ignores it.
+// A rank's OpenMP threads, and why: --threads N, else OMP_NUM_THREADS's first level as
+// libgomp reads it, else this rank's cores over the ranks on its node.
 static int launch_threads(int flag, int local_world, char *why, size_t n) {
     if (flag > 0) { snprintf(why, n, "--threads"); return flag; }
     const char *env = getenv("OMP_NUM_THREADS");
@@ -38,17 +29,17 @@ static int launch_threads(int flag, int local_world, char *why, size_t n) {
     return t;
 }
 
-// Collective. Checks the node-local rank against the launcher's and writes into
-// `out` which ranks share a node, e.g. "2 nodes: vm0 ranks 0-1 | vm1 ranks 2-3".
+// Collective: checks the node-local rank, and writes which ranks share a node into `out`,
+// e.g. "2 nodes: vm0 ranks 0-1 | vm1 ranks 2-3".
 static void launch_describe(const Comm *c, char *out, size_t n) {
     // the node: the world rank of its local rank 0
     MPI_Comm local;
-    wd_coll_begin("the node table (split, all_reduce, gathers)");   // the watchdog's (comm/comm.h)
+    wd_coll_begin("the node table (split, all_reduce, gathers)");
     MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
     int leader = c->rank;
     MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local);
     MPI_Comm_free(&local);
-    if (getenv("ZEROC_RANKS_PER_NODE") && c->node_size) leader = c->node * c->node_size;   // the test-only nodes (comm_nodes_init)
+    if (getenv("ZEROC_RANKS_PER_NODE") && c->node_size) leader = c->node * c->node_size;   // the test-only nodes
     // the launcher's own idea of it, where the launcher started this very rank
     static const char *VARS[2][2] = {{"SLURM_PROCID", "SLURM_LOCALID"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}};
     int differs = 0;   // 0, or 1 + the index of the first variable that disagrees

@@ -1,14 +1,11 @@
-// comm/nodes.h: the communicator's collectives within one node and across nodes, for
-// ZeRO++ (zero.h). comm_nodes_init (comm/comm.h) found the nodes: consecutive blocks of
-// node_size ranks. Two groups follow from them: this rank's node (node_comm), and the
-// ranks of every node that have this rank's place in their node (across_comm), so that
-// a collective over across_comm moves each byte over the link between nodes exactly once.
+// comm/nodes.h: collectives within a node and across nodes, for ZeRO++, zero/zeropp.h.
+// The nodes are consecutive blocks of node_size ranks, comm_nodes_init. node_comm is this
+// rank's node; across_comm holds the ranks with this rank's place in every node, so that
+// a collective over it moves each byte over the link between nodes once.
 //
-// The data travels as bytes: ZeRO++ sends quantized blocks (util/quantize.h), which no
-// reduction understands, and its secondary parameter copy, which is only gathered. The
-// calls are blocking. In the CUDA build the buffers are device memory, staged through
-// pinned host memory as the MPI backend stages them (comm/comm.h); NCCL sub-communicators
-// (ncclCommSplit) would be the fast path on a real cluster and are not written yet.
+// The data travels as bytes, quantized blocks no reduction understands, and the calls
+// block. On the GPU the buffers are staged through pinned host memory; NCCL
+// sub-communicators, ncclCommSplit, would be the fast path and are not written yet.
 #pragma once
 #include "comm/comm.h"
 
@@ -22,9 +19,8 @@ static int comm_group_rank(const Comm *c, CommScope scope) {
     return scope == SCOPE_NODE ? c->node_rank : scope == SCOPE_ACROSS ? c->node : c->rank;
 }
 
-// Host buffers to MPI: an all-gather (each of the group's ranks gives `bytes`, recv holds them
-// in group-rank order) or an all-to-all (send holds `bytes` for each group rank in order, recv
-// gets `bytes` from each). Counted as comm/comm.h counts: the buffer of the whole group.
+// Host buffers to MPI: an all-gather, each rank giving `bytes`, or an all-to-all, `bytes`
+// for each rank in group order. Counted as comm/comm.h counts: the whole group's buffer.
 static void comm_group_mpi(Comm *c, CommScope scope, CollKind kind, const void *send, void *recv, size_t bytes) {
     MPI_Comm g = comm_group(c, scope);
     int n = comm_group_size(c, scope);
@@ -62,8 +58,7 @@ static void comm_group_all_to_all(Comm *c, CommScope scope, const void *send, vo
     comm_group_exchange(c, scope, COLL_ALL_TO_ALL, send, recv, bytes);
 }
 
-// The largest of each value over the ranks, outside the byte accounting, like
-// comm_control_or: what a report needs, not the training.
+// the largest of each value over the ranks, for a report: not counted
 static void comm_control_max(Comm *c, float *v, int n) {
     wd_coll_begin("all_reduce (a report's maximum)");
     MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_MAX, c->mpi);

@@ -133,7 +133,7 @@ typedef struct {
     // ZeRO++ (zero.h), stage 3: DeepSpeed's zero_quantized_weights (qwZ), zero_hpz_partition_size
     // (hpZ; 1: off) and zero_quantized_gradients (qgZ)
     int zpp_quantized_weights, zpp_hpz_size, zpp_quantized_gradients;
-    // ZeRO-Infinity (zero/state.h): state in each rank's file under a directory on NVMe; "": off
+    // ZeRO-Infinity (zero/infinity.h): state in each rank's file under a directory on NVMe; "": off
     char nvme_optim_dir[512];       // --offload-nvme DIR, offload_optimizer "nvme": m, v and a separate fp32 master
     char nvme_param_dir[512];       // --offload-param-nvme DIR, offload_param "nvme", stage 3: the parameter shard
     long long nvme_tile;            // --nvme-tile: elements per tile of the streamed optimizer step

@@ -1,4 +1,4 @@
-# ZeRO-Infinity's NVMe offload (zero/nvme_store.h, zero/state.h): its benchmark.
+# ZeRO-Infinity's NVMe offload (zero/nvme_store.h, zero/infinity.h): its benchmark.
 #   make bench_nvme      bench/nvme_offload.sh -> bench/nvme_offload.txt
 #   build/nvme_io DIR MIB [BLOCK_SIZE QUEUE_DEPTH THREAD_COUNT]   a disk's sequential bandwidth through the same engine
 # tests/test_nvme.sh tests it (make test).

@@ -76,8 +76,8 @@ typedef struct {
     int layer;                      // STEP_LAYER: which layer
     int n_params, params[MAX_STEP_UNITS];   // units whose parameters the step reads
     int n_grads, grads[MAX_STEP_UNITS];     // backward: units whose gradients it writes
-    int keep;       // forward: in a training pass these parameters stay gathered for the backward
-    int kept;       // backward: its parameters are the ones the forward kept, not gathered again
+    int keep_for_backward;  // forward: in a training pass these parameters stay gathered for the backward
+    int reuses_forward;     // backward: its parameters are the forward's, still gathered
     int recompute;  // backward: first recompute the step's forward from its saved input (activation checkpointing)
 } PassStep;
 
@@ -152,11 +152,11 @@ static void schedule_build(ModelLayout *L) {
     s = schedule_push(S->fwd, &S->n_fwd, STEP_HEAD, -1);
     step_add(&s->n_params, s->params, F);
     step_add(&s->n_params, s->params, L->lm_head.unit);
-    s->keep = 1;
+    s->keep_for_backward = 1;
 
     PassStep *head = schedule_push(S->bwd, &S->n_bwd, STEP_HEAD, -1);
     *head = S->fwd[S->n_fwd - 1];
-    head->keep = 0; head->kept = 1;
+    head->keep_for_backward = 0; head->reuses_forward = 1;
     head->n_grads = head->n_params;
     memcpy(head->grads, head->params, sizeof(head->params));
     for (int l = nl - 1; l >= 0; l--) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO-Infinity's NVMe offload (zero/state.h, zero/nvme_store.h), on this machine's disk (a
+# ZeRO-Infinity's NVMe offload (zero/infinity.h, zero/nvme_store.h), on this machine's disk (a
 # temporary directory):
 #   1. bitwise: losses and every checkpoint byte (parameters, m, v) the same with and without
 #      --offload-nvme, stages 0-3 at 1 and 3 ranks; stage 3's parameter shard on NVMe

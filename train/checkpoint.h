@@ -29,6 +29,7 @@
 // partitions put each element, and reads the pieces of its own partition.
 #pragma once
 #include "zero.h"
+#include "zero/load.h"
 #include "model/hf.h"
 #include "train/checkpoint_format.h"
 #include "dataloader.h"

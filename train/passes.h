@@ -26,7 +26,7 @@
 // loss. With `training` it returns 0: the mean loss joins the step's, which the
 // trainer's gpt_step_loss returns once per step; the GPU keeps it on the device
 // until then. The head's parameters then stay gathered for gpt_backward, as the
-// schedule's `keep` says.
+// schedule's `keep_for_backward` says.
 static float gpt_forward(GPT *m, const int *targets, int training) {
     Zero *z = &m->zero;
     const ModelLayout *L = &m->layout;

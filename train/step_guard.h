@@ -42,6 +42,7 @@
 // (deepspeedai/DeepSpeed#8588).
 #pragma once
 #include "zero.h"
+#include "zero/load.h"
 #include "train/loss_scaler.h"
 #include <cjson/cJSON.h>
 

@@ -1,10 +1,11 @@
-// train/zero_report.h: what zero.h's plan and allocations mean in bytes, beside the
-// paper's formulas: the plan as a table, printed by rank 0 at start-up; the measured
-// memory of every model state; a step's communication in theory, beside what the
+// train/zero_report.h: what zero.h's plan and allocations mean in bytes, beside
+// zero/theory.h's formulas: the plan as a table, printed by rank 0 at start-up; the
+// measured memory of every model state; a step's communication beside what the
 // communicator counted; and the estimator (--estimate-memory), which answers for
 // any world size from the plan's arithmetic alone.
 #pragma once
 #include "zero.h"
+#include "zero/theory.h"
 #include "train/activations.h"
 
 // the plan, as a table (rank 0 at start-up)
@@ -29,29 +30,6 @@ static void zero_plan_print(const Zero *z) {
 // ----------------------------------------------------------------------------
 // reports: measured memory and communication beside the paper's formulas
 
-// Bytes per parameter of each model state, as (param, grad, optimizer):
-//   CPU trainer, fp32:  (4, 4, 8): the master is the parameter; m and v.
-//   CPU trainer, fp16:  (4, 4, 12): the fp16 values sit in fp32 buffers beside a
-//                       separate fp32 master.
-//   GPU trainer:        (2, 2 or 4, 12): bf16 or fp16 parameters and gradients, the
-//                       gradient shards fp32 from stage 2; fp32 master, m and v.
-typedef struct { double param, grad, optim; } ZeroBytesPerParam;
-
-// this run's, from its types
-static ZeroBytesPerParam zero_bytes_per_param(const Zero *z) {
-    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (z->place.separate_master ? 4 : 0)};
-}
-
-// The paper's formula for one model state at a stage and world size, for psi parameters.
-static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroBytesPerParam b) {
-    double N = world;
-    switch (kind) {
-    case MEM_PARAMS: return stage >= 3 ? b.param * psi / N : b.param * psi;
-    case MEM_GRADS:  return stage >= 2 ? b.grad * psi / N : b.grad * psi;
-    case MEM_OPTIM:  return stage >= 1 ? b.optim * psi / N : b.optim * psi;
-    default: return 0;
-    }
-}
 static double zero_formula_bytes(int kind, double psi, int world, ZeroBytesPerParam b) {
     return zero_state_bytes(ZERO_STAGE, kind, psi, world, b);
 }
@@ -226,7 +204,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
 // Prints the per-rank memory table (rank 0) and returns it as a JSONL record.
 static cJSON *zero_memory_report(Zero *z, int print) {
     const ZeroPlan *p = &z->plan;
-    ZeroBytesPerParam b = zero_bytes_per_param(z);
+    ZeroBytesPerParam b = zero_bytes_per_param(z->place.separate_master);
     double psi = (double)p->num_params, psi_pad = (double)p->full_elems;
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "memory");
@@ -268,7 +246,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan; + hpZ's secondary partition)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (train/activations.h)",
         "backward and kernel scratch (train/activations.h)", "sampling's KV cache (train/sample.h)",
-        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/state.h)"};
+        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/infinity.h)"};
     if (print) printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
     for (int k = MEM_GATHER; k < N_MEM; k++) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
@@ -354,68 +332,6 @@ static cJSON *zero_nvme_record(Zero *z, int step) {
     return rec;
 }
 
-// The bytes one training step should communicate, counted as comm/comm.h counts
-// them, with K micro-steps of accumulation: what zero.h's calls issue, derived from
-// the same plan, by collective, and by where they go (inside a node or across nodes:
-// comm_count_in's rule). For stage 3 that is the gather order of a training pass, and
-// with ZeRO++ the quantized messages, scales included (util/quantize.h).
-typedef struct { double total[N_COLL], intra[N_COLL], cross[N_COLL]; } CommTheory;
-
-static void theory_add(CommTheory *t, const Comm *c, CollKind k, double bytes, CommScope scope) {
-    t->total[k] += bytes;
-    (scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1) ? t->cross : t->intra)[k] += bytes;
-}
-
-static CommTheory zero_comm_theory(const Zero *z, int K) {
-    const ZeroPlan *p = &z->plan;
-    const Comm *c = z->comm;
-    double eb = sizeof(floatX), psi = (double)p->full_elems * eb;   // the padded model
-    CommTheory t;
-    memset(&t, 0, sizeof(t));
-    theory_add(&t, c, COLL_ALL_REDUCE, 2 * 4, SCOPE_WORLD);                   // the step's mean loss (one fp32)
-    theory_add(&t, c, COLL_ALL_REDUCE, ZERO_STAGE == 0 ? 2 * psi : 2 * 8, SCOPE_WORLD);   // gradients: 2Ψ; or the norm's fp64
-#if ZERO_STAGE == 1 || ZERO_STAGE == 2
-    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step (at one rank: none)
-    theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : p->P > 1 || !ZERO_ONE_RANK_IN_PLACE ? K * psi : 0, SCOPE_WORLD);
-    theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
-#elif ZERO_STAGE == 3
-    // Every micro-step gathers each unit of the gather order: the layers twice, the
-    // embedding twice with a tied head, the final unit once. Persistent units are
-    // gathered once after the step instead. At one rank nothing is (zero_placement's whole).
-    const ZeroPlacement *pl = &z->place;
-    for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
-        const ZeroUnit *U = &p->u[p->fetch_train[i]];
-        int backward = i >= p->n_fetch_fwd;
-        if (pl->hpz && backward) theory_add(&t, c, COLL_ALL_GATHER, K * (double)U->padded * eb, SCOPE_NODE);
-        else theory_add(&t, c, COLL_ALL_GATHER, K * (pl->qw ? (double)p->P * zq_bytes(U->shard, 8) : (double)U->padded * eb), SCOPE_WORLD);
-    }
-    for (int i = 0; i < p->n_units && !pl->whole; i++) if (p->u[i].persistent) theory_add(&t, c, COLL_ALL_GATHER, (double)p->u[i].padded * eb, SCOPE_WORLD);
-    for (int i = 0; i < p->n_units && (p->P > 1 || !ZERO_ONE_RANK_IN_PLACE); i++) {
-        const ZeroUnit *U = &p->u[i];
-        if (!pl->qg) { theory_add(&t, c, COLL_REDUCE_SCATTER, K * (double)U->padded * eb, SCOPE_WORLD); continue; }
-        if (c->node_size > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)p->P * zq_bytes(U->shard, 4), SCOPE_NODE);   // hop 1
-        if (c->n_nodes > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)c->n_nodes * zq_bytes(U->shard, 4), SCOPE_ACROSS);   // hop 2
-    }
-#endif
-    return t;
-}
-
-// The ZeRO++ paper's count of one rank's cross-node bytes per step, for Ψ parameters of
-// e bytes, without padding, scales or persistent units: each micro-step ZeRO-3 gathers Ψ
-// for the forward and again for the backward and reduce-scatters Ψ, all across nodes
-// (3M in the paper, M = 2Ψ for 16 bits). qwZ sends a byte per parameter (0.5M), hpZ's
-// backward gather stays in the node (0), and qgZ's second hop sends half a byte for each
-// of the 1/L of the parameters this rank summed for its node: 0.25M leaves each node, M/(4L)
-// each of its L ranks.
-static double zero_paper_cross_bytes(const Zero *z, int K) {
-    const Comm *c = z->comm;
-    if (ZERO_STAGE != 3 || c->n_nodes < 2) return 0;
-    double psi = (double)z->plan.num_params, e = sizeof(floatX);
-    double fwd = z->place.qw ? psi : psi * e, bwd = z->place.hpz ? 0 : fwd;
-    double grads = z->place.qg ? psi / 2 / (c->node_size > 0 ? c->node_size : 1) : psi * e;
-    return K * (fwd + bwd + grads);
-}
-
 static void comm_bytes_object(cJSON *rec, const char *key, const long long *counted, const double *theory, int is_theory) {
     cJSON *o = cJSON_AddObjectToObject(rec, key);
     for (int k = 0; k < N_COLL; k++) cJSON_AddNumberToObject(o, COLL_NAMES[k], is_theory ? theory[k] : (double)counted[k]);
@@ -423,7 +339,7 @@ static void comm_bytes_object(cJSON *rec, const char *key, const long long *coun
 
 static cJSON *zero_comm_report(const Zero *z, int K, int print) {
     double elem_bytes = sizeof(floatX);
-    CommTheory theory = zero_comm_theory(z, K);
+    CommTheory theory = zero_comm_theory(&z->plan, &z->place, z->comm, K);
     const Comm *c = z->comm;
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "type", "comm");
@@ -456,7 +372,7 @@ static cJSON *zero_comm_report(const Zero *z, int K, int print) {
         if (print) printf("| %-15s | %14lld | %14.0f | %6lld | %14lld | %14lld | %14.0f |\n", COLL_NAMES[k], c->bytes[k], theory.total[k],
                           c->calls[k], c->intra_bytes[k], c->cross_bytes[k], theory.cross[k]);
     }
-    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b, paper_cross = zero_paper_cross_bytes(z, K);
+    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b, paper_cross = zero_paper_cross_bytes(&z->plan, &z->place, z->comm, K);
     cJSON_AddNumberToObject(rec, "total_bytes", total);
     cJSON_AddNumberToObject(rec, "intra_node_total_bytes", intra);
     cJSON_AddNumberToObject(rec, "cross_node_total_bytes", cross);

@@ -1,50 +1,33 @@
-// zero/device.cuh: zero.h's data-movement primitives for the GPU trainer
-// (the calls are listed in zero/backend.h; zero/host.h implements them for the CPU).
+// zero/device.cuh: the GPU trainer's backend, zero/backend.h's contract on device memory,
+// streams and NCCL or host-staged MPI.
 //
-// Streams. Every kernel of the trainer runs on one compute stream
-// (comm->compute). With NCCL the collectives run on a communication stream
-// that first waits for the compute stream (comm_nccl_begin), so a non-blocking
-// collective overlaps the kernels that follow it. Reduced gradients land on
-// the "reduce stream": the communication stream under NCCL (where the
-// reduce-scatter ran: the fp32 accumulation and the offload copy queue right
-// behind it without stalling the backward), the compute stream under the
-// host-staged MPI backend (whose collectives are complete when they return).
+// The stream rule. Every kernel runs on the compute stream. An NCCL collective runs on
+// the communication stream after waiting for the compute stream, comm_nccl_begin, so it
+// overlaps the kernels queued after it, and a gather into a released arena place waits
+// for the kernels that read the place before. Reduced gradients land on the reduce
+// stream: the communication stream under NCCL, the compute stream under host-staged MPI.
+// A gradient slot's event, recorded there after its reduction, gates its reuse;
 // zb_wait_collectives makes the compute stream wait for the reduce stream.
 //
-// Gradient slots (stages 2-3): a slot's reduce-scatter reads it on the reduce
-// stream while the next unit's backward computes; an event per slot, recorded
-// after the reduction, is what the compute stream waits on before zeroing the
-// slot for reuse.
-//
-// ZeRO-Offload (--offload): the fp32 master, m and v live in pinned host memory.
-// Each unit's gradient slice is copied to a pinned staging buffer as soon as it
-// is final (zb_grad_slice_final), CPU-Adam (adamw_cpu_step_tiled) updates the
-// partition tile by tile and writes floatX parameters (bf16, or fp16 in the fp16
-// build), and each finished tile is copied back to the GPU while the next one computes.
-//
-// ZeRO-Infinity (--offload-nvme DIR, --offload-param-nvme DIR; zero/state.h): the same
-// host-side step, with the master, m and v streamed from this rank's NVMe file tile by
-// tile (read ahead, written behind) instead of sitting in pinned memory; with the stage-3
-// parameter shard on NVMe too, CPU-Adam writes the new floatX parameters into the shard's
-// tiles, and each unit's slice goes to the GPU from a pinned buffer its read filled one
-// unit ahead (an event per buffer: it is refilled only after its copy to the GPU).
+// ZeRO-Offload, --offload: the fp32 master, m and v live in pinned host memory. Each
+// unit's final gradient slice is copied to pinned staging on the reduce stream; CPU-Adam
+// updates the partition tile by tile and each finished tile of floatX parameters goes
+// back to the GPU while the next one computes. ZeRO-Infinity streams master, m and v
+// from NVMe instead, zero/infinity.h.
 #pragma once
 #include "cuda/common.cuh"
 #include "cuda/global_norm.cuh"
 #include "cuda/quantize.cuh"
-#include "zero/state.h"
+#include "zero/infinity.h"
 
 #define ZPARAM_DT DT_FLOATX
-// at one rank the reduce-scatter still runs, as comm_alone's device copy (comm/comm.h) on the compute stream,
-// which precedes everything that reads the reduced gradient or reuses the slot (stream order)
-#define ZERO_ONE_RANK_IN_PLACE 0
 
 #define ZERO_OFFLOAD_TILE (1 << 20)
 
-typedef struct {
+struct ZeroBackend {
     Comm *comm;
     cudaStream_t stream;         // the compute stream
-    cudaStream_t reduce_stream;  // where reduced gradients land (see above)
+    cudaStream_t reduce_stream;  // where reduced gradients land
     cudaEvent_t *slot_free;      // per gradient slot: its last reduction is done with it
     int n_slots;
     float *norm_dev, *norm_scratch;
@@ -52,18 +35,17 @@ typedef struct {
     int offload;
     void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
     uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
-    ZeroNvme state;              // the partition's state planes: memory or NVMe (zero/state.h)
-    AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
+    ZeroInfinity state;          // the partition's state planes
+    AdamWParams ap;              // the step's hyperparameters
     cudaEvent_t unit_copied[2];  // stage 3, parameters on NVMe: each unit buffer's copy to the GPU
-    int lean;                    // --lean-step 1: the lean optimizer step (zb_lean_init; 0: it declines, segment by segment)
-    int say;                     // rank 0, not --quiet: one line about the optimizer step
-    // the lean optimizer step (zb_lean_init): the partition's runs (and AdamW's weight-decay mask) on the device
-    AdamWRun<zgrad_t> *runs;
+    int lean;                    // --lean-step 1
+    int say;                     // rank 0, not --quiet
+    AdamWRun<zgrad_t> *runs;     // the lean step: the partition's runs on the device
     int n_runs, norm_grid, adam_grid;
-    uint32_t *decay_mask;        // (zero/placement.h: ZBUF_DECAY_MASK)
+    uint32_t *decay_mask;        // the lean AdamW's weight-decay bits, ZBUF_DECAY_MASK
     unsigned int *norm_blocks_done;
-    unsigned int *quant_error;   // ZeRO++: the worst block error of int8 and int4 (float bits), on the device
-} ZeroBackend;
+    unsigned int *quant_error;   // ZeRO++: the worst block errors as float bits, int8 and int4
+};
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
     void *p = NULL;
@@ -83,8 +65,7 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
     cudaCheck(where == ZMEM_HOST ? cudaFreeHost(p) : cudaFree(p));
 }
 
-// staging_grad / staging_params: ZeRO-Offload's pinned staging, which zero/placement.h's
-// buffer table allocates (NULL without offload); the backend owns it from here
+// staging: ZeRO-Offload's pinned buffers from zero/placement.h's table, NULL without offload
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
     memset(b, 0, sizeof(*b));
     b->comm = comm;
@@ -106,7 +87,7 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
 static void zb_destroy(ZeroBackend *b) {
     cudaCheck(cudaStreamSynchronize(b->stream));
     if (b->state.plane[ZS_PARAM] >= 0) for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(b->unit_copied[i]));
-    zero_nvme_close(&b->state);
+    zero_infinity_close(&b->state);
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
     cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch)); cudaCheck(cudaFree(b->quant_error));
@@ -134,24 +115,23 @@ static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, siz
     free(bits);
 }
 
-// the kernels store floatX themselves
-static void zb_grads_stored(ZeroBackend *b, floatX *g, size_t n) {}
+static void zb_round_floatX(ZeroBackend *b, floatX *x, size_t n) {}   // the kernels store floatX already
 
-// acc (fp32) = (first ? 0 : acc) + src (floatX): the fp32 accumulation of a reduced gradient slice
+// acc = (first ? 0 : acc) + src: a reduced floatX slice into the fp32 shard
 __global__ static void zb_accumulate_kernel(float *acc, const floatX *src, size_t n, int first) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         acc[i] = (first ? 0.0f : acc[i]) + bf2f(src[i]);
 }
-// queued on the reduce stream right behind the reduce-scatter that fills src
+// on the reduce stream, right behind the reduce-scatter that fills src
 static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, const floatX *src, size_t n, int first) {
     int grid = grid_for(n, 256);
     zb_accumulate_kernel<<<grid < 4096 ? grid : 4096, 256, 0, b->reduce_stream>>>(acc, src, n, first);
     cudaCheckLaunch();
-    r->active = 0;   // ordered on the reduce stream; the step joins it (zb_wait_collectives)
+    r->active = 0;   // ordered by the stream; zb_wait_collectives joins it
 }
 
 // ZeRO-Offload: the final slice to pinned host memory now, behind its reduction
-static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, const zgrad_t *slice, size_t n) {
+static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, zgrad_t *slice, size_t n) {
     if (!b->offload) return;
     cudaCheck(cudaMemcpyAsync((zgrad_t *)b->host_grad + shard_off, slice, n * sizeof(zgrad_t), cudaMemcpyDeviceToHost,
                               b->reduce_stream));
@@ -176,7 +156,8 @@ static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
     global_norm_squared(b->norm_dev, g, n, b->norm_scratch, b->n_sumsq > 0, b->stream);
     b->n_sumsq++;
 }
-// the sum on the host; the compute stream (and with it every offload copy it waited for) is idle after
+// The offload barrier: the host waits for the compute stream, which waited for the
+// reduce stream, so every gradient copy to pinned memory is complete when this returns.
 static double zb_sumsq_take(ZeroBackend *b) {
     float sq = 0;
     if (b->n_sumsq) cudaCheck(cudaMemcpyAsync(&sq, b->norm_dev, sizeof(float), cudaMemcpyDeviceToHost, b->stream));
@@ -185,8 +166,7 @@ static double zb_sumsq_take(ZeroBackend *b) {
     return sq;
 }
 
-// offload: CPU-Adam writes a tile of floatX parameters, this copies it to the GPU
-// while the next tile computes
+// offload: a tile CPU-Adam finished, to the GPU while the next tile computes
 typedef struct { ZeroBackend *b; const uint16_t *host; floatX *dev; } ZeroTileCopy;
 static void zb_copy_tile(size_t off, size_t n, void *ctx) {
     ZeroTileCopy *t = (ZeroTileCopy *)ctx;
@@ -194,27 +174,25 @@ static void zb_copy_tile(size_t off, size_t n, void *ctx) {
 }
 
 // ----------------------------------------------------------------------------
-// the partition's state (zero/state.h): planes in memory are device memory, or pinned
-// host memory with offload; planes on NVMe go through the store
+// the partition's state, zero/infinity.h: planes in device or pinned memory, or on NVMe
 
-static void zb_state_init(ZeroBackend *b, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
+static void zb_state_init(ZeroBackend *b, const ZeroInfinityPlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
                           void *nvme_buffers, int say) {
-    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);   // (nvme_buffers: pinned, zero/placement.h's)
+    zero_infinity_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);
     if (b->state.plane[ZS_PARAM] >= 0)
         for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&b->unit_copied[i], cudaEventDisableTiming));
 }
 
 static void zb_state_read(ZeroBackend *b, int k, size_t off, size_t n, void *host) {
-    ZeroNvme *st = &b->state;
+    ZeroInfinity *st = &b->state;
     if (st->mem[k]) zb_download(b, host, (char *)st->mem[k] + off * st->elem[k], n * st->elem[k]);
-    else zero_nvme_rw(st, k, off, n, host, 0);
+    else zero_infinity_rw(st, k, off, n, host, 0);
 }
 static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host) {
-    ZeroNvme *st = &b->state;
+    ZeroInfinity *st = &b->state;
     if (st->mem[k]) zb_upload(b, (char *)st->mem[k] + off * st->elem[k], host, n * st->elem[k]);
-    else zero_nvme_rw(st, k, off, n, (void *)host, 1);
+    else zero_infinity_rw(st, k, off, n, (void *)host, 1);
 }
-// fp32 values into stage 3's NVMe parameter shard, rounded to floatX (as zb_upload_floatX)
 static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_t n) {
     uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t), "floatX staging");
     for (size_t i = 0; i < n; i++) bits[i] = float_to_floatX_bits(vals[i]);
@@ -222,11 +200,9 @@ static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_
     free(bits);
 }
 
-// AdamW on one piece of a segment: the fp32 master, m and v updated, the floatX
-// working parameters written. On the GPU (no offload), or on the host from the staged
-// gradient (zb_sumsq_take left the streams idle, so every staging copy is complete):
-// the floatX output into the NVMe parameter shard's tile, or into the pinned staging,
-// each finished tile copied to the GPU while the next one computes.
+// AdamW on one piece of a segment: on the GPU, or with offload CPU-Adam on the staged
+// gradient, whose copies zb_sumsq_take waited for. Its floatX output goes into the NVMe
+// shard's tile, or into pinned staging whose tiles are copied to the GPU as they finish.
 static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
                            floatX *param, int param_in_tile) {
     ZeroBackend *b = (ZeroBackend *)ctx;
@@ -238,47 +214,30 @@ static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n,
         return;
     }
     ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
-    const zgrad_t *g = (const zgrad_t *)b->host_grad + s->so + at;
+    const zgrad_t *g = (const zgrad_t *)b->host_grad + s->shard_off + at;
     if (param_in_tile) {
         adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, (uint16_t *)param, n, ap, 0, NULL, NULL);
         return;
     }
-    ZeroTileCopy tc = {b, b->host_x + s->so + at, param};
-    adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, b->host_x + s->so + at, n, ap, ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
+    ZeroTileCopy tc = {b, b->host_x + s->shard_off + at, param};
+    adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, b->host_x + s->shard_off + at, n, ap, ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
 }
 
 static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
     b->ap = ap;
-    zero_state_adamw(&b->state, seg, n_seg, zb_adamw_piece, b);
+    if (b->state.open) { zero_infinity_adamw(&b->state, seg, n_seg, zb_adamw_piece, b); return; }
+    for (int i = 0; i < n_seg; i++) zb_adamw_piece(b, &seg[i], 0, seg[i].n, seg[i].master, seg[i].m, seg[i].v, seg[i].param, 0);
 }
 
 // ----------------------------------------------------------------------------
-// The lean optimizer step (--lean-step 1): the global norm and AdamW over the whole
-// partition in one launch each (cuda/global_norm.cuh's global_norm_squared_runs, adamw.cuh's
-// adamw_gpu_runs) instead of one or two per segment, about 150 for GPT-2 124M at one rank.
-// With it the norm always runs this way: the reduced gradients are on the GPU in every
-// configuration, so offload's CPU-Adam and the GPU's AdamW clip by the same norm, to the
-// bit. AdamW runs this way where the step's state is in device memory; offload and NVMe
-// keep CPU-Adam's walk above.
+// The lean optimizer step, --lean-step 1: the global norm and AdamW over the whole
+// partition in one launch each, instead of one or two per segment. The norm always runs
+// lean, so offload's CPU-Adam and the GPU's AdamW clip by the same norm. AdamW runs lean
+// where the state is in device memory: decay_mask is then allocated.
 //
-// zero.h hands over, once, the partition's runs and its segments. A run is a unit's
-// slice, padding included: its shard offset and length, and where its reduced gradient
-// and working parameters are. A segment decays where its weight_decay is non-zero. Runs
-// that continue each other in the gradient and in the parameters are merged, so at one
-// rank the whole partition is one run; the master, m and v are contiguous by shard
-// offset anyway.
-//
-// The padding changes no value. Its gradients, parameters, master, m and v start at zero
-// (zeroed allocations, zeros read, reductions of zeros), their squares add nothing to the
-// norm, and AdamW leaves them zero: with g = 0 and no decay, m = fma(0, c1, beta1*0) = +0,
-// v = +0, d = fma(sqrt(0), ibc2, eps) = eps > 0, and p = fma(+0, nstep, +0) = +0. What the
-// lean norm does change is the order of the fp32 sum, so the norm and the clip coefficient
-// agree to rounding; AdamW with the same coefficient is bitwise the per-segment update.
-//
-// decay_mask is zero/placement.h's buffer for AdamW's weight-decay bits, one per element of
-// the shard, allocated where the state and the parameters are in device memory (lean_adamw).
-// Where it is NULL, AdamW stays the segment walk (offload's CPU-Adam, NVMe, --lean-step 0).
-// Returns what of the step runs this way: LEAN_NORM | LEAN_ADAMW, or 0 with --lean-step 0.
+// A run is a unit's slice, padding included; runs that continue each other are merged.
+// The padding stays zero: zero gradients, zero state and no decay leave AdamW's output
+// at +0. Only the norm's fp32 summation order changes, so it agrees to rounding.
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
                         size_t shard_elems, uint32_t *decay_mask) {
     if (!b->lean || n_runs < 1) return 0;
@@ -291,13 +250,13 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
     int n = 0;
     for (int i = 0; i < n_runs; i++) {
         const ZeroAdamSeg *s = &runs[i];
-        floatX *param = adamw ? s->param : NULL;   // (the norm reads only the gradients)
-        // what both kernels rely on: 16-element multiples and aligned vectors (zero/plan.h's ZERO_ALIGN padding)
-        CUDA_REQUIRE(s->so % 16 == 0 && s->n % 16 == 0 && is_aligned16(s->grad) && (!param || is_aligned16(param)));
+        floatX *param = adamw ? s->param : NULL;   // the norm reads only the gradients
+        // both kernels rely on ZERO_ALIGN: 16-element multiples and aligned vectors
+        CUDA_REQUIRE(s->shard_off % 16 == 0 && s->n % 16 == 0 && is_aligned16(s->grad) && (!param || is_aligned16(param)));
         AdamWRun<zgrad_t> *last = n ? &r[n - 1] : NULL;
-        if (last && last->off + last->n == s->so && last->grad + last->n == s->grad && (!param || last->param + last->n == param))
+        if (last && last->off + last->n == s->shard_off && last->grad + last->n == s->grad && (!param || last->param + last->n == param))
             last->n += s->n;
-        else r[n++] = (AdamWRun<zgrad_t>){s->so, s->n, s->grad, param};
+        else r[n++] = (AdamWRun<zgrad_t>){s->shard_off, s->n, s->grad, param};
     }
     cudaCheck(cudaMalloc(&b->runs, sizeof(*r) * n));
     cudaCheck(cudaMalloc(&b->norm_blocks_done, sizeof(unsigned int)));
@@ -306,11 +265,11 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
     b->n_runs = n;
     b->norm_grid = global_norm_runs_grid<zgrad_t>(shard_elems);
     free(r);
-    if (adamw) {   // the weight-decay mask: one bit per element of the shard, set over the decayed segments
+    if (adamw) {   // one bit per element of the shard, set over the decayed segments
         size_t words = ceil_div(shard_elems, 32);
         uint32_t *mask = (uint32_t *)xcalloc(words * sizeof(uint32_t), "weight-decay mask");
         for (int i = 0; i < n_seg; i++)
-            if (seg[i].weight_decay != 0.0f) adamw_decay_mask_set(mask, seg[i].so, seg[i].so + seg[i].n);
+            if (seg[i].weight_decay != 0.0f) adamw_decay_mask_set(mask, seg[i].shard_off, seg[i].shard_off + seg[i].n);
         b->decay_mask = decay_mask;
         zb_upload(b, b->decay_mask, mask, words * sizeof(uint32_t));
         b->adam_grid = adamw_runs_grid(shard_elems);
@@ -323,39 +282,42 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
     return LEAN_NORM | (adamw ? LEAN_ADAMW : 0);
 }
 
-// the partition's sum of squares into norm_dev, one launch (zb_sumsq_take reads it)
+// the partition's sum of squares into norm_dev, one launch
 static void zb_lean_sumsq(ZeroBackend *b) {
     global_norm_squared_runs(b->norm_dev, b->runs, b->n_runs, b->norm_grid, b->norm_scratch, b->norm_blocks_done, b->stream);
     b->n_sumsq = 1;
 }
 
-// AdamW on the partition, one launch: ap's weight decay on the decayed segments' elements, none elsewhere
+// AdamW on the partition, one launch: ap's weight decay where the mask says
 static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap) {
-    const ZeroNvme *st = &b->state;   // (the planes in device memory: zb_lean_init)
+    const ZeroInfinity *st = &b->state;   // the planes are in device memory
     adamw_gpu_runs((float *)st->mem[ZS_MASTER], (float *)st->mem[ZS_M], (float *)st->mem[ZS_V], b->decay_mask, b->runs,
                    b->n_runs, b->adam_grid, ap, b->stream);
     cudaCheckLaunch();
 }
 
-// Stage 3: a unit's slice of the parameter shard to dst (its place in the gather arena),
-// from src in device or pinned memory, or from NVMe (src NULL): the read started one unit
-// ahead into a pinned buffer, copied on the compute stream; a buffer is read into again
-// only once its copy is done.
-static void zb_param_read_ahead(ZeroBackend *b, size_t off, size_t n) {
-    if (b->state.plane[ZS_PARAM] < 0) return;
-    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_nvme_param_next(&b->state)]));
-    zero_nvme_param_read_ahead(&b->state, off, n);
+// Stage 3: a unit's slice of the parameter shard into the gather arena, from device or
+// pinned memory, or from NVMe through a pinned buffer read one unit ahead. A buffer is
+// read into again only once its copy to the GPU is done.
+static void zb_read_ahead(ZeroBackend *b, const ZeroUnit *U) {
+    if (!U) return;
+    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_infinity_param_next(&b->state)]));
+    zero_infinity_read_ahead(&b->state, U->shard_off, U->shard);
+}
+static void zb_pass_begin(ZeroBackend *b, const ZeroPlan *p, const int *order, int n) {
+    if (b->state.plane[ZS_PARAM] >= 0) zb_read_ahead(b, zero_infinity_pass_begin(&b->state, p, order, n));
 }
 static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, size_t off, size_t n) {
     if (src) { zb_copy(b, dst, src, n * sizeof(floatX)); return; }
     int k;
-    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_nvme_param_next(&b->state)]));   // (if it must be read now)
-    const void *host = zero_nvme_param_slice(&b->state, off, n, &k);
+    cudaCheck(cudaEventSynchronize(b->unit_copied[zero_infinity_param_next(&b->state)]));   // if it must be read now
+    const void *host = zero_infinity_param_slice(&b->state, off, n, &k);
     cudaCheck(cudaMemcpyAsync(dst, host, n * sizeof(floatX), cudaMemcpyHostToDevice, b->stream));
     cudaCheck(cudaEventRecord(b->unit_copied[k], b->stream));
+    zb_read_ahead(b, zero_infinity_next(&b->state, off));
 }
 
-static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_nvme_take_stats(&b->state, out); }
+static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_infinity_take_stats(&b->state, out); }
 
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
     size_t free_b = 0;
@@ -364,8 +326,8 @@ static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
     return 1;
 }
 
-// ZeRO++ (zero.h): the block quantization kernels of cuda/quantize.cuh on the compute stream,
-// which the staged collectives of comm/nodes.h synchronize with. Never run on a GPU yet.
+// ZeRO++: cuda/quantize.cuh's kernels on the compute stream, which comm/nodes.h's staged
+// collectives synchronize with. Not yet run on a GPU.
 static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out) {
     unsigned int *err = b->quant_error + (bits == 8 ? 0 : 1);
     if (x_floatX) zq_quantize_gpu((const floatX *)x, n, bits, out, err, b->stream);
@@ -375,9 +337,8 @@ static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits,
     if (y_floatX) zq_dequantize_gpu(in, n, bits, (floatX *)y, add, b->stream);
     else zq_dequantize_gpu(in, n, bits, (float *)y, add, b->stream);
 }
-// qgZ's result lands where zb_accumulate_reduced reads it, on the reduce stream: that stream
-// first waits for the sums the compute stream made, and the compute stream, which reuses the
-// sums for the next unit, waits for it.
+// On the reduce stream, where zb_accumulate_reduced reads: it waits for the sums, and the
+// compute stream, which reuses them for the next unit, waits for it.
 static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s) {
     if (b->reduce_stream == b->stream) { zq_scale_gpu(x, y, n, s, b->stream); return; }
     cudaEvent_t sums_ready = comm_next_event(b->comm), scaled = comm_next_event(b->comm);
@@ -394,3 +355,14 @@ static void zb_quant_errors(ZeroBackend *b, float out[2]) {
     memcpy(out, bits, sizeof(bits));
     cudaCheck(cudaMemsetAsync(b->quant_error, 0, sizeof(bits), b->stream));
 }
+
+// C++ takes a definition that differs from its prototype in zero/backend.h as an overload:
+// an address taken without a type is then ambiguous, and the build stops.
+static void *const zb_defined_as_declared[] = {
+    (void *)&zb_init, (void *)&zb_destroy, (void *)&zb_alloc, (void *)&zb_free, (void *)&zb_fill, (void *)&zb_copy,
+    (void *)&zb_upload, (void *)&zb_download, (void *)&zb_upload_floatX, (void *)&zb_round_floatX, (void *)&zb_accumulate_reduced,
+    (void *)&zb_grad_slice_final, (void *)&zb_slot_acquire, (void *)&zb_slot_release, (void *)&zb_wait_collectives, (void *)&zb_sync,
+    (void *)&zb_sumsq_add, (void *)&zb_sumsq_take, (void *)&zb_adamw_partition, (void *)&zb_lean_init, (void *)&zb_lean_sumsq,
+    (void *)&zb_lean_adamw, (void *)&zb_state_init, (void *)&zb_state_read, (void *)&zb_state_write, (void *)&zb_state_write_floatX,
+    (void *)&zb_pass_begin, (void *)&zb_param_slice_to, (void *)&zb_quantize, (void *)&zb_dequantize, (void *)&zb_scale_to_floatX,
+    (void *)&zb_quant_errors, (void *)&zb_nvme_stats, (void *)&zb_device_memory};

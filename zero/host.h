@@ -1,44 +1,26 @@
-// zero/host.h: zero.h's data-movement primitives for the CPU trainer, listed in
-// zero/backend.h. Every buffer is ordinary host memory and every collective is MPI,
-// complete when it returns or is waited for. The fp32 parameters are themselves the
-// master weights, and the optimizer is CPU-Adam (adamw.cuh). zero/device.cuh
-// implements the same calls for the GPU trainer.
+// zero/host.h: the CPU trainer's backend, zero/backend.h's contract on host memory and
+// MPI. Collectives are complete when they return or are waited for, and nothing is
+// queued. The fp32 parameters are the master weights; the optimizer is CPU-Adam.
 //
-// fp16 mode (--fp16 1, fp16.enabled) models what the fp16 GPU build (make train_gpt
-// FP16=1) stores, so that loss scaling and its overflows happen for real. The buffers
-// stay fp32, but every value the GPU would store as fp16 is rounded to the nearest
-// fp16 value where the GPU stores it (fp16_round: ties to even, 65520 and up to Inf):
-//   - parameters: AdamW updates a separate fp32 master, which checkpoints hold. The
-//     working parameters are the master rounded, at load (zb_upload_floatX) and after
-//     each update (zb_adamw_piece); the all-gathers move and the forward reads those.
-//   - gradients: each unit's gradient after every backward step that writes it
-//     (zb_grads_stored), so stages 0-1 accumulate micro-steps in fp16 as the GPU does;
-//     and the reduced gradient, which is the averaged slice in stages 0-1
-//     (zb_grad_slice_final) and the reduce-scatter's output before its fp32
-//     accumulation in stages 2-3 (zb_accumulate_reduced).
-// Not modelled: activations and their gradients stay fp32, and a reduction sums fp16
-// values in fp32 before rounding the result, where NCCL adds in fp16. Without fp16
-// nothing here rounds anything.
+// fp16 mode, --fp16 1, models the fp16 GPU build so that loss scaling meets real
+// overflows. The buffers stay fp32, and every value the GPU stores as fp16 is rounded
+// where the GPU stores it: the working parameters, the master rounded after each update;
+// each unit's gradient after every backward step that writes it; the reduced gradient.
+// Activations stay fp32, and reductions add in fp32 where NCCL adds in fp16.
 #pragma once
-#include "zero/state.h"
+#include "zero/infinity.h"
 #include "util/quantize.h"
 
 #define ZPARAM_DT DT_F32
-// At one rank a reduced gradient is the gradient itself, so zero.h skips the reduce-scatter,
-// which MPI would run as a copy through a temporary buffer, and accumulates the slot in place.
-#define ZERO_ONE_RANK_IN_PLACE 1
-// The CPU trainer's backward writes a unit's gradients instead of adding them where
-// zero_grads_first_write says so, and stages 0-1 then skip zeroing those units.
-#define ZERO_GRADS_FIRST_WRITE 1
 
-typedef struct {
+struct ZeroBackend {
     Comm *comm;
     double sumsq;                // zb_sumsq_add's running sum
-    int fp16;                    // fp16 mode: values the GPU stores as fp16 are rounded to fp16
-    ZeroNvme state;              // the partition's state planes: memory or NVMe (zero/state.h)
-    AdamWParams ap;              // the step's hyperparameters (zb_adamw_partition)
-    float quant_error[2];        // ZeRO++: the worst block error since zb_quant_errors, int8 and int4
-} ZeroBackend;
+    int fp16;                    // fp16 mode
+    ZeroInfinity state;          // the partition's state planes
+    AdamWParams ap;              // the step's hyperparameters
+    float quant_error[2];        // ZeRO++: the worst block errors, int8 and int4
+};
 
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
     b->comm = comm;
@@ -46,13 +28,12 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     b->fp16 = cfg->fp16;
 }
 
-// fp16 mode: x[0..n) rounded to fp16 values, in place
-static void zb_round_fp16(ZeroBackend *b, float *x, size_t n) {
+static void zb_round_floatX(ZeroBackend *b, float *x, size_t n) {
     if (!b->fp16) return;
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) x[i] = fp16_round(x[i]);
 }
-static void zb_destroy(ZeroBackend *b) { zero_nvme_close(&b->state); }
+static void zb_destroy(ZeroBackend *b) { zero_infinity_close(&b->state); }
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
     return xcalloc(bytes, what);
@@ -65,34 +46,29 @@ static void zb_upload(ZeroBackend *b, void *dst, const void *host, size_t bytes)
 static void zb_download(ZeroBackend *b, void *host, const void *src, size_t bytes) { memcpy(host, src, bytes); }
 static void zb_upload_floatX(ZeroBackend *b, floatX *dst, const float *host, size_t n) {
     memcpy(dst, host, n * sizeof(float));
-    zb_round_fp16(b, dst, n);
+    zb_round_floatX(b, dst, n);
 }
 
-static void zb_grads_stored(ZeroBackend *b, floatX *g, size_t n) { zb_round_fp16(b, g, n); }
-
-// A reduce-scatter was started into src: wait for it, then add the slice into
-// the fp32 accumulator (the first micro-step of a step copies).
-static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, floatX *src, size_t n, int first) {
+static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, const floatX *src, size_t n, int first) {
     comm_wait(b->comm, r);
-    zb_round_fp16(b, src, n);   // the reduced slice as the GPU stores it
-    if (first) memcpy(acc, src, n * sizeof(float));
-    else for (size_t i = 0; i < n; i++) acc[i] += src[i];
+    for (size_t i = 0; i < n; i++) {
+        float x = b->fp16 ? fp16_round(src[i]) : src[i];   // the reduced slice as the GPU stores it
+        acc[i] = first ? x : acc[i] + x;
+    }
 }
 
-// the optimizer reads the slice where it is; stages 0-1 store the reduced slice as floatX
+// stages 0-1 store the reduced slice as floatX
 static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, zgrad_t *slice, size_t n) {
-    if (ZERO_STAGE <= 1) zb_round_fp16(b, slice, n);
+    if (ZERO_STAGE <= 1) zb_round_floatX(b, slice, n);
 }
-static void zb_slot_acquire(ZeroBackend *b, int slot) {}   // collectives here finish before
-static void zb_slot_release(ZeroBackend *b, int slot) {}   // the call that started them returns
+// collectives here finish before the call that waits for them returns: nothing to order
+static void zb_slot_acquire(ZeroBackend *b, int slot) {}
+static void zb_slot_release(ZeroBackend *b, int slot) {}
 static void zb_wait_collectives(ZeroBackend *b) {}
-static void zb_sync(ZeroBackend *b) {}   // every queued operation done (the breakdown's timings): nothing is queued here
+static void zb_sync(ZeroBackend *b) {}
 
 // Squares summed in double, in an order that depends on n only, never on the thread
-// count. The threads take blocks of SUMSQ_BLOCK elements in turn, and the blocks' sums
-// are added in order. A block is summed in SUMSQ_LANES interleaved lanes, which the
-// compiler turns into vector FMAs; one chain of dependent adds ran at one element per
-// add's latency.
+// count: blocks summed in order, each in SUMSQ_LANES interleaved lanes that vectorize.
 #define SUMSQ_LANES 16
 #define SUMSQ_BLOCK ((size_t)1 << 16)
 static double zb_sumsq_block(const zgrad_t *g, size_t n) {
@@ -121,38 +97,38 @@ static void zb_sumsq_add(ZeroBackend *b, const zgrad_t *g, size_t n) {
 }
 static double zb_sumsq_take(ZeroBackend *b) { double s = b->sumsq; b->sumsq = 0; return s; }
 
-// the GPU's lean optimizer step (zero/device.cuh): not here, the segment walk is the CPU's step
+// the GPU's lean optimizer step: the CPU walks the segments
 static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, const ZeroAdamSeg *seg, int n_seg,
                         size_t shard_elems, uint32_t *decay_mask) { return 0; }
 static void zb_lean_sumsq(ZeroBackend *b) {}
 static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap) {}
 
 // ----------------------------------------------------------------------------
-// the partition's state (zero/state.h): planes in memory are plain host memory here
+// the partition's state (zero/infinity.h): planes in memory are plain host memory
 
-static void zb_state_init(ZeroBackend *b, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
+static void zb_state_init(ZeroBackend *b, const ZeroInfinityPlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
                           void *nvme_buffers, int say) {
-    zero_nvme_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);
+    zero_infinity_open(&b->state, q, mem, separate_master, cfg, nvme_buffers, b->comm, say);
 }
 
 static void zb_state_read(ZeroBackend *b, int k, size_t off, size_t n, void *host) {
-    ZeroNvme *st = &b->state;
+    ZeroInfinity *st = &b->state;
     if (st->mem[k]) memcpy(host, (char *)st->mem[k] + off * st->elem[k], n * st->elem[k]);
-    else zero_nvme_rw(st, k, off, n, host, 0);
+    else zero_infinity_rw(st, k, off, n, host, 0);
 }
 static void zb_state_write(ZeroBackend *b, int k, size_t off, size_t n, const void *host) {
-    ZeroNvme *st = &b->state;
+    ZeroInfinity *st = &b->state;
     if (st->mem[k]) memcpy((char *)st->mem[k] + off * st->elem[k], host, n * st->elem[k]);
-    else zero_nvme_rw(st, k, off, n, (void *)host, 1);
+    else zero_infinity_rw(st, k, off, n, (void *)host, 1);
 }
 // vals is staging: fp16 mode rounds it in place
 static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_t n) {
-    zb_round_fp16(b, vals, n);
+    zb_round_floatX(b, vals, n);
     zb_state_write(b, ZS_PARAM, off, n, vals);
 }
 
-// One piece of a segment: the master is the parameter slice itself, except in fp16
-// mode, where the working parameters are the updated master rounded to fp16.
+// One piece of a segment. Without a separate master the parameters are the master; in
+// fp16 mode the working parameters are the updated master rounded.
 static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
                            floatX *param, int param_in_tile) {
     ZeroBackend *b = (ZeroBackend *)ctx;
@@ -161,39 +137,40 @@ static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n,
     adamw_cpu_step(master, s->grad + at, m, v, NULL, n, ap);
     if (param != master) {
         memcpy(param, master, n * sizeof(float));
-        zb_round_fp16(b, param, n);
+        zb_round_floatX(b, param, n);
     }
 }
 
-// AdamW on this rank's partition, segment by segment in shard order (streamed from NVMe
-// tile by tile where the state is there)
 static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
     b->ap = ap;
-    zero_state_adamw(&b->state, seg, n_seg, zb_adamw_piece, b);
+    if (b->state.open) { zero_infinity_adamw(&b->state, seg, n_seg, zb_adamw_piece, b); return; }
+    for (int i = 0; i < n_seg; i++)
+        zb_adamw_piece(b, &seg[i], 0, seg[i].n, seg[i].master ? seg[i].master : (float *)seg[i].param, seg[i].m, seg[i].v, seg[i].param, 0);
 }
 
-// Stage 3: a unit's slice of the parameter shard to dst (its place in the gather arena),
-// from src in memory, or from NVMe (src NULL): the read started one unit ahead, or now.
-static void zb_param_read_ahead(ZeroBackend *b, size_t off, size_t n) {
-    if (b->state.plane[ZS_PARAM] >= 0) zero_nvme_param_read_ahead(&b->state, off, n);
+// Stage 3: a unit's slice of the parameter shard into the gather arena, from memory, or
+// from NVMe, where the next unit of the pass's order is read ahead.
+static void zb_read_ahead(ZeroBackend *b, const ZeroUnit *U) {
+    if (U) zero_infinity_read_ahead(&b->state, U->shard_off, U->shard);
+}
+static void zb_pass_begin(ZeroBackend *b, const ZeroPlan *p, const int *order, int n) {
+    if (b->state.plane[ZS_PARAM] >= 0) zb_read_ahead(b, zero_infinity_pass_begin(&b->state, p, order, n));
 }
 static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, size_t off, size_t n) {
+    if (src) { memcpy(dst, src, n * sizeof(floatX)); return; }
     int buffer;
-    if (!src) src = (const floatX *)zero_nvme_param_slice(&b->state, off, n, &buffer);
-    memcpy(dst, src, n * sizeof(floatX));
+    memcpy(dst, zero_infinity_param_slice(&b->state, off, n, &buffer), n * sizeof(floatX));
+    zb_read_ahead(b, zero_infinity_next(&b->state, off));
 }
 
-// ZeRO++ (zero.h, util/quantize.h): n values, floatX or fp32 (x_floatX; the CPU's floatX is
-// fp32), into a quantized message; a message back into floatX values or fp32 ones, or added
-// to fp32 ones; fp32 values times s into floatX; the worst block error of each width since
-// the last call.
+// ZeRO++'s block quantization, util/quantize.h. The CPU's floatX is fp32.
 static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out) {
     float e = zq_quantize((const float *)x, n, bits, out), *worst = &b->quant_error[bits == 8 ? 0 : 1];
     if (e > *worst) *worst = e;
 }
 static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add) {
     zq_dequantize(in, n, bits, (float *)y, add);
-    if (y_floatX) zb_round_fp16(b, (float *)y, n);   // floatX values, as the GPU stores them
+    if (y_floatX) zb_round_floatX(b, (float *)y, n);
 }
 static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s) {
     for (size_t i = 0; i < n; i++) y[i] = x[i] * s;
@@ -203,6 +180,6 @@ static void zb_quant_errors(ZeroBackend *b, float out[2]) {
     b->quant_error[0] = b->quant_error[1] = 0;
 }
 
-static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_nvme_take_stats(&b->state, out); }
+static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_infinity_take_stats(&b->state, out); }
 
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) { *used = *total = 0; return 0; }

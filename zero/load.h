@@ -1,17 +1,12 @@
-// zero/load.h: the model states in and out, a rank's share at a time: parameters from a
-// source (the seeded initialization, a model file, a checkpoint), the fp32 master and
-// AdamW's moments to and from host memory for checkpoints (train/checkpoint.h).
-//
-// No rank ever holds more of the model than its stage says, not even while loading,
-// as with DeepSpeed's zero.Init: stages 0-2 take every unit whole, stage 3 only its
-// slice of each unit, plus the persistent units whole.
+// zero/load.h: the model states in and out, a rank's share at a time, as DeepSpeed's
+// zero.Init: parameters from a ParamSource, the master and moments for checkpoints.
+// Above the algorithm: train/ includes it, zero.h does not.
 #pragma once
-#include "zero/placement.h"
+#include "zero/rank.h"
 
-// Returns 1, or 0 with src->err set. The fp32 values land in the parameters themselves
-// where those are the master (the CPU trainer in fp32). Otherwise they land in a staging
-// buffer one unit long, from which the master slice and the floatX working copy (the
-// master rounded to nearest even) are uploaded, or written to NVMe where the state is there.
+// Returns 1, or 0 with src->err set. The fp32 values land in the parameters where those
+// are the master. Otherwise a unit-long staging buffer takes them, and the master slice
+// and the floatX working copy, rounded to nearest even, go to memory or NVMe from there.
 static int zero_load_params(Zero *z, ParamSource *src) {
     const ZeroPlan *p = &z->plan;
     int sm = z->place.separate_master, direct = !sm && z->params;
@@ -24,11 +19,11 @@ static int zero_load_params(Zero *z, ParamSource *src) {
         float *vals = direct ? (float *)held : staging;
         ok = src->read(src, i, lo, n, vals);
         if (ok && sm) zb_state_write(&z->be, ZS_MASTER, U->shard_off, U->shard, vals + (zero_slice_start(p, i) - lo));
-        if (ok && !direct) {   // the floatX parameters: uploaded, or written to stage 3's NVMe shard
+        if (ok && !direct) {
             if (held) zb_upload_floatX(&z->be, held, vals, n);
             else zb_state_write_floatX(&z->be, U->shard_off, vals, n);
         }
-        if (ok && ZERO_STAGE == 3 && U->persistent && !z->place.whole) {   // stage 3's persistent units, whole
+        if (ok && ZERO_STAGE == 3 && U->persistent && !z->place.whole) {
             float *whole = sm ? staging : (float *)(z->resident + U->resident_off);
             ok = src->read(src, i, 0, U->padded, whole);
             if (ok && sm) zb_upload_floatX(&z->be, z->resident + U->resident_off, whole, U->padded);
@@ -38,23 +33,20 @@ static int zero_load_params(Zero *z, ParamSource *src) {
     return ok;
 }
 
-// Whether this rank holds every unit's whole fp32 master: the CPU trainer's parameters in
-// stages 0-2, or a separate master at one partition. Otherwise it holds its slices.
+// whether this rank holds every unit's whole fp32 master, or only its slices
 static int zero_master_whole(const Zero *z) { return z->place.separate_master ? z->plan.P == 1 : ZERO_STAGE <= 2; }
 
-// n elements of unit u's fp32 master, from element lo of the padded unit, into host
-// memory. They lie inside what this rank holds (zero_master_whole). Without a separate
-// master floatX is float, and the parameters are the master, in memory or on NVMe.
+// n elements of unit u's fp32 master from element lo of the padded unit, inside what this
+// rank holds. Without a separate master the parameters are the master.
 static void zero_master_read(Zero *z, int u, size_t lo, size_t n, float *host) {
     const ZeroUnit *U = &z->plan.u[u];
-    size_t so = U->shard_off + (lo - zero_slice_start(&z->plan, u));   // its shard offset, where it has one
+    size_t so = U->shard_off + (lo - zero_slice_start(&z->plan, u));   // its shard offset, if any
     if (z->place.separate_master) zb_state_read(&z->be, ZS_MASTER, so, n, host);
     else if (!z->params) zb_state_read(&z->be, ZS_PARAM, so, n, host);
     else zb_download(&z->be, host, z->params + (ZERO_STAGE == 3 ? so : U->full_off + lo), n * sizeof(float));
 }
 
-// n elements of the optimizer partition's m (which 0) or v (which 1) from shard offset
-// off, to and from host memory, wherever they live.
+// n elements of the partition's m, which 0, or v, which 1, from shard offset off
 static void zero_optim_read(Zero *z, int which, size_t off, size_t n, float *host) {
     zb_state_read(&z->be, which ? ZS_V : ZS_M, off, n, host);
 }

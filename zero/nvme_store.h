@@ -1,7 +1,7 @@
 // zero/nvme_store.h: ZeRO-Infinity's NVMe store (Rajbhandari et al., 2021, "ZeRO-Infinity:
-// Breaking the GPU Memory Wall"), as zero/state.h uses it; nothing here knows ZeRO.
+// Breaking the GPU Memory Wall"), as zero/infinity.h uses it; nothing here knows ZeRO.
 //
-// A store is a few files (one per directory it was given; zero/state.h makes one per
+// A store is a few files (one per directory it was given; zero/infinity.h makes one per
 // rank) holding fixed-size arrays of fp32 or 16-bit elements, "planes". It is read and
 // written with asynchronous I/O: io_uring through liburing, driven by I/O threads that
 // each own a ring. DeepSpeed's "aio" block sets the engine (deepspeed/runtime/swap_tensor/

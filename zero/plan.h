@@ -1,32 +1,14 @@
-// zero/plan.h: ZeRO's plan, the arithmetic every rank computes once from the model's
-// layout (model/model.h), the stage, the world size and the config. It allocates
-// memory for its tables but moves no data and needs no communicator, so the
-// estimator (train/zero_report.h), the checkpoint loader and the kernel checks in
-// dev/cuda use it as zero.h does.
-//
-// Units: the embedding, each transformer layer, the final norm with the head. Each
-// unit is padded to a multiple of P * ZERO_ALIGN elements and cut into P equal
-// slices; rank r owns slice r of every unit. P is the world size in stages 1-3 and
-// 1 in stage 0. A tensor may straddle two ranks' slices, as in FSDP's flat
-// parameters and DeepSpeed's stages 1-2.
-//
-// Two layouts follow. The full buffer lays the padded units end to end (unit u at
-// full_off); it holds the parameters of stages 0-2 and the gradients of stages 0-1.
-// The shard lays this rank's slices end to end (unit u at shard_off); it holds the
-// optimizer state, the gradient partition of stages 2-3 and the parameters of stage 3.
-// The optimizer walks the shard as segments: each tensor clipped to this rank's
-// slice, with its weight-decay flag.
-//
-// Stage 3 also needs, from the schedule: the order in which a pass gathers units, the
-// persistent units (small enough to stay whole, DeepSpeed's
-// stage3_param_persistence_threshold), and the cap on gathered elements alive at once.
-// Stages 2-3 need the gradient slots a backward writes full unit gradients into.
+// zero/plan.h: what ZeRO partitions, computed once from the model's layout, the stage and
+// the world size: arithmetic only, so the estimator and dev/cuda use it too. The units,
+// embedding, layers, final norm with head, are padded to multiples of P * ZERO_ALIGN and
+// cut into P equal slices, rank r owning slice r; P is the world size, 1 in stage 0. The
+// full buffer lays the padded units end to end at full_off: stages 0-2's parameters and
+// stages 0-1's gradients. The shard lays this rank's slices end to end at shard_off: the
+// optimizer state, stages 2-3's gradients, stage 3's parameters.
 #pragma once
 #include "model/model.h"
 
-// Every slice starts on a 64-byte boundary (fp32) and is a multiple of 16 elements,
-// which the GPU's vectorized optimizer kernels rely on.
-#define ZERO_ALIGN 16
+#define ZERO_ALIGN 16   // slices start 64-byte aligned, in 16s, for the GPU's vector kernels
 
 typedef struct {
     size_t numel;       // real elements of the unit
@@ -35,21 +17,16 @@ typedef struct {
     size_t full_off;    // the unit's offset in the full buffer
     size_t shard_off;   // this rank's slice's offset in the shard
     size_t resident_off;// stage 3, persistent units: offset in the resident buffer
-    int persistent;     // stage 3: small enough to stay gathered
+    int persistent;     // stage 3: small enough to stay whole, stage3_param_persistence_threshold
     int grad_slot;      // stages 2-3: the slot it owns, or -1 for one of the two alternating slots
     int last_grad_step; // the backward step after which its gradient is complete
 } ZeroUnit;
 
-typedef struct {
-    int unit;
-    size_t unit_off;    // first element, as an offset inside the padded unit
-    size_t n;
-    int decay;
-} ZeroSegment;
+// AdamW walks the shard as segments: each tensor clipped to this rank's slice
+typedef struct { int unit; size_t unit_off, n; int decay; } ZeroSegment;
 
 typedef struct {
-    // The stage is a field, not ZERO_STAGE, because the estimator plans every stage.
-    int stage, world, rank;
+    int stage, world, rank;     // a field, not ZERO_STAGE: the estimator plans every stage
     int P, part;                // partitions, and this rank's partition
     int n_units;
     ZeroUnit *u;
@@ -63,26 +40,23 @@ typedef struct {
     size_t resident_elems;      // Σ padded of the persistent units
     size_t gather_need;         // gathered elements the largest step needs at once
     size_t live_cap;            // most gathered elements alive at once
-    size_t arena_elems;         // live_cap + one unit of slack for the ring's wrap
+    size_t arena_elems;         // live_cap + the largest unit: the ring's wrap
     int *fetch_fwd, n_fetch_fwd;        // the gather order of a forward-only pass
-    int *fetch_train, n_fetch_train;    // the gather order of a forward + backward pass
-    // Stages 2-3: slots 0 and 1 alternate, so one can be reducing while the next unit
-    // computes. A unit whose gradient stays open across other units (a tied embedding)
-    // owns a slot of its own, 2, 3, ...
-    int n_slots;
+    int *fetch_train, n_fetch_train;    // the gather order of a forward and backward pass
+    int n_slots;                // stages 2-3: 0 and 1 alternate; a tied embedding owns 2
     size_t *slot_off;           // each slot's offset in the slot buffer
     size_t slot_elems;          // the slot buffer
 } ZeroPlan;
 
 static size_t zero_padded(size_t numel, int P) { return round_up(numel, (size_t)P * ZERO_ALIGN); }
 
-// Where this rank's slice of unit u starts inside the padded unit.
+// where this rank's slice of unit u starts inside the padded unit
 static size_t zero_slice_start(const ZeroPlan *p, int u) { return (size_t)p->part * p->u[u].shard; }
 
-// Where this rank's slice of unit u starts in the full buffer.
+// where this rank's slice of unit u starts in the full buffer
 static size_t zero_slice_full_off(const ZeroPlan *p, int u) { return p->u[u].full_off + zero_slice_start(p, u); }
 
-// Where a segment starts inside its unit's slice on this rank, and in the shard.
+// where a segment starts inside its unit's slice, and in the shard
 static size_t zero_seg_in_slice(const ZeroPlan *p, const ZeroSegment *sg) {
     return sg->unit_off - zero_slice_start(p, sg->unit);
 }
@@ -90,30 +64,29 @@ static size_t zero_seg_shard_off(const ZeroPlan *p, const ZeroSegment *sg) {
     return p->u[sg->unit].shard_off + zero_seg_in_slice(p, sg);
 }
 
-// The stage-3 gather order of a pass: every unit a step reads, unless it is
-// persistent or still held from the forward.
+// the stage-3 gather order of a pass: every unit a step reads, unless persistent or
+// still gathered from the forward
 static int zero_fetch_order(const ZeroPlan *p, const Schedule *S, int with_backward, int *order) {
     int n = 0;
     for (int pass = 0; pass <= with_backward; pass++) {
         const PassStep *steps = pass ? S->bwd : S->fwd;
         for (int i = 0; i < (pass ? S->n_bwd : S->n_fwd); i++)
-            for (int k = 0; k < steps[i].n_params && !steps[i].kept; k++)
+            for (int k = 0; k < steps[i].n_params && !steps[i].reuses_forward; k++)
                 if (!p->u[steps[i].params[k]].persistent) order[n++] = steps[i].params[k];
     }
     return n;
 }
 
-// Stage 3's sizes, from a walk through a training pass as the gather ring will make
-// it. Before a step runs, its units are all live, with what the forward kept; a
-// prefetch adds the next unit of the order. `need` is what must fit, `peak` what
-// prefetching uses; --max-live may cap the ring between the two.
+// Stage 3's sizes, from a walk through a training pass as the gather ring makes it: a
+// step's units live, with what the forward kept, and a prefetch adds the next unit.
+// `need` must fit, `peak` is what prefetching uses; --max-live may cap between them.
 static void zero_size_gathers(ZeroPlan *p, const Schedule *S, const TrainConfig *cfg) {
     size_t live = 0, need = 0, peak = 0, max_np = 0;
     int next = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < (pass ? S->n_bwd : S->n_fwd); i++) {
             const PassStep *s = pass ? &S->bwd[i] : &S->fwd[i];
-            for (int k = 0; k < s->n_params && !s->kept; k++) {
+            for (int k = 0; k < s->n_params && !s->reuses_forward; k++) {
                 const ZeroUnit *U = &p->u[s->params[k]];
                 if (U->persistent) continue;
                 live += U->padded;
@@ -123,21 +96,21 @@ static void zero_size_gathers(ZeroPlan *p, const Schedule *S, const TrainConfig 
                 if (live + ahead > peak) peak = live + ahead;
                 if (U->padded > max_np) max_np = U->padded;
             }
-            if (!s->keep)
+            if (!s->keep_for_backward)
                 for (int k = 0; k < s->n_params; k++)
                     if (!p->u[s->params[k]].persistent) live -= p->u[s->params[k]].padded;
         }
     p->gather_need = need;
     p->live_cap = (long long)peak < cfg->max_live_elems ? peak : (size_t)cfg->max_live_elems;
     if (p->live_cap < need) p->live_cap = need;
-    // Units are released in the order they were gathered. With that order, one unit
-    // of slack guarantees a unit fits whenever the live count allows it.
+    // Units leave in the order they came, so the free space is [h, cap) and [0, t), or
+    // [h, t) beside a wasted tail shorter than a unit. Either way, with the largest unit
+    // of slack, n contiguous elements are free whenever live + n <= live_cap.
     p->arena_elems = p->live_cap + max_np;
 }
 
-// Stages 2-3: a unit's gradient is complete after the last backward step that writes
-// it. A unit written by two steps with others between (a tied embedding: the head,
-// then the embedding) keeps its own slot; the others alternate.
+// Stages 2-3: a unit's gradient is complete after the last backward step that writes it.
+// A unit written by two steps with others between, a tied embedding, keeps its own slot.
 static void zero_plan_grad_slots(ZeroPlan *p, const Schedule *S) {
     int *first = (int *)xmalloc(sizeof(int) * p->n_units, "gradient plan");
     for (int u = 0; u < p->n_units; u++) { first[u] = -1; p->u[u].last_grad_step = -1; p->u[u].grad_slot = -1; }
@@ -163,7 +136,7 @@ static void zero_plan_grad_slots(ZeroPlan *p, const Schedule *S) {
     free(first);
 }
 
-// The plan of one stage at one world size, for one rank.
+// the plan of one stage at one world size, for one rank
 static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int stage, int world, int rank, const TrainConfig *cfg) {
     memset(p, 0, sizeof(*p));
     p->stage = stage;
@@ -188,7 +161,7 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int stage, int wo
     p->num_params = L->num_params;
     p->full_elems = full; p->shard_elems = shard; p->resident_elems = resident;
 
-    // the optimizer's segments: each tensor clipped to this rank's slice of its unit
+    // the optimizer's segments
     int cap = 0;
     for (int i = 0; i < p->n_units; i++) cap += L->units[i].n_tensors;
     p->seg = (ZeroSegment *)xcalloc(sizeof(ZeroSegment) * cap, "zero segments");

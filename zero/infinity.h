@@ -1,24 +1,12 @@
-// zero/state.h: where the state of this rank's partition lives, for both backends
-// (zero/host.h, zero/device.cuh): ZeRO-Infinity's NVMe offload (Rajbhandari et al.,
-// 2021) on top of zero/nvme_store.h.
+// zero/infinity.h: ZeRO-Infinity (Rajbhandari et al., 2021): the partition's state
+// planes in memory or in this rank's NVMe files, on top of zero/nvme_store.h.
 //
-// The partition's state is a few planes of shard_elems elements each, in shard order:
-//   ZS_MASTER  the separate fp32 master (the GPU trainer; the CPU trainer's fp16 mode)
-//   ZS_M, ZS_V AdamW's moments
-//   ZS_PARAM   stage 3: this rank's parameter shard (floatX); without a separate master
-//              (the CPU trainer in fp32) it IS the master
-// Each plane is in memory (zero/placement.h's buffers, which the backend reads and writes with its
-// own copies) or in this rank's file under a directory (nvme_optim_dir: master, m, v;
-// nvme_param_dir: the parameter shard). The CPU trainer's fp32 parameters are its master
-// and stay in memory in stages 0-2 (the forward reads them whole there): only m and v
-// move. In stage 3 --offload-param-nvme moves the shard, and so the master, too.
-//
-// The optimizer step (zero_state_adamw) walks the partition in shard order: with planes
-// on NVMe it streams them in tiles (nvme_stream_run: tile k+1 read while CPU-Adam updates
-// tile k and tile k-1 is written back), and hands the backend each piece of a segment
-// that lies in one tile, with pointers into the tiles or into memory.
-// Stage 3 reads a unit's slice of the parameter shard just before its gather, one unit
-// ahead (zero_nvme_param_read_ahead / zero_nvme_param_slice; two buffers).
+// The planes, each shard_elems long in shard order: ZS_MASTER (a separate fp32 master),
+// ZS_M and ZS_V (AdamW's moments), ZS_PARAM (stage 3's parameter shard, the master
+// itself without a separate one). --offload-nvme moves master, m and v; stage 3's
+// --offload-param-nvme moves the parameter shard. With planes on NVMe the optimizer
+// step streams them in tiles (zero_infinity_adamw), and stage 3 reads each unit's slice
+// one unit ahead of its gather, along the pass's gather order.
 #pragma once
 #include "zero/backend.h"
 #include "zero/nvme_store.h"
@@ -28,38 +16,40 @@ static const char *const ZS_NAMES[N_ZSTATE] = {"fp32 master", "m", "v", "paramet
 
 typedef struct {
     size_t elems;                // every plane's length: the shard's elements
-    void *mem[N_ZSTATE];         // a plane in memory (NULL: absent, or on NVMe)
+    void *mem[N_ZSTATE];         // a plane in memory, NULL where absent or on NVMe
     int plane[N_ZSTATE];         // its plane in the store, or -1
     size_t elem[N_ZSTATE];       // bytes per element
     int master_is_param;         // no separate master: the parameters are the master
     int open;                    // some plane is on NVMe
     NvmeStore store;
-    NvmeStream step;             // the optimizer step's pass (the planes on NVMe)
+    NvmeStream step;             // the optimizer step's pass over the planes on NVMe
     int in_step[N_ZSTATE];       // a plane's index in the step's tiles, or -1
-    // stage 3: unit slices of the parameter shard, read one ahead of their gather
+    // stage 3: unit slices of the parameter shard, read one ahead along the gather order
     char *pbuf[2];
     NvmeJob pjob[2];
     size_t poff[2], pn[2];
-    int pstate[2];               // 0: free, 1: being read, 2: read (its data may still be in use)
+    int pstate[2];               // 0: free, 1: being read, 2: read, its data may be in use
     void *pdata[2];
     int pnext;                   // the buffer the next read takes
-    // the optimizer step's share of the I/O, and its time, since zero_nvme_take_stats
-    NvmeStats step_io, last;
+    const ZeroPlan *plan;
+    const int *order;            // the pass's gather order
+    int n_order, pos;            // pos: the unit read ahead last
+    NvmeStats step_io, last;     // the optimizer step's I/O and time since zero_infinity_take_stats
     double step_s;
     int steps;
-} ZeroNvme;
+} ZeroInfinity;
 
-// What the NVMe path asks for, from the flags and config (zero/placement.h's buffer table and zb_state_init).
-typedef struct {
+// What goes to NVMe, from the flags: zero/placement.h's buffer table uses it too.
+struct ZeroInfinityPlan {
     int on[N_ZSTATE];            // plane on NVMe
     size_t elem[N_ZSTATE];
-    size_t elems, max_slice;     // the shard; the largest unit slice (stage 3's reads)
-    size_t tile;                 // the step's tile (elements)
+    size_t elems, max_slice;     // the shard; the largest unit slice, stage 3's reads
+    size_t tile;                 // the step's tile, in elements
     int slots;
-} ZeroNvmePlan;
+};
 
-static ZeroNvmePlan zero_nvme_plan(const TrainConfig *cfg, int stage, int separate_master, size_t x, size_t elems, size_t max_slice) {
-    ZeroNvmePlan q;
+static ZeroInfinityPlan zero_infinity_plan(const TrainConfig *cfg, int stage, int separate_master, size_t x, size_t elems, size_t max_slice) {
+    ZeroInfinityPlan q;
     memset(&q, 0, sizeof(q));
     int optim = cfg->nvme_optim_dir[0] != 0, param = stage == 3 && cfg->nvme_param_dir[0] != 0;
     q.on[ZS_MASTER] = optim && separate_master;
@@ -73,27 +63,26 @@ static ZeroNvmePlan zero_nvme_plan(const TrainConfig *cfg, int stage, int separa
     return q;
 }
 
-static int zero_nvme_any(const ZeroNvmePlan *q) { return q->on[ZS_M] || q->on[ZS_PARAM]; }
+static int zero_infinity_any(const ZeroInfinityPlan *q) { return q->on[ZS_M] || q->on[ZS_PARAM]; }
 
-// The memory the NVMe path uses, in one block: the step's tiles (slots x the planes on
-// NVMe), stage 3's two unit buffers, nvme_rw's staging, and alignment slack.
-static size_t zero_nvme_buffer_bytes(const ZeroNvmePlan *q) {
-    if (!zero_nvme_any(q)) return 0;
+// The memory the NVMe path uses, in one block: the step's tiles for each plane on NVMe,
+// stage 3's two unit buffers, nvme_rw's staging, and alignment slack.
+static size_t zero_infinity_buffer_bytes(const ZeroInfinityPlan *q) {
+    if (!zero_infinity_any(q)) return 0;
     size_t per_tile = 0;
     for (int k = 0; k < N_ZSTATE; k++) if (q->on[k]) per_tile += nvme_round(q->tile * q->elem[k]);
     size_t unit = q->on[ZS_PARAM] ? 2 * nvme_span_bytes(q->elem[ZS_PARAM], q->max_slice) : 0;
     return per_tile * (size_t)q->slots + unit + NVME_BOUNCE_BYTES + NVME_ALIGN;
 }
 
-static AioSettings zero_nvme_aio(const TrainConfig *cfg) {
+static AioSettings zero_infinity_aio(const TrainConfig *cfg) {
     return (AioSettings){cfg->aio_block_size, cfg->aio_queue_depth, cfg->aio_thread_count, cfg->aio_single_submit,
                          cfg->aio_overlap_events};
 }
 
-// Opens the store for the planes q puts on NVMe (mem: the others' memory, NULL where
-// absent); buffers: zero_nvme_buffer_bytes of memory. Collective: a failure on any rank
-// stops every rank with the failing rank's line. Rank 0 says where the files are (say).
-static void zero_nvme_open(ZeroNvme *st, const ZeroNvmePlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
+// Opens the store for the planes q puts on NVMe; mem holds the others. Collective: a
+// failure on any rank stops every rank with its line.
+static void zero_infinity_open(ZeroInfinity *st, const ZeroInfinityPlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
                            void *buffers, Comm *comm, int say) {
     memset(st, 0, sizeof(*st));
     st->elems = q->elems;
@@ -104,12 +93,12 @@ static void zero_nvme_open(ZeroNvme *st, const ZeroNvmePlan *q, void *const *mem
         st->in_step[k] = -1;
         st->elem[k] = q->elem[k];
     }
-    if (!zero_nvme_any(q)) return;
+    if (!zero_infinity_any(q)) return;
     if (q->on[ZS_PARAM] && cfg->nvme_param_buffer_size > 0 && (size_t)cfg->nvme_param_buffer_size < q->max_slice)
         fatal("%s: zero_optimization.offload_param.buffer_size: %lld elements cannot hold this run's largest unit slice per rank "
               "(%zu elements): raise it, or leave it out", cfg->config_path, cfg->nvme_param_buffer_size, q->max_slice);
     st->open = 1;
-    AioSettings aio = zero_nvme_aio(cfg);
+    AioSettings aio = zero_infinity_aio(cfg);
     nvme_store_init(&st->store, &aio);
     char name[128];
     int fo = -1, fp = -1;
@@ -158,66 +147,65 @@ static void zero_nvme_open(ZeroNvme *st, const ZeroNvmePlan *q, void *const *mem
            st->store.engine);
 }
 
-// Stage 3: the reads of unit slices still in flight are waited for and forgotten (before
-// the parameter shard is written).
-static void zero_nvme_param_drop(ZeroNvme *st) {
+// Stage 3: the reads still in flight are waited for and forgotten, before the shard is written.
+static void zero_infinity_param_drop(ZeroInfinity *st) {
     for (int i = 0; i < 2; i++) {
         if (st->pstate[i] == 1) nvme_wait(&st->store, &st->pjob[i]);
         st->pstate[i] = 0;
     }
 }
 
-static void zero_nvme_close(ZeroNvme *st) {
+static void zero_infinity_close(ZeroInfinity *st) {
     if (!st->open) return;
-    zero_nvme_param_drop(st);
+    zero_infinity_param_drop(st);
     nvme_stream_free(&st->step);
     nvme_store_close(&st->store);
     st->open = 0;
 }
 
-// n elements of plane k from shard offset off, to or from host memory (the plane is on NVMe)
-static void zero_nvme_rw(ZeroNvme *st, int k, size_t off, size_t n, void *host, int write) {
-    if (write && k == ZS_PARAM) zero_nvme_param_drop(st);
+// n elements of plane k, on NVMe, from shard offset off to or from host memory
+static void zero_infinity_rw(ZeroInfinity *st, int k, size_t off, size_t n, void *host, int write) {
+    if (write && k == ZS_PARAM) zero_infinity_param_drop(st);
     nvme_rw(&st->store, st->plane[k], off, n, host, write);
 }
 
 // ----------------------------------------------------------------------------
-// the optimizer step: the partition's segments in shard order
+// the optimizer step, streamed: the segments in shard order, tile by tile
 
-// One piece of a segment, its elements [at, at + n), that lies in one tile, with the master,
-// m, v and parameters where the piece is now. param_in_tile: the parameters are a tile of the
-// NVMe parameter shard in host memory, not the working parameters.
+// One piece of segment s, its elements [at, at + n), with its state where it is now:
+// in memory or in the step's tiles. param_in_tile: the parameters are a tile of the
+// NVMe parameter shard, not the working parameters.
 typedef void (*ZeroAdamPiece)(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
                               floatX *param, int param_in_tile);
 
-typedef struct { ZeroNvme *st; const ZeroAdamSeg *seg; int n_seg, next; ZeroAdamPiece piece; void *ctx; } ZeroAdamWalk;
+typedef struct { ZeroInfinity *st; const ZeroAdamSeg *seg; int n_seg, next; ZeroAdamPiece piece; void *ctx; } ZeroAdamWalk;
 
-// plane k at shard offset so: in the tile that starts at tile_off, or in memory
-static char *zero_state_at(const ZeroNvme *st, int k, size_t so, void *const *tile, size_t tile_off) {
-    if (st->in_step[k] >= 0) return (char *)tile[st->in_step[k]] + (so - tile_off) * st->elem[k];
-    return st->mem[k] ? (char *)st->mem[k] + so * st->elem[k] : NULL;
+// plane k at shard offset so, in the tiles that start at shard offset tile_off
+static void *zero_tile_at(const ZeroInfinity *st, int k, size_t so, void *const *tile, size_t tile_off) {
+    return (char *)tile[st->in_step[k]] + (so - tile_off) * st->elem[k];
 }
 
 static void zero_adam_tile(size_t off, size_t n, void *const *tile, void *ctx) {
     ZeroAdamWalk *w = (ZeroAdamWalk *)ctx;
-    const ZeroNvme *st = w->st;
-    while (w->next < w->n_seg && w->seg[w->next].so + w->seg[w->next].n <= off) w->next++;
-    for (int i = w->next; i < w->n_seg && w->seg[i].so < off + n; i++) {
+    const ZeroInfinity *st = w->st;
+    while (w->next < w->n_seg && w->seg[w->next].shard_off + w->seg[w->next].n <= off) w->next++;
+    for (int i = w->next; i < w->n_seg && w->seg[i].shard_off < off + n; i++) {
         const ZeroAdamSeg *s = &w->seg[i];
-        size_t a = s->so > off ? s->so : off, b = s->so + s->n < off + n ? s->so + s->n : off + n;
-        floatX *param = s->param ? s->param + (a - s->so) : (floatX *)zero_state_at(st, ZS_PARAM, a, tile, off);
-        float *master = st->master_is_param ? (float *)param : (float *)zero_state_at(st, ZS_MASTER, a, tile, off);
-        w->piece(w->ctx, s, a - s->so, b - a, master, (float *)zero_state_at(st, ZS_M, a, tile, off),
-                 (float *)zero_state_at(st, ZS_V, a, tile, off), param, !s->param);
+        size_t a = s->shard_off > off ? s->shard_off : off, b = s->shard_off + s->n < off + n ? s->shard_off + s->n : off + n;
+        size_t d = a - s->shard_off;
+        floatX *param = s->param ? s->param + d : (floatX *)zero_tile_at(st, ZS_PARAM, a, tile, off);
+        float *master = s->master ? s->master + d : st->master_is_param ? (float *)param : (float *)zero_tile_at(st, ZS_MASTER, a, tile, off);
+        float *m = s->m ? s->m + d : (float *)zero_tile_at(st, ZS_M, a, tile, off);
+        float *v = s->v ? s->v + d : (float *)zero_tile_at(st, ZS_V, a, tile, off);
+        w->piece(w->ctx, s, d, b - a, master, m, v, param, !s->param);
     }
 }
 
-// AdamW over the partition, piece by piece. seg is in shard order; a segment whose param
-// is NULL has its parameters in the NVMe shard. With everything in memory a piece is a segment.
-static void zero_state_adamw(ZeroNvme *st, const ZeroAdamSeg *seg, int n_seg, ZeroAdamPiece piece, void *ctx) {
+// AdamW over the partition with planes on NVMe: tile k+1 is read while tile k is
+// updated and tile k-1 written back. A NULL pointer in a segment: that state is in the tiles.
+static void zero_infinity_adamw(ZeroInfinity *st, const ZeroAdamSeg *seg, int n_seg, ZeroAdamPiece piece, void *ctx) {
     ZeroAdamWalk w = {st, seg, n_seg, 0, piece, ctx};
-    if (!st->open) { zero_adam_tile(0, st->elems, NULL, &w); return; }
-    zero_nvme_param_drop(st);   // (reads of the parameters the step replaces)
+    zero_infinity_param_drop(st);   // reads of the parameters the step replaces
     double t0 = wall_time();
     NvmeStats a = nvme_stats(&st->store);
     nvme_stream_run(&st->store, &st->step, st->elems, zero_adam_tile, &w);
@@ -233,10 +221,10 @@ static void zero_state_adamw(ZeroNvme *st, const ZeroAdamSeg *seg, int n_seg, Ze
 // ----------------------------------------------------------------------------
 // stage 3: unit slices of the parameter shard, one ahead of their gather
 
-// the buffer the next read takes (the GPU makes sure its last copy out of it is done)
-static int zero_nvme_param_next(const ZeroNvme *st) { return st->pnext; }
+// the buffer the next read takes: the GPU first waits until its last copy out is done
+static int zero_infinity_param_next(const ZeroInfinity *st) { return st->pnext; }
 
-static void zero_nvme_param_read_ahead(ZeroNvme *st, size_t off, size_t n) {
+static void zero_infinity_read_ahead(ZeroInfinity *st, size_t off, size_t n) {
     int k = st->pnext;
     if (st->pstate[k] == 1) nvme_wait(&st->store, &st->pjob[k]);   // a read nobody took
     st->pdata[k] = nvme_read_start(&st->store, &st->pjob[k], st->plane[ZS_PARAM], off, n, st->pbuf[k]);
@@ -245,8 +233,8 @@ static void zero_nvme_param_read_ahead(ZeroNvme *st, size_t off, size_t n) {
 }
 
 // Elements [off, off + n) of the parameter shard in host memory: the read started for
-// them, or one now. *buffer: which buffer holds them (valid until a later read takes it).
-static const void *zero_nvme_param_slice(ZeroNvme *st, size_t off, size_t n, int *buffer) {
+// them, or one now. *buffer: the buffer that holds them until a later read takes it.
+static const void *zero_infinity_param_slice(ZeroInfinity *st, size_t off, size_t n, int *buffer) {
     for (int k = 0; k < 2; k++)
         if (st->pstate[k] == 1 && st->poff[k] == off && st->pn[k] == n) {
             nvme_wait(&st->store, &st->pjob[k]);
@@ -254,14 +242,26 @@ static const void *zero_nvme_param_slice(ZeroNvme *st, size_t off, size_t n, int
             *buffer = k;
             return st->pdata[k];
         }
-    zero_nvme_param_read_ahead(st, off, n);
-    return zero_nvme_param_slice(st, off, n, buffer);
+    zero_infinity_read_ahead(st, off, n);
+    return zero_infinity_param_slice(st, off, n, buffer);
 }
 
-// The I/O since the last call: the optimizer step's (bytes, busy and wait time, the
-// pass's wall time) and everything else's (stage-3 reads, checkpoints). Returns 0 without NVMe.
-typedef struct { NvmeStats step, other; double step_s; int steps; } ZeroNvmeStats;
-static int zero_nvme_take_stats(ZeroNvme *st, ZeroNvmeStats *out) {
+// A pass starts: its gather order, and its first unit to read ahead.
+static const ZeroUnit *zero_infinity_pass_begin(ZeroInfinity *st, const ZeroPlan *p, const int *order, int n) {
+    st->plan = p; st->order = order; st->n_order = n; st->pos = 0;
+    return n > 0 ? &p->u[order[0]] : NULL;
+}
+// The slice at shard offset off was taken: the next unit of the order to read ahead, if
+// that slice was the one read ahead last. Persistent units are not in the order.
+static const ZeroUnit *zero_infinity_next(ZeroInfinity *st, size_t off) {
+    if (!st->order || st->pos >= st->n_order || st->plan->u[st->order[st->pos]].shard_off != off) return NULL;
+    return ++st->pos < st->n_order ? &st->plan->u[st->order[st->pos]] : NULL;
+}
+
+// The I/O since the last call: the optimizer step's, with its busy, wait and wall time,
+// and everything else's: stage 3's reads, checkpoints. Returns 0 without NVMe.
+struct ZeroNvmeStats { NvmeStats step, other; double step_s; int steps; };
+static int zero_infinity_take_stats(ZeroInfinity *st, ZeroNvmeStats *out) {
     if (!st->open) return 0;
     NvmeStats now = nvme_stats(&st->store), *last = &st->last;
     out->step = st->step_io;

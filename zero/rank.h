@@ -1,0 +1,135 @@
+// zero/rank.h: what one rank holds, the Zero struct, and zero_init, which allocates its
+// buffers from zero/placement.h's table. Every pointer is one allocation of the table.
+#pragma once
+#include "zero/placement.h"
+#ifdef __CUDACC__
+#include "zero/device.cuh"
+#else
+#include "zero/host.h"
+#endif
+
+#define ZERO_RING_SLOTS 8   // stage 3: the gather ring's entries, the most units gathered at once
+
+typedef struct {
+    ZeroPlan plan;
+    ZeroPlacement place;
+    ZeroBackend be;             // the backend's own state
+    Comm *comm;
+    const ModelLayout *layout;
+    const TrainConfig *cfg;
+    size_t mem[N_MEM], host_mem[N_MEM], nvme_mem[N_MEM];   // bytes by kind: working memory, pinned host, NVMe
+    // the model states
+    floatX *params;             // stages 0-2: the full buffer; stage 3: this rank's shard
+    float *master;              // separate_master: the fp32 master of this rank's partition
+    floatX *resident;           // stage 3: the persistent units, whole
+    floatX *grads;              // stages 0-1: the full gradients, accumulated over micro-steps
+    float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
+    float *opt_m, *opt_v;       // AdamW's moments of this rank's partition
+    // working buffers
+    floatX *arena;              // stage 3: the gather ring's memory
+    floatX *grad_slots;         // stages 2-3: full gradients of units in backward, at plan.slot_off
+    floatX *rs_scratch;         // stages 2-3: where a unit's reduced slice lands
+    void *nvme_buffers;         // ZeRO-Infinity: the step's tiles and stage 3's unit reads
+    uint32_t *decay_mask;       // the lean AdamW's weight-decay bits
+    floatX *hpz_params;         // ZeRO++ hpZ: the secondary partition, unit u at hpz_off[u]
+    size_t *hpz_off;
+    uint8_t *zpp_staging;       // ZeRO++: quantized messages and qgZ's sums
+    ZeroAdamSeg *adam_seg;      // the optimizer step's segments
+    int lean;                   // what the backend runs lean, LEAN_*; -1: not asked yet
+    // what the trainer's views read: a unit's parameters while fetched, its gradient while open
+    floatX **unit_params, **unit_grads;
+    int *unit_slot;             // stages 2-3: the slot each open gradient uses
+    int slot_next;              // stages 2-3: the alternating slot the next unit takes
+    CommRequest *grad_reduce;   // stages 0-1: each unit's reduction at the boundary
+    unsigned char *grad_reducing;   // stages 0-1: started and not yet waited for
+    int reduced_in_backward;    // units whose reduction the last backward started
+    // the pass in progress
+    int training;               // forward and backward
+    int micro;                  // the micro-step within the step
+    const int *order; int n_order, cursor;   // stage 3: the gather order, the next unit to fetch
+    struct { int unit; size_t off, n; CommRequest req; } ring[ZERO_RING_SLOTS];
+    int ring_head, ring_count;  // stage 3: the gathered units, oldest first
+    size_t live, peak_live;     // stage 3: gathered elements
+    void (*grads_observer)(void *ctx, int unit, const floatX *g);   // tests: each full gradient
+    void *observer_ctx;
+} Zero;
+
+static void *zero_alloc(Zero *z, int kind, size_t bytes, int where) {
+    (where == ZMEM_HOST ? z->host_mem : z->mem)[kind] += bytes;
+    return zb_alloc(&z->be, bytes, where, MEM_NAMES[kind]);
+}
+
+// The address each buffer of the table is kept at.
+static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, void **staging_params) {
+    void **p[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
+                        (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
+                        (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
+                        (void **)&z->hpz_params, (void **)&z->zpp_staging, staging_grad, staging_params};
+    memcpy(ptr, p, sizeof(p));
+}
+
+static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Comm *comm) {
+    memset(z, 0, sizeof(*z));
+    z->comm = comm; z->layout = L; z->cfg = cfg;
+    zero_plan_build(&z->plan, L, ZERO_STAGE, comm->world, comm->rank, cfg);
+    const ZeroPlan *p = &z->plan;
+    if ((long long)p->gather_need > cfg->max_live_elems)
+        fatal("--max-live %lld is too small: stage 3 must hold %zu gathered elements at once (the largest step's units)",
+              cfg->max_live_elems, p->gather_need);
+    z->place = zero_placement(p, cfg, TRAINER_IS_GPU, sizeof(floatX));
+    zero_zpp_check(&z->place, &z->plan, comm, cfg);
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, p, sizeof(floatX), &z->place);
+    void *staging_grad = NULL, *staging_params = NULL, **ptr[N_ZBUF];
+    zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
+    for (int i = 0; i < N_ZBUF; i++) {   // a buffer placed on NVMe is a plane of this rank's files
+        if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;
+        else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
+    }
+    zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
+    // the partition's state planes by shard offset: the buffers above, or NVMe
+    void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
+    zb_state_init(&z->be, &z->place.nvme, planes, z->place.separate_master, cfg, z->nvme_buffers, comm->rank == 0 && !cfg->quiet);
+    z->adam_seg = (ZeroAdamSeg *)xmalloc(sizeof(ZeroAdamSeg) * (p->n_seg + 1), "optimizer segments");
+    z->lean = -1;
+
+    z->unit_params = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
+    z->unit_grads = (floatX **)xcalloc(sizeof(floatX *) * p->n_units, "unit views");
+    z->unit_slot = (int *)xcalloc(sizeof(int) * p->n_units, "unit views");
+    z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
+    z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
+    z->hpz_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "hpZ offsets");
+    for (int i = 0; i < p->n_units; i++)
+        z->hpz_off[i + 1] = z->hpz_off[i] + (z->place.hpz && !p->u[i].persistent ? p->u[i].padded / z->place.hpz : 0);
+    // parameters that never move: stages 0-2, stage 3's persistent units, a whole shard
+    for (int i = 0; i < p->n_units; i++)
+        z->unit_params[i] = ZERO_STAGE <= 2 ? z->params + p->u[i].full_off
+                          : z->place.whole ? z->params + p->u[i].shard_off
+                          : p->u[i].persistent ? z->resident + p->u[i].resident_off : NULL;
+}
+
+static void zero_free(Zero *z) {
+    ZeroBuffer b[N_ZBUF];
+    zero_buffers(b, &z->plan, sizeof(floatX), &z->place);
+    zb_destroy(&z->be);
+    void *staging_grad, *staging_params, **ptr[N_ZBUF];
+    zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
+    for (int i = 0; i < ZBUF_STAGING_GRAD; i++) zb_free(&z->be, *ptr[i], b[i].where);
+    free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
+    free(z->grad_reduce); free(z->grad_reducing); free(z->hpz_off);
+    zero_plan_free(&z->plan);
+}
+
+// This rank's slice of unit u in the working parameters; NULL where they are on NVMe.
+static floatX *zero_param_slice(Zero *z, int u) {
+    if (!z->params) return NULL;
+    return z->params + (ZERO_STAGE <= 2 ? zero_slice_full_off(&z->plan, u) : z->plan.u[u].shard_off);
+}
+// This rank's slice of unit u in the reduced gradient.
+static zgrad_t *zero_grad_slice(Zero *z, int u) {
+#if ZERO_STAGE <= 1
+    return z->grads + zero_slice_full_off(&z->plan, u);
+#else
+    return z->grad_shard + z->plan.u[u].shard_off;
+#endif
+}

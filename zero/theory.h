@@ -1,0 +1,73 @@
+// zero/theory.h: the paper's bytes beside the plan: what each model state costs a rank at
+// a stage, and what one step communicates, derived from the plan zero.h runs. The reports,
+// train/zero_report.h, print them beside what was allocated and counted.
+#pragma once
+#include "zero/placement.h"
+
+// Bytes per parameter of each model state: the CPU trainer in fp32 4, 4, 8, the master being
+// the parameter; in fp16 4, 4, 12 with a separate master; the GPU 2, 2 or 4 from stage 2, 12.
+typedef struct { double param, grad, optim; } ZeroBytesPerParam;
+
+static ZeroBytesPerParam zero_bytes_per_param(int separate_master) {
+    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (separate_master ? 4 : 0)};
+}
+
+// the paper's formula for one model state at a stage and world size, for psi parameters
+static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroBytesPerParam b) {
+    double N = world;
+    switch (kind) {
+    case MEM_PARAMS: return stage >= 3 ? b.param * psi / N : b.param * psi;
+    case MEM_GRADS:  return stage >= 2 ? b.grad * psi / N : b.grad * psi;
+    case MEM_OPTIM:  return stage >= 1 ? b.optim * psi / N : b.optim * psi;
+    default: return 0;
+    }
+}
+
+// The bytes one step should communicate with K micro-steps, counted as comm/comm.h counts
+// them: by collective, and inside a node or across nodes. Stage 3 follows the gather order
+// of a training pass, and ZeRO++'s quantized messages include their scales.
+typedef struct { double total[N_COLL], intra[N_COLL], cross[N_COLL]; } CommTheory;
+
+static void theory_add(CommTheory *t, const Comm *c, CollKind k, double bytes, CommScope scope) {
+    t->total[k] += bytes;
+    (scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1) ? t->cross : t->intra)[k] += bytes;
+}
+
+static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, const Comm *c, int K) {
+    double eb = sizeof(floatX), psi = (double)p->full_elems * eb;   // the padded model
+    CommTheory t;
+    memset(&t, 0, sizeof(t));
+    theory_add(&t, c, COLL_ALL_REDUCE, 2 * 4, SCOPE_WORLD);                   // the mean loss
+    theory_add(&t, c, COLL_ALL_REDUCE, ZERO_STAGE == 0 ? 2 * psi : 2 * 8, SCOPE_WORLD);   // the gradients, or the norm
+#if ZERO_STAGE == 1 || ZERO_STAGE == 2
+    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step
+    theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : K * psi, SCOPE_WORLD);
+    theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
+#elif ZERO_STAGE == 3
+    // each micro-step's gather order; persistent units once, after the step
+    for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
+        const ZeroUnit *U = &p->u[p->fetch_train[i]];
+        int backward = i >= p->n_fetch_fwd;
+        if (pl->hpz && backward) theory_add(&t, c, COLL_ALL_GATHER, K * (double)U->padded * eb, SCOPE_NODE);
+        else theory_add(&t, c, COLL_ALL_GATHER, K * (pl->qw ? (double)p->P * zq_bytes(U->shard, 8) : (double)U->padded * eb), SCOPE_WORLD);
+    }
+    for (int i = 0; i < p->n_units && !pl->whole; i++) if (p->u[i].persistent) theory_add(&t, c, COLL_ALL_GATHER, (double)p->u[i].padded * eb, SCOPE_WORLD);
+    for (int i = 0; i < p->n_units; i++) {
+        const ZeroUnit *U = &p->u[i];
+        if (!pl->qg) { theory_add(&t, c, COLL_REDUCE_SCATTER, K * (double)U->padded * eb, SCOPE_WORLD); continue; }
+        if (c->node_size > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)p->P * zq_bytes(U->shard, 4), SCOPE_NODE);   // hop 1
+        if (c->n_nodes > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)c->n_nodes * zq_bytes(U->shard, 4), SCOPE_ACROSS);   // hop 2
+    }
+#endif
+    return t;
+}
+
+// The ZeRO++ paper's cross-node bytes of a rank per step, M = eΨ, no padding or scales:
+// 3M per micro-step for ZeRO-3; qwZ a byte per parameter, hpZ's backward 0, qgZ M/(4L).
+static double zero_paper_cross_bytes(const ZeroPlan *p, const ZeroPlacement *pl, const Comm *c, int K) {
+    if (ZERO_STAGE != 3 || c->n_nodes < 2) return 0;
+    double psi = (double)p->num_params, e = sizeof(floatX);
+    double fwd = pl->qw ? psi : psi * e, bwd = pl->hpz ? 0 : fwd;
+    double grads = pl->qg ? psi / 2 / (c->node_size > 0 ? c->node_size : 1) : psi * e;
+    return K * (fwd + bwd + grads);
+}
