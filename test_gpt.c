@@ -4,23 +4,69 @@ test_gpt.c: the CPU trainer against the PyTorch reference, llm.c style.
     ./test_gpt_cpu --state DEBUG_STATE --init MODEL_FILE [trainer flags for the model]
 
 The debug state (docs/model.md) holds one batch, the reference's logits, loss,
-every parameter's gradient, and the losses of 10 AdamW steps on that batch.
-We start from the same model file and compare all of it, per tensor, reporting
-the max absolute and relative error. Exit 0 only if everything is within the
-fp32 tolerances below.
+every parameter's gradient, and the losses of 10 AdamW steps on that batch;
+beside it, DEBUG_STATE.params holds the parameters after those steps and
+DEBUG_STATE.decay which tensors the reference decayed (nanoGPT's groups: every
+tensor of 2 or more dimensions). We start from the same model file and compare
+all of it, per tensor, reporting the max absolute and relative error: a tensor
+decayed by mistake, or not, shows in its own final parameters long before the
+loss moves. Exit 0 only if everything is within the fp32 tolerances below.
 */
 #define TESTING
 #include "train_gpt.c"
 
 #include "tests/debug_state.h"
 
+// After the steps: every tensor's parameters against the reference's, and its decay flag
+// against the reference's group. Returns the failed checks.
+static int compare_final(GPT *m, const char *state_path, double tol) {
+    const ModelLayout *L = &m->layout;
+    char path[1100], name[64];
+    snprintf(path, sizeof(path), "%s.params", state_path);
+    FILE *f = fopen_or_die(path, "rb");
+    float *ref = (float *)xmalloc(4 * L->num_params, "final parameters");
+    fread_or_die(ref, 4, L->num_params, f, path, "parameters");
+    fclose(f);
+    snprintf(path, sizeof(path), "%s.decay", state_path);
+    f = fopen_or_die(path, "r");
+    int fails = 0, n_decay = 0;
+    double worst = 0;
+    for (int ui = 0; ui < L->n_units; ui++) {
+        const UnitSpec *u = &L->units[ui];
+        const float *p = m->zero.params + m->zero.plan.u[ui].full_off;
+        for (int k = 0; k < u->n_tensors; k++) {
+            const TensorSpec *t = &u->t[k];
+            char ref_name[64];
+            int ref_decay;
+            snprintf(name, sizeof(name), "%s.%s", u->name, t->name);
+            if (fscanf(f, "%63s %d", ref_name, &ref_decay) != 2 || strcmp(ref_name, name) != 0)
+                fatal("%s: expected the line of tensor %s", path, name);
+            n_decay += ref_decay;
+            if (t->decay != ref_decay) {
+                printf("  decay %-16s zeroc %d, the reference's group %d  FAIL\n", name, t->decay, ref_decay);
+                fails++;
+            }
+            Err e = compare(p + t->offset, ref + u->flat_offset + t->offset, t->numel, 0, 0, 0);
+            int ok = e.rel <= tol;
+            fails += !ok;
+            if (e.rel > worst) worst = e.rel;
+            printf("  final %-16s max abs %.3e  rel %.3e  %s\n", name, e.max_abs, e.rel, ok ? "ok" : "FAIL");
+        }
+    }
+    fclose(f);
+    free(ref);
+    printf("  final parameters: worst rel error %.3e (tolerance %.0e); %d tensors decayed, as in the reference's groups%s\n",
+           worst, tol, n_decay, fails ? " (see FAIL)" : "");
+    return fails;
+}
+
 int main(int argc, char **argv) {
     const char *state_path = NULL;
-    const char *tol_names[] = {"logits", "loss", "grad"};
-    double tols[] = {1e-5, 1e-5, 1e-5};   // fp32 against fp32: float rounding
+    const char *tol_names[] = {"logits", "loss", "grad", "param"};
+    double tols[] = {1e-5, 1e-5, 1e-5, 1e-5};   // fp32 against fp32: float rounding
     int nrest;
-    char **rest = test_split_args(argc, argv, &state_path, tol_names, tols, 3, &nrest);
-    double tol_logits = tols[0], tol_loss = tols[1], tol_grad = tols[2];
+    char **rest = test_split_args(argc, argv, &state_path, tol_names, tols, 4, &nrest);
+    double tol_logits = tols[0], tol_loss = tols[1], tol_grad = tols[2], tol_param = tols[3];
     if (!state_path) fatal("usage: test_gpt_cpu --state FILE --init MODEL [model flags]");
     Comm comm;
     comm_init(&comm, &argc, &argv);
@@ -93,12 +139,15 @@ int main(int argc, char **argv) {
         gpt_backward(&m, targets, 1.0f);
         ZeroOptim o = {tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay, s + 1};
         zero_step_reduce(&m.zero);   // the step as train/loop.h makes it, without the guard
-        zero_step_update(&m.zero, &o, zero_clip_coef(tc.grad_clip, zero_global_norm(&m.zero)));
+        float norm = zero_global_norm(&m.zero), coef = zero_clip_coef(tc.grad_clip, norm);
+        zero_step_update(&m.zero, &o, coef);
         double d = fabs(l - ref_losses[s]) / fabs(ref_losses[s]);
         if (d > worst_step) worst_step = d;
         ok = d <= tol_loss; fails += !ok;
-        printf("  step %2d loss %.7f vs %.7f  rel %.3e  %s\n", s + 1, l, ref_losses[s], d, ok ? "ok" : "FAIL");
+        printf("  step %2d loss %.7f vs %.7f  rel %.3e  norm %.4f%s  %s\n", s + 1, l, ref_losses[s], d, norm,
+               coef < 1 ? " clipped" : "", ok ? "ok" : "FAIL");
     }
+    fails += compare_final(&m, state_path, tol_param);
     printf("%s: %d check%s failed (worst step-loss rel error %.3e)\n", fails ? "FAIL" : "PASS", fails, fails == 1 ? "" : "s", worst_step);
     gpt_free(&m);
     comm_finalize(&comm);

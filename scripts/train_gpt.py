@@ -606,8 +606,8 @@ class TensorSpec:
 
     @property
     def shape(self):
-        # 2-D tensors as [rows, cols]; 1-D tensors (rows == 1, decay 0) as [cols]
-        return (self.rows, self.cols) if self.decay else (self.numel,)
+        # 2-D tensors as [rows, cols]; 1-D tensors (rows == 1) as [cols]
+        return (self.rows, self.cols) if self.rows > 1 else (self.numel,)
 
 
 def build_layout(c):
@@ -1541,8 +1541,10 @@ class HFModel(Model):
 
 
 def make_optimizer(model, c, lr):
-    decay = [p for p, t in zip(model.params, model.tensors) if t.decay]
-    no_decay = [p for p, t in zip(model.params, model.tensors) if not t.decay]
+    # nanoGPT's parameter groups: every tensor of 2 or more dimensions decays (matrices and
+    # embeddings), biases and norms do not; test_gpt.c checks zeroc's decay flags against them
+    decay = [p for p in model.params if p.dim() >= 2]
+    no_decay = [p for p in model.params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": c.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     # adam_w_mode 0: DeepSpeed's Adam with L2 weight decay (added to the gradient) == torch.optim.Adam
     adam = torch.optim.AdamW if c.adam_w_mode else torch.optim.Adam
@@ -1616,6 +1618,10 @@ def write_debug_state(c, model, loader, device, log):
     write_atomic(c.debug_state, [h.tobytes(), x.astype("<i4").tobytes(), y.astype("<i4").tobytes(),
                                  logits_np.tobytes(), np.array([loss0], "<f4").tobytes(), grads.tobytes(),
                                  np.array(losses, "<f4").tobytes()])
+    # beside it: the parameters after the steps, and which tensors decayed (test_gpt.c compares both per tensor)
+    write_atomic(c.debug_state + ".params", [model.flat().astype("<f4").tobytes()])
+    groups = "".join("%s %d\n" % (t.full_name, p.dim() >= 2) for t, p in zip(model.tensors, model.params))
+    write_atomic(c.debug_state + ".decay", [groups.encode()])
     log("wrote %s: B %d, T %d, Vp %d, %d params, loss %.6f" % (c.debug_state, Bt, T, c.model.padded_vocab,
                                                                 model.num_params, float(loss0)))
 

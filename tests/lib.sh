@@ -65,6 +65,21 @@ sys.exit(0 if len(a) == len(b) == n and d <= tol else 1)
 PYEOF
 }
 
+# same_samples UNBROKEN.jsonl RESUMED.jsonl: every --sample-every sample the resumed run logged (token ids,
+# drawn at temperature 1 from the sampling RNG, which the checkpoint carries) equals the unbroken run's
+# of the same step; at least one. Prints how many.
+same_samples() {
+    $PY - "$@" <<'PYEOF'
+import json, sys
+def samples(path):
+    return {r["step"]: r["tokens"] for r in map(json.loads, open(path)) if r.get("type") == "sample"}
+a, b = samples(sys.argv[1]), samples(sys.argv[2])
+same = [s for s in b if a.get(s) == b[s]]
+print(f"       samples of the resumed run at steps {sorted(b)}: {len(same)} equal the unbroken run's")
+sys.exit(0 if b and len(same) == len(b) else 1)
+PYEOF
+}
+
 # wait_train_steps LOG N [PID]: until the JSONL log LOG has N train records (60 s at most;
 # returns 1 sooner if process PID is gone)
 wait_train_steps() {

@@ -8,13 +8,20 @@ make_shard "$TMP/train.bin" 50000 250
 for arch in gpt2 llama; do
     M="--arch $arch --preset tiny --dim 48 --heads 4 --ffn 100 --vocab 250 --max-seq 32 --seq 32"
     [ $arch = llama ] && M="$M --kv-heads 2"
-    echo "== $arch: C vs PyTorch on one batch and 10 AdamW steps"
+    # clipping active on some of the 10 steps and not on others, so that the clip coefficient is compared
+    CLIP=1.0; [ $arch = llama ] && CLIP=0.9
+    # eps 1e-4: with 1e-8, an element whose gradient is float noise (the key bias's is exactly zero) moves by
+    # +-lr on its sign, so final parameters would agree only to ~1e-4; a flipped weight-decay flag moves its
+    # tensor by lr * wd * 10 steps = 1e-3 of its size, the per-tensor check's margin over 1e-5
+    echo "== $arch: C vs PyTorch on one batch and 10 AdamW steps, the final parameters per tensor, the decayed tensors"
     ./build/z0/train_gpt_cpu $M --train "$TMP/train.bin" --steps 0 --save "$TMP/init_$arch" --quiet 1 > /dev/null || exit 1
     INIT="$TMP/init_$arch/ckpt_00000000/model.bin"
-    $PY scripts/train_gpt.py $M --train "$TMP/train.bin" --init "$INIT" --batch 4 --lr 1e-3 --clip 1.0 \
+    $PY scripts/train_gpt.py $M --train "$TMP/train.bin" --init "$INIT" --batch 4 --lr 1e-3 --clip $CLIP --eps 1e-4 \
         --debug-state "$TMP/dbg_$arch.bin" > "$TMP/py.out" 2>&1 || { cat "$TMP/py.out"; exit 1; }
-    ./build/z0/test_gpt_cpu $M --state "$TMP/dbg_$arch.bin" --init "$INIT" --threads 2
-    check "$arch matches PyTorch" $?
+    ./build/z0/test_gpt_cpu $M --state "$TMP/dbg_$arch.bin" --init "$INIT" --threads 2 | tee "$TMP/cmp_$arch.out"
+    check "$arch matches PyTorch" ${PIPESTATUS[0]}
+    n=$(grep -c "^  step .* clipped" "$TMP/cmp_$arch.out")
+    [ "$n" -gt 0 ] && [ "$n" -lt 10 ]; check "$arch: clipping active on $n of the 10 steps (some, not all)" $?
 done
 
 echo "== learning-rate schedules: C and the PyTorch reference log the same lr at every step"
@@ -34,15 +41,18 @@ PYEOF
     check "schedule $sched" $?
 done
 
-echo "== checkpoint, continue, reload, rerun: bitwise-identical losses"
+echo "== checkpoint, continue, reload, rerun: bitwise-identical losses, shuffled data and samples"
 for arch in gpt2 llama; do
+    # what the random state drives: the shuffled order, and samples at temperature 1 after the resume
     M="--arch $arch --preset tiny --vocab 250 --train $TMP/train.bin --batch 4 --seq 32 --steps 10 --quiet 1 --lr 1e-3"
+    M="$M --shuffle 1 --sample-every 5 --sample-len 8 --temperature 1"
     ./build/z0/train_gpt_cpu $M --save "$TMP/ck_$arch" --save-every 5 --log "$TMP/full_$arch.jsonl" || exit 1
     ./build/z0/train_gpt_cpu $M --resume "$TMP/ck_$arch/ckpt_00000005" --log "$TMP/resumed_$arch.jsonl" || exit 1
     a=$(grep '"type":"train"' "$TMP/full_$arch.jsonl" | sed -n '6,10p' | grep -o '"loss":[^,]*')
     b=$(grep '"type":"train"' "$TMP/resumed_$arch.jsonl" | grep -o '"loss":[^,]*')
     echo "$b" | head -2 | sed 's/^/       resumed /'
     [ -n "$a" ] && [ "$a" = "$b" ]; check "$arch: steps 6-10 after resume are bitwise identical (5 losses)" $?
+    same_samples "$TMP/full_$arch.jsonl" "$TMP/resumed_$arch.jsonl"; check "$arch: the sample after resume is the unbroken run's" $?
     cmp -s "$TMP/ck_$arch/ckpt_00000010/model.bin" <(./build/z0/train_gpt_cpu $M --resume "$TMP/ck_$arch/ckpt_00000005" \
         --save "$TMP/ck2_$arch" > /dev/null && cat "$TMP/ck2_$arch/ckpt_00000010/model.bin")
     check "$arch: final weights after resume are bitwise identical" $?

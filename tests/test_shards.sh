@@ -51,7 +51,7 @@ echo "       $(echo "$a" | cut -c1-90) ..."
 check "4 shards (a directory, a glob) give the single file's 30 losses bitwise, across an epoch end" $?
 
 # shuffled, 2 ranks, a checkpoint every 3 steps; resume from the ones just before a shard and an epoch change
-S="$M --batch 2 --steps 30 --train $TMP/shards --shuffle 1 --seed 7"
+S="$M --batch 2 --steps 30 --train $TMP/shards --shuffle 1 --seed 7 --sample-every 3 --sample-len 4"
 $MPIRUN -np 2 $TR $S --save "$TMP/ck" --save-every 3 --log "$TMP/full.jsonl" > /dev/null || exit 1
 pick=$($PY - "$TMP/ck" <<'PYEOF'
 import json, sys
@@ -70,6 +70,7 @@ for s in $pick; do
     a=$(grep '"type":"train"' "$TMP/full.jsonl" | tail -n +$((s + 1)) | grep -o '"loss":[^,]*'); b=$(grep -o '"loss":[^,]*' "$TMP/res_$s.jsonl")
     [ -n "$b" ] && [ "$a" = "$b" ]
     st=$?; check "shuffled, 2 ranks: resume at step $s, the next steps change shard or epoch: $(echo "$b" | wc -l) losses bitwise identical" $st
+    same_samples "$TMP/full.jsonl" "$TMP/res_$s.jsonl"; check "... and the samples (every 3 steps, temperature 1) are the unbroken run's" $?
 done
 cmp -s "$TMP/ck/ckpt_00000030/model.bin" <($MPIRUN -np 2 $TR $S --resume "$TMP/ck/ckpt_00000012" --save "$TMP/ck2" > /dev/null && cat "$TMP/ck2/ckpt_00000030/model.bin")
 check "resumed at step 12: the final weights are bitwise identical" $?

@@ -12,7 +12,9 @@ trap 'for p in $pids; do kill -9 $p 2> /dev/null; done; rm -rf "$TMP"' EXIT
 make -s build/z1/train_gpt_cpu || exit 1
 B=./build/z1/train_gpt_cpu
 make_shard "$TMP/train.bin" 20000 250
+# shuffled, and sampling every 2 steps: the resume must restore what the random state drives too
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --lr-schedule constant --threads 1"
+M="$M --shuffle 1 --sample-every 2 --sample-len 6 --temperature 1"
 NP=2
 
 losses() { grep '"type":"train"' "$1" | grep -o '"loss":[^,]*'; }
@@ -41,6 +43,7 @@ cmp -s "$TMP/ck/ckpt_$(printf %08d $e)/model.bin" "$TMP/clean/ckpt_$(printf %08d
 check "final parameters (model.bin) bitwise equal" $?
 cmp -s "$TMP/ck/ckpt_$(printf %08d $e)/optim_rank_00001.bin" "$TMP/clean/ckpt_$(printf %08d $e)/optim_rank_00001.bin"
 check "final optimizer state of rank 1 bitwise equal" $?
+same_samples "$TMP/c.jsonl" "$TMP/b.jsonl"; check "samples after the resume = the uninterrupted run's" $?
 
 echo "== SIGUSR1 to one rank saves and goes on; then SIGINT to the other stops"
 $MPIRUN -np $NP $B $M --quiet 1 --steps 1000000 --save "$TMP/u" --log "$TMP/u.jsonl" > /dev/null 2> "$TMP/u.err" &

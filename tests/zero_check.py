@@ -3,9 +3,14 @@
 
 For each architecture: a reference run (stage 0, one rank, micro batch N*B) and
 runs of every stage at every world size (micro batch B per rank, same global
-batch), gradient accumulation 2, clipping on, 8 steps. Checks, per run:
-  - the per-step losses and the final full parameters match the reference
-    (max |a-b| / max |ref| <= 1e-5), reporting the max deviation;
+batch), gradient accumulation 2, 8 steps. gpt2 clips at the median gradient norm
+of an unclipped probe, so that clipping is active on some steps and not on others;
+llama clips at 1000, never active: clipping on every step would hide a gradient
+off by a constant factor, as the clip coefficient cancels it. Checks, per run:
+  - the per-step losses and gradient norms, the final full parameters (the fp32
+    master) and the final AdamW moments m and v, reassembled from every rank's
+    optimizer file, match the reference (max |a-b| / max |ref| <= 1e-5), reporting
+    the max deviation;
   - measured per-rank model-state bytes equal the ZeRO formula on the padded
     parameter count, the padding is within its documented bound, and the
     memory estimator (--estimate-memory with the run's flags, which allocates
@@ -15,11 +20,15 @@ batch), gradient accumulation 2, clipping on, 8 steps. Checks, per run:
   - stage 3: the peak of gathered elements never exceeds --max-live, and a
     build that poisons released buffers with NaN gives the same finite losses.
 Sizes are odd (C=48, F=100, V=250) so that partitions need padding.
+ZERO_CHECK_ARCHS, ZERO_CHECK_STAGES and ZERO_CHECK_WORLDS (comma-separated) run a
+subset, as scripts/mutate.py does for a mutant of one stage.
 """
 import json, os, subprocess, sys, tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import train_gpt  # noqa: E402  the reference's layout: which tensors make each unit
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
 TOL = 1e-5
 ALIGN = 16
@@ -48,6 +57,43 @@ def final_params(ckdir):
     return np.frombuffer(b[1024:], dtype=np.float32)
 
 
+def final_moments(ckdir, unit_numels):
+    """m and v of the whole model, in the flat order of model.bin, from every rank's
+    optimizer file: each unit is padded to a multiple of P * align and cut into P
+    slices, and rank r's file holds its slices of every unit end to end (zero/plan.h)."""
+    name = open(os.path.join(ckdir, "latest")).read().strip()
+    man = json.load(open(os.path.join(ckdir, name, "manifest.json")))
+    P, align = man["partitions"], man["align"]
+    shards = [-(-n // (P * align)) * align for n in unit_numels]
+    m, v = [], []
+    files = [np.fromfile(os.path.join(ckdir, name, f"optim_rank_{r:05d}.bin"), dtype=np.float32)[256:] for r in range(P)]
+    total = sum(shards)
+    for which, out in ((0, m), (1, v)):
+        off = 0
+        for n, sh in zip(unit_numels, shards):
+            unit = np.concatenate([f[which * total + off: which * total + off + sh] for f in files])
+            out.append(unit[:n])
+            off += sh
+    return np.concatenate(m), np.concatenate(v)
+
+
+def unit_numels(model_flags):
+    tensors, _ = train_gpt.build_layout(train_gpt.parse_args(["zero_check"] + model_flags).model)
+    numels = {}
+    for t in tensors:
+        numels[t.unit] = numels.get(t.unit, 0) + t.numel
+    return list(numels.values())
+
+
+def rel_dev(a, ref):
+    return float(np.max(np.abs(a - ref)) / np.max(np.abs(ref))) if a.shape == ref.shape else float("inf")
+
+
+def subset(name, default):
+    v = os.environ.get(name)
+    return [type(default[0])(x) for x in v.split(",")] if v else default
+
+
 def make_data(path, n, vocab, seed):
     rng = np.random.default_rng(seed)
     base = np.arange(n) % 89
@@ -64,23 +110,35 @@ def main():
     make_data(data, 60000, 250, 1)
     failures = 0
     worst = {}
-    for arch in ["gpt2", "llama"]:
+    for arch in subset("ZERO_CHECK_ARCHS", ["gpt2", "llama"]):
         model = ["--arch", arch, "--preset", "tiny", "--dim", "48", "--heads", "4", "--ffn", "100", "--vocab", "250"]
         if arch == "llama":
             model += ["--kv-heads", "2"]
+        numels = unit_numels(model)
         common = model + ["--train", data, "--seq", "16", "--accum", str(ACCUM), "--steps", str(STEPS),
-                          "--lr", "1e-3", "--clip", "0.5", "--threads", "1", "--quiet", "1"]
+                          "--lr", "1e-3", "--threads", "1", "--quiet", "1"]
+        ref_cmd = [os.path.join(ROOT, "build/z0/train_gpt_cpu")] + common + ["--batch", str(GLOBAL_B)]
+        clip = 1000.0
+        if arch == "gpt2":
+            probe_log = os.path.join(tmp, f"{arch}_probe.jsonl")
+            run(ref_cmd + ["--clip", "0", "--log", probe_log], probe_log + ".out")
+            clip = float(np.median([r["grad_norm"] for r in records(probe_log, "train")]))
+        common += ["--clip", f"{clip:.6g}"]
         ref_log, ref_ck = os.path.join(tmp, f"{arch}_ref.jsonl"), os.path.join(tmp, f"{arch}_ref_ck")
-        run([os.path.join(ROOT, "build/z0/train_gpt_cpu")] + common + ["--batch", str(GLOBAL_B), "--log", ref_log, "--save", ref_ck],
-            ref_log + ".out")
+        run(ref_cmd + ["--clip", f"{clip:.6g}", "--log", ref_log, "--save", ref_ck], ref_log + ".out")
         ref_losses = np.array([r["loss"] for r in records(ref_log, "train")])
+        ref_norms = np.array([r["grad_norm"] for r in records(ref_log, "train")])
         ref_params = final_params(ref_ck)
+        ref_m, ref_v = final_moments(ref_ck, numels)
         psi = ref_params.size
-        clipped = sum(r["grad_norm"] > 0.5 for r in records(ref_log, "train"))
+        clipped = int(np.sum(ref_norms > clip))
         print(f"{arch}: reference stage 0 x 1 rank, {psi} parameters, losses {ref_losses[0]:.4f} -> {ref_losses[-1]:.4f}, "
-              f"clipping active on {clipped}/{STEPS} steps")
-        for stage in range(4):
-            for world in range(1, 5):
+              f"clip {clip:.4g}: active on {clipped}/{STEPS} steps")
+        want = "some but not all" if arch == "gpt2" else "none"
+        if (arch == "gpt2" and not 0 < clipped < STEPS) or (arch == "llama" and clipped):
+            print(f"  FAIL clipping must be active on {want} of the steps"); failures += 1
+        for stage in subset("ZERO_CHECK_STAGES", [0, 1, 2, 3]):
+            for world in subset("ZERO_CHECK_WORLDS", [1, 2, 3, 4]):
                 variants = [("", [])]
                 if stage == 3:
                     # the final unit (2C or C + lm_head) stays persistent below 2000 elements? only gpt2's (2C = 96);
@@ -102,10 +160,14 @@ def main():
                         est_log + ".out")
                     estimate = records(est_log, "estimate")[0]["train_gpt_cpu"][f"stage{stage}"]
                     losses = np.array([r["loss"] for r in records(log, "train")])
+                    norms = np.array([r["grad_norm"] for r in records(log, "train")])
                     params = final_params(ck)
+                    m, v = final_moments(ck, numels)
                     dl = float(np.max(np.abs(losses - ref_losses) / np.abs(ref_losses))) if losses.size == ref_losses.size else float("inf")
-                    dp = float(np.max(np.abs(params - ref_params)) / np.max(np.abs(ref_params)))
-                    ok = dl <= TOL and dp <= TOL and np.all(np.isfinite(losses))
+                    dn = float(np.max(np.abs(norms - ref_norms) / ref_norms)) if norms.size == ref_norms.size else float("inf")
+                    dp = rel_dev(params, ref_params)
+                    dm, dv = rel_dev(m, ref_m), rel_dev(v, ref_v)
+                    ok = max(dl, dn, dp, dm, dv) <= TOL and np.all(np.isfinite(losses))
                     notes = []
                     # memory: measured == formula on the padded count; padding within bound
                     mem = records(log, "memory")[0]
@@ -149,8 +211,9 @@ def main():
                         if peak > 40000 or peak == 0:
                             ok = False; notes.append("PEAK OVER LIMIT or nothing gathered")
                     ratio = comm["total_bytes"] / comm["psi_bytes"]
-                    worst[arch] = max(worst.get(arch, 0), dl, dp)
-                    print(f"  stage {stage} x {world} rank{'s' if world > 1 else ' '} {tag:6s} loss dev {dl:.2e}  param dev {dp:.2e}  "
+                    worst[arch] = max(worst.get(arch, 0), dl, dn, dp, dm, dv)
+                    print(f"  stage {stage} x {world} rank{'s' if world > 1 else ' '} {tag:6s} loss dev {dl:.2e}  norm {dn:.2e}  "
+                          f"param {dp:.2e}  m {dm:.2e}  v {dv:.2e}  "
                           f"model states {mem['model_states_measured']:8.0f} B/rank  comm {ratio:5.2f} psi/step  "
                           f"{'ok' if ok else 'FAIL'} {'; '.join(notes)}")
                     failures += not ok

@@ -6,6 +6,8 @@
 //    [, "qwz_max_rel_error"][, "qgz_max_rel_error"] (ZeRO++: the worst block's error over its largest value)
 //    [, "forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms": --breakdown 1]}
 //   {"type":"val", "step", "val_loss"}
+//   {"type":"sample", "step", "tokens": [[ids of sample 1], ...]}: --sample-every's samples, as token ids
+//    (their text need not be UTF-8), so that a resumed run's can be compared with an unbroken run's
 // A number that is not finite is written as the string "nan", "inf" or "-inf".
 // JSON has no such numbers and cJSON would write null; as strings Python's float()
 // reads them back, and a reader can tell a diverged loss from a missing one.
@@ -93,5 +95,16 @@ static void jsonl_val(JsonLog *l, int step, float val_loss) {
     cJSON_AddStringToObject(r, "type", "val");
     cJSON_AddNumberToObject(r, "step", step);
     jsonl_add_number(r, "val_loss", val_loss);
+    jsonl_record(l, r);
+}
+
+// n sequences of len token ids each, `stride` apart in seq
+static void jsonl_sample(JsonLog *l, int step, const int *seq, int n, int len, int stride) {
+    if (!l->f) return;
+    cJSON *r = cJSON_CreateObject(), *all = cJSON_CreateArray();
+    cJSON_AddStringToObject(r, "type", "sample");
+    cJSON_AddNumberToObject(r, "step", step);
+    for (int b = 0; b < n; b++) cJSON_AddItemToArray(all, cJSON_CreateIntArray(seq + (size_t)b * stride, len));
+    cJSON_AddItemToObject(r, "tokens", all);
     jsonl_record(l, r);
 }

@@ -528,7 +528,11 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         if (r.verdict.stop[0]) fatal("%s", r.verdict.stop);
         int done = step + 1, last = done == tc->steps;
         if (R.do_val && due(done, tc->val_every, last)) train_validate(&R, done);
-        if (R.do_sample && due(done, tc->sample_every, last)) gpt_generate(m, &R.sampler, &R.sample_rng, R.say, "sample");
+        if (R.do_sample && due(done, tc->sample_every, last)) {
+            gpt_generate(m, &R.sampler, &R.sample_rng, R.say, "sample");
+            int stride = R.sampler.n_ctx + R.sampler.len;
+            jsonl_sample(&R.log, done, R.sampler.seq, R.sampler.n, stride, stride);
+        }
         int save_due = tc->save_dir[0] && due(done, tc->save_every, last);
         if (save_due) train_checkpoint(&R, done, r.loss);
         if (train_signals(&R, done, last, save_due, r.loss)) { status = EXIT_PREEMPTED; break; }
