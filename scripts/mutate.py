@@ -12,11 +12,13 @@ where it can (tests/zero_check.py's ZERO_CHECK_* subsets). Each one is applied t
 of the tracked files (data/ copied, node_modules/ linked), and its tests run one by one with
 `TESTS=name bash tests/run.sh` until one fails: KILLED by that test. If all pass it SURVIVED.
 A mutant whose original string is missing or not unique is STALE (the code moved on): it counts
-neither way, and --check lists each with the file's closest line, to fix the string by hand.
+neither way, and --check lists each with the file's closest line, to fix the string by hand. One
+the compiler refuses is INVALID and counts neither way either. The copy builds at -O1 (the
+compile is most of a mutant's time); the baseline shows the tests pass so.
 A baseline first runs every test the selected mutants name on the unmutated copy: all must pass.
 Results: a table on stdout and build/mutate/results.json; each test's log in build/mutate/logs/.
 """
-import argparse, difflib, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, difflib, json, os, re, shutil, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -317,6 +319,10 @@ def run_test(tree, test, env_extra, log, timeout):
     env = dict(os.environ, TESTS=test, MAKEFLAGS="-j2", **env_extra)
     t0 = time.time()
     rc = run(["nice", "bash", "tests/run.sh"], tree, env, log, timeout)
+    full = os.path.join(tree, "build", "logs", f"test_{test}.log")   # run.sh shows only the tail
+    if os.path.exists(full):
+        with open(log, "a") as f:
+            f.write("\n---- the whole log ----\n" + open(full, errors="replace").read())
     return rc, time.time() - t0
 
 
@@ -369,7 +375,8 @@ def main():
         # every mutant rebuilds the trainers it touches: at -O1 that takes half the time of -O3, and the
         # baseline shows the suite passes at -O1 as well
         mk = os.path.join(tree, "Makefile")
-        open(mk, "w").write(open(mk).read().replace("CFLAGS := -O3 ", "CFLAGS := -O1 ", 1))
+        text = open(mk).read()
+        open(mk, "w").write(text.replace("CFLAGS := -O3 ", "CFLAGS := -O1 ", 1))
         if not a.no_baseline:
             # every test with every environment a selected mutant runs it with
             runs = sorted({(t, json.dumps(m["env"], sort_keys=True)) for m in live for t in m["tests"]})
@@ -390,6 +397,9 @@ def main():
                     total += secs
                     if rc != 0:
                         verdict, killer = "KILLED", t + (" (timeout)" if rc == 124 else "")
+                        # a mutant the compiler refuses proves nothing about the tests
+                        if re.search(r"^\s*\S+\.(c|h|cuh):\d+:\d+: error:", open(os.path.join(logs, f"{m['id']}_{t}.log")).read(), re.M):
+                            verdict, killer = "INVALID", "does not compile"
                         break
             finally:
                 open(path, "w").write(original)
@@ -399,18 +409,21 @@ def main():
     finally:
         if not a.keep:
             shutil.rmtree(tree, ignore_errors=True)
+    invalid = [r for r in results if r["verdict"] == "INVALID"]
+    results = [r for r in results if r["verdict"] != "INVALID"]
     killed = sum(r["verdict"] == "KILLED" for r in results)
     rate = 100.0 * killed / len(results) if results else 0.0
     summary = {"commit": commit, "dirty": bool(dirty), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "mutants": len(results), "killed": killed, "stale": [s[0]["id"] for s in stale], "kill_rate": round(rate, 1),
+               "mutants": len(results), "killed": killed, "stale": [s[0]["id"] for s in stale],
+               "invalid": [r["id"] for r in invalid], "kill_rate": round(rate, 1),
                "results": results}
     json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=1)
-    print(f"mutate: {len(results)} mutants, {killed} killed, {len(results) - killed} survived, {len(stale)} stale: "
-          f"kill rate {rate:.1f}%")
+    print(f"mutate: {len(results)} mutants, {killed} killed, {len(results) - killed} survived, {len(stale)} stale, "
+          f"{len(invalid)} not compiling: kill rate {rate:.1f}%")
     for r in results:
         if r["verdict"] == "SURVIVED":
             print(f"  survived: {r['id']} ({r['file']}): {r['why']}")
-    return 0 if killed == len(results) and not stale else 1
+    return 0 if killed == len(results) and not stale and not invalid else 1
 
 
 if __name__ == "__main__":

@@ -65,18 +65,19 @@ sys.exit(0 if len(a) == len(b) == n and d <= tol else 1)
 PYEOF
 }
 
-# same_samples UNBROKEN.jsonl RESUMED.jsonl: every --sample-every sample the resumed run logged (token ids,
-# drawn at temperature 1 from the sampling RNG, which the checkpoint carries) equals the unbroken run's
-# of the same step; at least one. Prints how many.
+# same_samples UNBROKEN.jsonl RESUMED.jsonl: every --sample-every sample the resumed run logged at a step
+# the unbroken run reached (token ids, drawn at temperature 1 from the sampling RNG, which the checkpoint
+# carries) equals the unbroken run's; at least one. Prints how many.
 same_samples() {
     $PY - "$@" <<'PYEOF'
 import json, sys
 def samples(path):
     return {r["step"]: r["tokens"] for r in map(json.loads, open(path)) if r.get("type") == "sample"}
 a, b = samples(sys.argv[1]), samples(sys.argv[2])
-same = [s for s in b if a.get(s) == b[s]]
-print(f"       samples of the resumed run at steps {sorted(b)}: {len(same)} equal the unbroken run's")
-sys.exit(0 if b and len(same) == len(b) else 1)
+both = sorted(s for s in b if s in a)
+same = [s for s in both if a[s] == b[s]]
+print(f"       samples of the resumed run at steps {both}: {len(same)} equal the unbroken run's")
+sys.exit(0 if both and len(same) == len(both) else 1)
 PYEOF
 }
 

@@ -10,6 +10,7 @@ make -s build/z0/train_gpt_cpu build/export_model || exit 1
 B=./build/z0/train_gpt_cpu
 make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --lr-schedule constant --threads 1"
+M="$M --shuffle 1 --sample-every 1 --sample-len 4"   # what the random state drives, in every resume below
 $B $M --steps 4 --save "$TMP/run" --save-every 2 --log "$TMP/full.jsonl" > /dev/null || exit 1
 C4="$TMP/run/ckpt_00000004"
 
@@ -38,6 +39,7 @@ check "a corrupted newest checkpoint is skipped, naming it and why" $?
 a=$(grep '"type":"train"' "$TMP/full.jsonl" | sed -n '3,4p' | grep -o '"loss":[^,]*')
 b=$(grep '"type":"train"' "$TMP/fb.jsonl" | sed -n '1,2p' | grep -o '"loss":[^,]*')
 [ -n "$a" ] && [ "$a" = "$b" ]; check "it resumed from ckpt_00000002: steps 3-4 repeat the original losses bitwise" $?
+same_samples "$TMP/full.jsonl" "$TMP/fb.jsonl"; check "... and the original samples (shuffled data, temperature 1)" $?
 ./build/export_model "$TMP/fb" "$TMP/fb_hf" > "$TMP/fb_export.out" 2>&1; rc=$?
 grep -E "warning|error" "$TMP/fb_export.out" | sed 's/^/       /'
 [ $rc -eq 0 ] && grep -q "warning: export_model: skipped .*ckpt_00000004: .*CRC-32" "$TMP/fb_export.out" &&
