@@ -381,4 +381,35 @@ print("       C vs PyTorch (torch.optim.Adam) max |loss diff| %.1e over %d steps
 sys.exit(0 if len(l2c) == len(l2p) == 6 and d < 2e-5 and dw > 10 * d and l2c == l2cfg else 1)
 PYEOF
 check "Adam with L2 weight decay: C trainer == PyTorch reference, != AdamW; the config key == the flag" $?
+
+echo "== 8. a config of non-default values trains bitwise as the same values given as flags"
+# every honoured key of the training's math, off its default (the fp16 scaler's keys have no flags: both runs
+# take them from the config); total_num_steps is also the run's length when --steps is not given
+cat > "$TMP/values.json" <<'EOF'
+{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "gradient_clipping": 0.3,
+ "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.2}},
+ "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 1e-4, "warmup_max_lr": 2e-3, "warmup_num_steps": 3,
+   "warmup_type": "linear", "total_num_steps": 7}},
+ "fp16": {"enabled": true, "initial_scale_power": 12, "loss_scale_window": 3, "hysteresis": 3, "min_loss_scale": 2}}
+EOF
+V="--preset tiny --dim 32 --heads 2 --vocab 250 --seq 16 --train $TMP/train.bin --threads 1 --quiet 1"
+./build/z0/train_gpt_cpu $V --config "$TMP/values.json" --log "$TMP/values_cfg.jsonl" > /dev/null 2>&1 &&
+./build/z0/train_gpt_cpu $V --total-batch 8 --batch 2 --accum 4 --clip 0.3 --lr 2e-3 --beta1 0.8 --beta2 0.95 --eps 1e-6 \
+    --weight-decay 0.2 --lr-schedule WarmupDecayLR --warmup-min-lr 1e-4 --warmup 3 --warmup-type linear --lr-total-steps 7 --steps 7 \
+    --config "$(cfg fp16only '{"fp16": {"enabled": true, "initial_scale_power": 12, "loss_scale_window": 3, "hysteresis": 3, "min_loss_scale": 2}}')" \
+    --log "$TMP/values_flags.jsonl" > /dev/null 2>&1
+rc=$?
+$PY - "$TMP/values_cfg.jsonl" "$TMP/values_flags.jsonl" $rc <<'PYEOF'
+import json, sys
+if sys.argv[3] != "0": sys.exit(1)
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+ca, cb = a[0], b[0]
+for c in (ca, cb): c.pop("config_file"); c.pop("auto", None)
+ta, tb = ([(r["loss"], r["lr"], r.get("loss_scale")) for r in x if r["type"] == "train"] for x in (a, b))
+differ = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+print("       config: %d steps, losses %s; lr %s; resolved settings that differ from the flags': %s"
+      % (len(ta), [round(t[0], 5) for t in ta], [float("%.3g" % t[1]) for t in ta], differ or "none"))
+sys.exit(0 if len(ta) == 7 and ta == tb and not differ else 1)
+PYEOF
+check "batch, clipping, optimizer, schedule keys = their flags: the resolved configuration and every step's loss, lr and scale" $?
 [ $fails -eq 0 ]
