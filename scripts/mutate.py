@@ -23,8 +23,10 @@ import argparse, difflib, json, os, re, shutil, subprocess, sys, tempfile, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def M(mid, path, old, new, tests, env=None, why=""):
-    return {"id": mid, "file": path, "old": old, "new": new, "tests": tests.split(","), "env": env or {}, "why": why}
+def M(mid, path, old, new, tests, env=None, why="", equivalent=""):
+    """equivalent: why no test can tell the mutant from the code (it is listed, not run, not counted)"""
+    return {"id": mid, "file": path, "old": old, "new": new, "tests": tests.split(","), "env": env or {}, "why": why,
+            "equivalent": equivalent}
 
 
 Z2 = {"ZERO_CHECK_STAGES": "2", "ZERO_CHECK_WORLDS": "3"}
@@ -80,11 +82,23 @@ MUTANTS = [
     M("s3-release-keep", "zero.h",
       "if (z->training && s->keep_for_backward) return;",
       "if (s->keep_for_backward) return;", "zero,sample", Z3,
-      "an evaluation forward keeps units gathered (the ring fills)"),
+      "an evaluation forward keeps the units a backward would reuse",
+      equivalent="the units kept are the forward's last, so nothing is gathered after them and the pass's end releases "
+                 "them; a training forward keeps the same units, so no peak grows: no output changes"),
+    M("s3-live-leak", "zero.h",
+      "    z->live -= z->ring[s].n;",
+      "", "zero", Z3,
+      "stage 3 never subtracts a released unit from the live count"),
     M("s2-slot-alternate", "zero.h",
       "if (slot < 0) { slot = z->slot_next; z->slot_next ^= 1; }",
       "if (slot < 0) { slot = z->slot_next; }", "zero", Z2,
-      "stage 2's two slots do not alternate"),
+      "stage 2's two slots do not alternate",
+      equivalent="on the CPU a unit's reduce-scatter is complete before the next unit opens a slot, so one slot is "
+                 "enough; on the GPU the reduce stream would race the next unit's backward, which only a GPU run shows"),
+    M("s2-slot-not-zeroed", "zero.h",
+      "    zb_fill(&z->be, g, 0, z->plan.u[u].padded * sizeof(floatX));",
+      "", "zero", Z2,
+      "a stage-2 gradient slot opened without zeroing it"),
     M("step-begin-zero", "zero.h",
       "if (ZERO_STAGE <= 1) zb_fill(&z->be, z->grads, 0, z->plan.full_elems * sizeof(floatX));",
       "if (ZERO_STAGE < 1) zb_fill(&z->be, z->grads, 0, z->plan.full_elems * sizeof(floatX));", "zero", Z01,
@@ -96,7 +110,7 @@ MUTANTS = [
       "zero", Z2, "a slice start off by one"),
     M("plan-seg-end", "zero/plan.h",
       "b = t->offset + t->numel < hi ? t->offset + t->numel : hi;",
-      "b = t->offset + t->numel < hi ? t->offset + t->numel - 1 : hi;", "zero", Z2,
+      "b = t->offset + t->numel < hi ? t->offset + t->numel - 1 : hi;", "zero,gpt_cpu", Z2,
       "an optimizer segment one element short"),
     M("plan-persistent", "zero/plan.h",
       "u->persistent = stage == 3 && (long long)u->numel <= cfg->persistence_threshold;",
@@ -316,6 +330,11 @@ def scratch_copy(dest):
         os.symlink(os.path.realpath(os.path.join(ROOT, "node_modules")), os.path.join(dest, "node_modules"))
 
 
+def test_env(m, test):
+    """a mutant's environment narrows tests/zero_check.py only: the other tests run whole"""
+    return m["env"] if test == "zero" else {}
+
+
 def run_test(tree, test, env_extra, log, timeout):
     env = dict(os.environ, TESTS=test, MAKEFLAGS="-j2", **env_extra)
     t0 = time.time()
@@ -327,6 +346,33 @@ def run_test(tree, test, env_extra, log, timeout):
     return rc, time.time() - t0
 
 
+def report(paths):
+    """docs/testing.md's table from one run and its reruns"""
+    by_id, runs = {}, []
+    for p in paths:
+        r = json.load(open(p))
+        runs.append(f"{r['started']} at {r['commit']}{' (uncommitted changes)' if r['dirty'] else ''}: {r['mutants']} mutants")
+        for x in r["results"]:
+            by_id[x["id"]] = x
+    equivalent = {m["id"]: m for m in MUTANTS if m["equivalent"]}
+    order = [m["id"] for m in MUTANTS if m["id"] in by_id and m["id"] not in equivalent]
+    killed = sum(by_id[i]["verdict"] == "KILLED" for i in order)
+    n = len(order) + len(equivalent)
+    print("runs: " + "; ".join(runs))
+    print(f"{n} mutants: {killed} killed, {len(order) - killed} survived, {len(equivalent)} equivalent (not run): "
+          f"{100.0 * killed / len(order):.1f}% of the others killed ({100.0 * killed / n:.1f}% of all)\n")
+    print("| mutant | file | the bug | killed by |")
+    print("|---|---|---|---|")
+    for m in MUTANTS:
+        i = m["id"]
+        if i in equivalent:
+            print(f"| `{i}` | `{m['file']}` | {m['why']} | equivalent: {m['equivalent']} |")
+        elif i in by_id:
+            x = by_id[i]
+            print(f"| `{i}` | `{x['file']}` | {x['why']} | {x['killed_by'] if x['verdict'] == 'KILLED' else '**survived**'} |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated mutant ids")
@@ -335,7 +381,12 @@ def main():
     ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
     ap.add_argument("--timeout", type=int, default=1500, help="seconds per test run (default 1500)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch copy")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "mutate", "results.json"), help="the results file")
+    ap.add_argument("--report", nargs="+", metavar="RESULTS", help="print the Markdown table of results files (a later "
+                    "file's verdict on a mutant replaces an earlier's, as a rerun after a new test) and exit")
     a = ap.parse_args()
+    if a.report:
+        return report(a.report)
     mutants = MUTANTS
     ids = [m["id"] for m in MUTANTS]
     assert len(ids) == len(set(ids)), "duplicate mutant ids"
@@ -360,7 +411,8 @@ def main():
     if a.check:
         print(f"mutate --check: {len(mutants) - len(stale)} of {len(mutants)} mutants apply, {len(stale)} stale")
         return 1 if stale else 0
-    live = [m for m in mutants if m not in [s[0] for s in stale]]
+    equivalent = [m for m in mutants if m["equivalent"]]
+    live = [m for m in mutants if m not in [s[0] for s in stale] and not m["equivalent"]]
     out = os.path.join(ROOT, "build", "mutate")
     logs = os.path.join(out, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -368,7 +420,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"mutate: {len(live)} mutants ({len(stale)} stale) at {commit}{' with uncommitted changes' if dirty else ''}, "
+    print(f"mutate: {len(live)} mutants ({len(stale)} stale, {len(equivalent)} equivalent: not run) at {commit}{' with uncommitted changes' if dirty else ''}, "
           f"scratch copy {tree}, started {started}, load {os.getloadavg()[0]:.1f}", flush=True)
     results = []
     try:
@@ -380,7 +432,7 @@ def main():
         open(mk, "w").write(text.replace("CFLAGS := -O3 ", "CFLAGS := -O1 ", 1))
         if not a.no_baseline:
             # every test with every environment a selected mutant runs it with
-            runs = sorted({(t, json.dumps(m["env"], sort_keys=True)) for m in live for t in m["tests"]})
+            runs = sorted({(t, json.dumps(test_env(m, t), sort_keys=True)) for m in live for t in m["tests"]})
             for t, envj in runs:
                 rc, secs = run_test(tree, t, json.loads(envj), os.path.join(logs, f"baseline_{t}.log"), a.timeout)
                 print(f"baseline {t} {envj if envj != '{}' else ''}: {'pass' if rc == 0 else 'FAIL'} ({secs:.0f}s)", flush=True)
@@ -394,7 +446,7 @@ def main():
             verdict, killer, total = "SURVIVED", "", 0.0
             try:
                 for t in m["tests"]:
-                    rc, secs = run_test(tree, t, m["env"], os.path.join(logs, f"{m['id']}_{t}.log"), a.timeout)
+                    rc, secs = run_test(tree, t, test_env(m, t), os.path.join(logs, f"{m['id']}_{t}.log"), a.timeout)
                     total += secs
                     if rc != 0:
                         verdict, killer = "KILLED", t + (" (timeout)" if rc == 124 else "")
@@ -416,9 +468,10 @@ def main():
     rate = 100.0 * killed / len(results) if results else 0.0
     summary = {"commit": commit, "dirty": bool(dirty), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "mutants": len(results), "killed": killed, "stale": [s[0]["id"] for s in stale],
-               "invalid": [r["id"] for r in invalid], "kill_rate": round(rate, 1),
+               "invalid": [r["id"] for r in invalid], "equivalent": {m["id"]: m["equivalent"] for m in equivalent},
+               "kill_rate": round(rate, 1),
                "results": results}
-    json.dump(summary, open(os.path.join(out, "results.json"), "w"), indent=1)
+    json.dump(summary, open(a.out, "w"), indent=1)
     print(f"mutate: {len(results)} mutants, {killed} killed, {len(results) - killed} survived, {len(stale)} stale, "
           f"{len(invalid)} not compiling: kill rate {rate:.1f}%")
     for r in results:
