@@ -17,6 +17,30 @@ loss moves. Exit 0 only if everything is within the fp32 tolerances below.
 
 #include "tests/debug_state.h"
 
+// The gradient norm's sum of squares (zero/host.h: blocks of interleaved lanes) against a
+// plain sum, for every length up to three lanes and across a block boundary: a slice whose
+// length is not a multiple of the lanes must count its tail. Returns the failed lengths.
+static int check_sumsq(void) {
+    size_t n_max = SUMSQ_BLOCK + 2 * SUMSQ_LANES + 3;
+    float *g = (float *)xmalloc(sizeof(float) * n_max, "sumsq test");
+    for (size_t i = 0; i < n_max; i++) g[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+    ZeroBackend b = {0};
+    int fails = 0;
+    double worst = 0;
+    for (size_t n = 1; n <= n_max; n = n < 3 * SUMSQ_LANES ? n + 1 : n == 3 * SUMSQ_LANES ? SUMSQ_BLOCK - 1 : n + 1) {
+        double plain = 0;
+        for (size_t i = 0; i < n; i++) plain += (double)g[i] * g[i];
+        zb_sumsq_add(&b, g, n);
+        double d = fabs(zb_sumsq_take(&b) - plain) / plain;
+        if (d > worst) worst = d;
+        fails += d > 1e-12;
+    }
+    printf("  gradient norm's sum of squares = a plain sum for lengths 1-%d and %d-%zu: worst rel error %.1e  %s\n",
+           3 * SUMSQ_LANES, (int)SUMSQ_BLOCK - 1, n_max, worst, fails ? "FAIL" : "ok");
+    free(g);
+    return fails;
+}
+
 // After the steps: every tensor's parameters against the reference's, and its decay flag
 // against the reference's group. Returns the failed checks.
 static int compare_final(GPT *m, const char *state_path, double tol) {
@@ -148,6 +172,7 @@ int main(int argc, char **argv) {
                coef < 1 ? " clipped" : "", ok ? "ok" : "FAIL");
     }
     fails += compare_final(&m, state_path, tol_param);
+    fails += check_sumsq();
     printf("%s: %d check%s failed (worst step-loss rel error %.3e)\n", fails ? "FAIL" : "PASS", fails, fails == 1 ? "" : "s", worst_step);
     gpt_free(&m);
     comm_finalize(&comm);

@@ -122,7 +122,7 @@ MUTANTS = [
       "the gather ring without its largest unit of slack"),
     M("host-sumsq-tail", "zero/host.h",
       "for (int l = 0; i < n; i++, l++) lane[l] += (double)g[i] * g[i];",
-      "for (int l = 0; i + 1 < n; i++, l++) lane[l] += (double)g[i] * g[i];", "zero", Z01,
+      "for (int l = 0; i + 1 < n; i++, l++) lane[l] += (double)g[i] * g[i];", "gpt_cpu", None,
       "the norm drops the last element of a block"),
     M("host-accum-first", "zero/host.h",
       "acc[i] = first ? x : acc[i] + x;",

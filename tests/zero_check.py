@@ -141,9 +141,10 @@ def main():
             for world in subset("ZERO_CHECK_WORLDS", [1, 2, 3, 4]):
                 variants = [("", [])]
                 if stage == 3:
-                    # the final unit (2C or C + lm_head) stays persistent below 2000 elements? only gpt2's (2C = 96);
-                    # layers and the embedding are gathered. --max-live: just enough for the head plus one prefetch
-                    variants = [("", ["--persistence-threshold", "2000", "--max-live", "40000"]),
+                    # the threshold is exactly the smallest unit's size, which therefore stays persistent (DeepSpeed's
+                    # numel <= threshold): gpt2's final unit (2C = 96), llama's embedding; the rest is gathered.
+                    # --max-live: just enough for the largest step plus one prefetch
+                    variants = [("", ["--persistence-threshold", str(min(numels)), "--max-live", "40000"]),
                                 ("poison", ["--persistence-threshold", "0", "--max-live", "40000"])]
                 if stage <= 1 and world == 2:
                     # --overlap-reduce 0 (the GPU's default until a device run): every reduction at the boundary
@@ -210,6 +211,16 @@ def main():
                         notes.append(f"peak gathered {peak} <= 40000")
                         if peak > 40000 or peak == 0:
                             ok = False; notes.append("PEAK OVER LIMIT or nothing gathered")
+                        # the gather buffers: the ring holds the live cap plus the largest gathered unit (its wrap's
+                        # slack, zero/plan.h), beside the persistent units, those of at most the threshold's elements
+                        threshold = int(extra[extra.index("--persistence-threshold") + 1])
+                        padded = [-(-n // (world * ALIGN)) * world * ALIGN for n in numels]
+                        resident = sum(p for n, p in zip(numels, padded) if n <= threshold)
+                        slack = max(p for n, p in zip(numels, padded) if n > threshold)
+                        want = BYTES["params"] * (mem["live_cap_elems"] + slack + resident)
+                        if mem["measured_bytes"]["gathered_params"] != want:
+                            ok = False; notes.append(f"gather buffers {mem['measured_bytes']['gathered_params']} B != live cap + "
+                                                     f"largest unit + persistent units ({resident} elements) = {want} B")
                     ratio = comm["total_bytes"] / comm["psi_bytes"]
                     worst[arch] = max(worst.get(arch, 0), dl, dn, dp, dm, dv)
                     print(f"  stage {stage} x {world} rank{'s' if world > 1 else ' '} {tag:6s} loss dev {dl:.2e}  norm {dn:.2e}  "
