@@ -346,11 +346,24 @@ def run_test(tree, test, env_extra, log, timeout):
     return rc, time.time() - t0
 
 
+def results_from_log(path):
+    """the results of a run stopped before its results file, from its output"""
+    text = open(path).read()
+    head = re.search(r"at (\w+)( with uncommitted changes)?, scratch copy \S+, started (.+? UTC)", text)
+    results = []
+    for v, mid, f, killer, secs in re.findall(r"^(KILLED|SURVIVED|INVALID) +(\S+) +(\S+) +(\S+(?: \(timeout\))?) +(\d+)s", text, re.M):
+        m = next(x for x in MUTANTS if x["id"] == mid)
+        results.append({"id": mid, "file": f, "tests": m["tests"], "verdict": v, "killed_by": "" if killer == "-" else killer,
+                         "seconds": int(secs), "why": m["why"]})
+    return {"commit": head.group(1), "dirty": bool(head.group(2)), "started": head.group(3), "mutants": len(results),
+            "results": results}
+
+
 def report(paths):
     """docs/testing.md's table from one run and its reruns"""
     by_id, runs = {}, []
     for p in paths:
-        r = json.load(open(p))
+        r = json.load(open(p)) if p.endswith(".json") else results_from_log(p)
         runs.append(f"{r['started']} at {r['commit']}{' (uncommitted changes)' if r['dirty'] else ''}: {r['mutants']} mutants")
         for x in r["results"]:
             by_id[x["id"]] = x
