@@ -108,6 +108,8 @@ settings = [  # fp16 block
     {"loss_scale": 0, "initial_scale_power": 6, "loss_scale_window": 4, "hysteresis": 3, "min_loss_scale": 0.25},
     {"loss_scale": 0, "initial_scale_power": 8, "loss_scale_window": 5, "hysteresis": 2, "consecutive_hysteresis": True, "min_loss_scale": 4},
     {"loss_scale": 0, "initial_scale_power": 3, "loss_scale_window": 1, "hysteresis": 1, "min_loss_scale": 2},
+    # a minimum no halving of 2^p lands on: the scale must stop at it, not below
+    {"loss_scale": 0, "initial_scale_power": 4, "loss_scale_window": 3, "hysteresis": 1, "min_loss_scale": 3},
     {"loss_scale": 128},
 ]
 for st in settings:
