@@ -19,6 +19,7 @@
 #include "train/jsonl.h"
 #include "config/train_config.h"
 #include "comm/comm.h"
+#include "train/savedir.h"
 #include <dirent.h>
 
 // What the monitors write. at_start: the metric belongs to the model before the step
@@ -152,8 +153,10 @@ static double unix_time(void) {
 }
 
 // Collective: the monitors tc asks for, continuing from step `start` (0 for a new run;
-// the checkpoint's step for --resume). Rank 0 makes each job's directory, cuts what
-// an earlier run wrote there after `start` (with a note), and opens a new event file.
+// the checkpoint's step for --resume). Rank 0 makes each job's directory and locks it
+// as --save's (train/savedir.h: a second live run in the job is refused before it
+// touches anything), cuts what an earlier run wrote there after `start` (with a note),
+// and opens a new event file.
 // A directory that cannot be made or a file that cannot be written stops every rank.
 static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int start, int say) {
     memset(mon, 0, sizeof(*mon));
@@ -166,13 +169,19 @@ static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int st
         if (tc->tensorboard) monitor_job_dir(tb_dir, sizeof(tb_dir), tc->tb_path, tc->tb_job);
         if (tc->csv_monitor) monitor_job_dir(mon->csv_dir, sizeof(mon->csv_dir), tc->csv_path, tc->csv_job);
         long kept = 0, removed = 0;
-        if (tb_dir[0]) {
-            ok = mkdir_p(tb_dir, err, sizeof(err)) && tb_truncate_dir(tb_dir, &cut, &kept, &removed, err, sizeof(err)) &&
+        char note[2400] = "";
+        // each job directory locked before anything in it is cut: another live run's files are never touched
+        if (tb_dir[0]) ok = mkdir_p(tb_dir, err, sizeof(err)) && dir_lock(tb_dir, "choose another --job-name", err, sizeof(err), note, sizeof(note));
+        if (note[0]) diag("note", "tensorboard: %s", note), note[0] = 0;
+        if (ok && mon->csv_dir[0])
+            ok = mkdir_p(mon->csv_dir, err, sizeof(err)) && dir_lock(mon->csv_dir, "choose another --job-name", err, sizeof(err), note, sizeof(note));
+        if (note[0]) diag("note", "csv_monitor: %s", note);
+        if (ok && tb_dir[0]) {
+            ok = tb_truncate_dir(tb_dir, &cut, &kept, &removed, err, sizeof(err)) &&
                  tfevents_open(&mon->tb, tb_dir, unix_time(), err, sizeof(err));
             if (ok && removed) monitor_say_cut("tensorboard", tb_dir, removed, "records", start, cut.start_samples);
         }
         if (ok && mon->csv_dir[0]) {
-            ok = mkdir_p(mon->csv_dir, err, sizeof(err));
             long csv_removed = 0;
             for (int i = 0; ok && i < N_MON; i++) {
                 char path[1400];

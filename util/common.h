@@ -129,6 +129,45 @@ static const char *file_kind(mode_t m) {
            S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISREG(m) ? "a regular file" : "not a regular file";
 }
 
+// Every file the programs open goes through open_regular: it refuses what is not a regular
+// file (a FIFO, a device, a socket, a directory) with one line naming `what` and the path.
+// It opens with O_NONBLOCK and then looks with fstat, so that a FIFO never blocks the open
+// (a reader would wait for a writer, and a writer for a reader). Returns the descriptor, or
+// -1 with err ("PATH: a FIFO (named pipe), not a model file").
+static int open_regular(const char *path, int flags, const char *what, char *err, size_t errn) {
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat sb;
+    if (fd < 0) {
+        int e = errno;   // a FIFO opened for writing with no reader fails (ENXIO): say what it is
+        if (e == ENXIO && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) snprintf(err, errn, "%s: %s, not %s", path, file_kind(sb.st_mode), what);
+        else snprintf(err, errn, "%s: cannot %s (%s)", path, flags & O_CREAT ? "create" : "open", strerror(e));
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errn, "%s: %s, not %s", path, file_kind(sb.st_mode), what);
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+// open_regular as stdio: mode "rb", "wb", "ab" or "r+b". Returns NULL with err.
+static FILE *fopen_regular(const char *path, const char *mode, const char *what, char *err, size_t errn) {
+    int flags = mode[0] == 'r' ? (strchr(mode, '+') ? O_RDWR : O_RDONLY) : O_WRONLY | O_CREAT | (mode[0] == 'a' ? O_APPEND : O_TRUNC);
+    int fd = open_regular(path, flags, what, err, errn);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, mode);
+    if (fd >= 0 && !f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); close(fd); }
+    return f;
+}
+
+static FILE *fopen_regular_or_die(const char *path, const char *mode, const char *what) {
+    char err[1400];
+    FILE *f = fopen_regular(path, mode, what, err, sizeof(err));
+    if (!f) fatal("%s", err);
+    return f;
+}
+
 // ----------------------------------------------------------------------------
 // checked writes: every write, flush, fsync, close and rename is checked, and the
 // first failure is kept as one line naming the file and the OS error, for the caller
@@ -184,9 +223,8 @@ static int out_open(OutFile *o, const char *path, int atomic) {
     snprintf(o->path, sizeof(o->path), "%s", path);
     snprintf(o->tmp, sizeof(o->tmp), atomic ? "%s.tmp" : "%s", o->path);
     o->atomic = atomic;
-    o->f = fopen(o->tmp, "wb");
-    if (!o->f) return out_fail(o, "cannot create", errno);
-    return 1;
+    o->f = fopen_regular(o->tmp, "wb", "a file to write", o->err, sizeof(o->err));
+    return o->f != NULL;
 }
 
 // After a failure further writes do nothing: the caller checks once, at the end.
@@ -204,9 +242,8 @@ static int out_open_existing(OutFile *o, const char *path) {
     memset(o, 0, sizeof(*o));
     snprintf(o->path, sizeof(o->path), "%s", path);
     snprintf(o->tmp, sizeof(o->tmp), "%s", path);
-    o->f = fopen(path, "r+b");
-    if (!o->f) return out_fail(o, "cannot open for writing", errno);
-    return 1;
+    o->f = fopen_regular(path, "r+b", "a file to write", o->err, sizeof(o->err));
+    return o->f != NULL;
 }
 static int out_seek(OutFile *o, off_t offset) {
     if (o->err[0] || !o->f) return 0;
