@@ -249,10 +249,16 @@ static int file_crc(const char *path, long long *size, uint32_t *crc, char *err,
     return 1;
 }
 
-// "ckpt_00000012" -> 12; -1 for any other name
+// "ckpt_00000012" -> 12, "ckpt_123456789" -> 123456789 (the name ckpt_%08d gives a step: eight digits
+// or more); -1 for any other name
 static int ckpt_step_of(const char *name) {
-    if (strncmp(name, "ckpt_", 5) != 0 || strlen(name) != 13 || strspn(name + 5, "0123456789") != 8) return -1;
-    return atoi(name + 5);
+    if (strncmp(name, "ckpt_", 5) != 0) return -1;
+    size_t digits = strlen(name) - 5;
+    if (digits < 8 || digits > 10 || strspn(name + 5, "0123456789") != digits) return -1;
+    long long step = atoll(name + 5);
+    char again[32];
+    snprintf(again, sizeof(again), "ckpt_%08lld", step);
+    return step <= INT32_MAX && !strcmp(again, name) ? (int)step : -1;
 }
 
 static int cmp_int_desc(const void *a, const void *b) { return *(const int *)b - *(const int *)a; }
