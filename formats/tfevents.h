@@ -79,8 +79,8 @@ static int tfevents_open(TfEvents *t, const char *dir, double wall, char *err, s
     for (char *h = host; *h; h++) if (*h == '/') *h = '_';
     int len = snprintf(t->path, sizeof(t->path), "%s/events.out.tfevents.%010lld.%s.%d.0", dir, (long long)wall, host, (int)getpid());
     if (len < 0 || (size_t)len >= sizeof(t->path)) { snprintf(err, errn, "%s: the directory's path is too long for an event file's name", dir); return 0; }
-    t->f = fopen(t->path, "ab");
-    if (!t->f) { snprintf(err, errn, "%s: cannot create (%s)", t->path, strerror(errno)); return 0; }
+    t->f = fopen_regular(t->path, "ab", "an event file", err, errn);
+    if (!t->f) return 0;
     PbBuf e = {{0}, 0};
     pb_double(&e, 1, wall);
     pb_key(&e, 2, 0);

@@ -19,7 +19,10 @@ typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not loggi
 
 static JsonLog jsonl_open(const char *path, int writer, int append) {
     JsonLog l = {NULL, path};
-    if (writer && path[0]) l.f = fopen_or_die(path, append ? "ab" : "wb");
+    struct stat sb;
+    // a terminal, /dev/null or /dev/full takes a stream; a FIFO would block the open: refused with anything else not a file
+    if (writer && path[0] && stat(path, &sb) == 0 && S_ISCHR(sb.st_mode)) l.f = fopen_or_die(path, "wb");
+    else if (writer && path[0]) l.f = fopen_regular_or_die(path, append ? "ab" : "wb", "a regular file for --log");
     return l;
 }
 static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }

@@ -219,8 +219,9 @@ static void monitor_write(Monitor *mon, int metric, double value, long long samp
     csv_file_name(path, sizeof(path), mon->csv_dir, tag);
     FILE **f = &mon->csv[metric];
     if (!*f) {   // the header, "step,<the tag's last part>", where the file starts
-        *f = fopen(path, "ab");
-        if (!*f) { diag("warning", "%s: cannot open (%s): no CSV for this metric", path, strerror(errno)); mon->csv_dir[0] = 0; return; }
+        char err[1500];
+        *f = fopen_regular(path, "ab", "a CSV file", err, sizeof(err));
+        if (!*f) { diag("warning", "%s: no CSV for this metric", err); mon->csv_dir[0] = 0; return; }
         if (fseeko(*f, 0, SEEK_END) == 0 && ftello(*f) == 0 && fprintf(*f, "step,%s\r\n", strrchr(tag, '/') + 1) < 0) { monitor_failed(path, f); return; }
     }
     python_float_text(value, num, sizeof(num));
