@@ -329,6 +329,51 @@ static int mkdir_p(const char *dir, char *err, size_t errn) {
     }
 }
 
+// ----------------------------------------------------------------------------
+// cutting byte ranges out of a file in place: a resumed run's monitors remove an
+// earlier run's records after its checkpoint and nothing else (train/monitor.h)
+
+typedef struct { off_t lo, hi; } ByteRange;
+typedef struct { ByteRange *r; int n, cap; } ByteRanges;
+
+// [lo, hi) added after the ranges so far, joined to the last one when they touch
+static void ranges_add(ByteRanges *rs, off_t lo, off_t hi) {
+    if (rs->n && rs->r[rs->n - 1].hi == lo) { rs->r[rs->n - 1].hi = hi; return; }
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? 2 * rs->cap : 16;
+        rs->r = (ByteRange *)realloc(rs->r, rs->cap * sizeof(ByteRange));
+        if (!rs->r) fatal("out of memory listing byte ranges");
+    }
+    rs->r[rs->n].lo = lo;
+    rs->r[rs->n++].hi = hi;
+}
+
+// Removes the ranges rs (in order, disjoint) from the file at path, open as fd, `size`
+// bytes mapped at map. A cut at the end is a truncation; otherwise the rest is written
+// to DIR/.cut.tmp, synced and renamed over the file. Returns 1, or 0 with err.
+static int file_cut_ranges(const char *path, int fd, const uint8_t *map, off_t size, const ByteRanges *rs, char *err, size_t errn) {
+    if (rs->n == 0) return 1;
+    if (rs->n == 1 && rs->r[0].hi == size) {
+        if (ftruncate(fd, rs->r[0].lo) == 0 && fsync(fd) == 0) return 1;
+        snprintf(err, errn, "%s: cannot truncate (%s)", path, strerror(errno));
+        return 0;
+    }
+    char tmp[1100];
+    const char *base = path_base(path);
+    snprintf(tmp, sizeof(tmp), "%.*s.cut.tmp", (int)(base - path), path);
+    OutFile o;
+    off_t at = 0;
+    if (out_open(&o, tmp, 0))
+        for (int i = 0; i <= rs->n; i++) {
+            off_t end = i < rs->n ? rs->r[i].lo : size;
+            out_write(&o, map + at, (size_t)(end - at));
+            if (i < rs->n) at = rs->r[i].hi;
+        }
+    if (!out_finish(&o)) { snprintf(err, errn, "%s", o.err); unlink(tmp); return 0; }
+    if (rename(tmp, path) != 0) { snprintf(err, errn, "%s: cannot rename %s over it (%s)", path, tmp, strerror(errno)); unlink(tmp); return 0; }
+    return fsync_parent_dir(path, err, errn);
+}
+
 // The forms for tools, where a failed write ends the program (fatal: exit). The
 // temporary file of each atomic write not yet committed is removed on the way out,
 // so a tool that stops mid-write (a full disk) leaves no PATH.tmp behind.
