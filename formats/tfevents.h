@@ -189,6 +189,35 @@ static int tfrecord_at(const uint8_t *m, off_t size, off_t at, uint64_t *len) {
     return le32_at(m + at + 12 + n) == tfrecord_masked_crc(m + at + 12, n) ? 1 : 2;
 }
 
+// The scan behind tfevents_cut, on the file's bytes m[0, size): the ranges to cut into
+// *drop (the caller frees drop->r), the counts into *c, and into *plain the records that
+// hold no scalar (the file_version, or another writer's). Reads nothing past size.
+static void tfevents_scan(const uint8_t *m, off_t size, int (*keep)(int64_t step, const char *tag, void *ctx), void *ctx, TfCut *c,
+                          ByteRanges *drop, long *plain) {
+    memset(c, 0, sizeof(*c));
+    *plain = 0;
+    for (off_t at = 0; at < size;) {
+        uint64_t len = 0;
+        int r = tfrecord_at(m, size, at, &len);
+        if (r == -1) { ranges_add(drop, at, size); break; }
+        if (r == 1) {
+            int64_t step;
+            char tag[256];
+            off_t next = at + 16 + (off_t)len;
+            if (!tfevents_parse(m + at + 12, len, &step, tag, sizeof(tag)) || !tag[0]) (*plain)++;
+            else if (keep(step, tag, ctx)) c->kept++;
+            else c->cut++, ranges_add(drop, at, next);
+            at = next;
+            continue;
+        }
+        off_t next = r == 2 ? at + 16 + (off_t)len : at + 1;   // damaged: on to the next intact record
+        while (next < size && tfrecord_at(m, size, next, &len) != 1) next++;
+        if (!c->damaged) c->first_damage = at;
+        c->damaged += next - at;
+        at = next;
+    }
+}
+
 // Cuts from event file `path` the scalar records for which keep(step, tag, ctx) fails,
 // and a torn last record (a crash while writing it); nothing else. Records that do not
 // read (a damaged byte) stay where they are, with every record after them, which are
@@ -205,27 +234,8 @@ static int tfevents_cut(const char *path, int (*keep)(int64_t step, const char *
     const uint8_t *m = size ? (const uint8_t *)mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
     if (m == MAP_FAILED) { snprintf(err, errn, "%s: cannot memory-map (%s)", path, strerror(errno)); close(fd); return 0; }
     ByteRanges drop = {0};
-    long plain = 0;   // records without a scalar: the file_version, or another writer's
-    for (off_t at = 0; at < size;) {
-        uint64_t len = 0;
-        int r = tfrecord_at(m, size, at, &len);
-        if (r == -1) { ranges_add(&drop, at, size); break; }
-        if (r == 1) {
-            int64_t step;
-            char tag[256];
-            off_t next = at + 16 + (off_t)len;
-            if (!tfevents_parse(m + at + 12, len, &step, tag, sizeof(tag)) || !tag[0]) plain++;
-            else if (keep(step, tag, ctx)) c->kept++;
-            else c->cut++, ranges_add(&drop, at, next);
-            at = next;
-            continue;
-        }
-        off_t next = r == 2 ? at + 16 + (off_t)len : at + 1;   // damaged: on to the next intact record
-        while (next < size && tfrecord_at(m, size, next, &len) != 1) next++;
-        if (!c->damaged) c->first_damage = at;
-        c->damaged += next - at;
-        at = next;
-    }
+    long plain;
+    tfevents_scan(m, size, keep, ctx, c, &drop, &plain);
     int ok = 1;
     if (c->kept == 0 && plain <= 1 && c->damaged == 0) {
         c->removed = 1;
