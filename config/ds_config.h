@@ -64,8 +64,8 @@ typedef struct {
 } DsKey;
 
 static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 0, 1},
-                   R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-3.4e38, 3.4e38, 0, 0, 0},
-                   R_MIN_SCALE = {0, 3.4e38, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
+                   R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-FLT_BIG, FLT_BIG, 0, 0, 0},
+                   R_MIN_SCALE = {0, FLT_BIG, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
                    R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1},
                    R_LAYERS = {1, 1024, 0, 0, 1};   // --layers' range
 
@@ -312,31 +312,32 @@ static void json_text(const cJSON *v, char *buf, size_t n) {
 
 // "expected ..., got ..." for a value of the wrong type or out of range; 1 if it is fine
 static int ds_check_value(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
-    char want[160] = "", got[96], rt[96];
+    char want[160] = "", got[96], rt[128], why[192];
     const cJSON *as_float = NULL;   // a number in range as a double, but not as the float it is stored in
     switch (k->type) {
     case JT_BLOCK: case JT_OPEN: if (!cJSON_IsObject(v)) snprintf(want, sizeof(want), "an object {...}"); break;
     case JT_BOOL: if (!cJSON_IsBool(v)) snprintf(want, sizeof(want), "true or false"); break;
     case JT_STR: if (!cJSON_IsString(v)) snprintf(want, sizeof(want), "a string"); break;
     case JT_INT: case JT_NUM:
-        if (!cJSON_IsNumber(v) || !range_ok(k->range, v->valuedouble)) snprintf(want, sizeof(want), "%s", range_text(k->range, rt, sizeof(rt)));
-        else if (k->type == JT_NUM && !range_ok_f32(k->range, v->valuedouble)) as_float = v;
+        if (cJSON_IsNumber(v) && k->type == JT_NUM && range_f32_why(k->range, v->valuedouble, why, sizeof(why))) as_float = v;
+        else if (!cJSON_IsNumber(v) || !(k->type == JT_NUM ? range_ok_f32 : range_ok)(k->range, v->valuedouble))
+            snprintf(want, sizeof(want), "%s", range_text(k->range, rt, sizeof(rt)));
         break;
     case JT_PAIR: {
         int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
         for (int i = 0; ok && i < 2; i++) {
             const cJSON *e = cJSON_GetArrayItem(v, i);
-            ok = cJSON_IsNumber(e) && range_ok(k->range, e->valuedouble);
-            if (ok && !as_float && !range_ok_f32(k->range, e->valuedouble)) as_float = e;
+            if (!cJSON_IsNumber(e) || !range_ok(k->range, e->valuedouble)) ok = 0;
+            else if (!as_float && range_f32_why(k->range, e->valuedouble, why, sizeof(why))) as_float = e;
         }
+        if (!ok) as_float = NULL;
         if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, rt, sizeof(rt)));
         break;
     }
     }
     if (as_float) {   // every JT_NUM setting is a 32-bit float (TrainConfig)
         json_text(as_float, got, sizeof(got));
-        report_at(x->r, MSG_ERROR, path, "%s is %g as the 32-bit float it is used as: expected %s as a float", got,
-                  (double)(float)as_float->valuedouble, range_text(k->range, rt, sizeof(rt)));
+        report_at(x->r, MSG_ERROR, path, "%s %s", got, why);
         return 0;
     }
     if (!want[0]) return 1;

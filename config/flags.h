@@ -158,9 +158,8 @@ static double flag_number(const char *flag, const char *s, const Range *r) {
     errno = 0;
     double v = r->integer && r->hi < 9e18 ? (double)strtoll(s, &end, 10) : strtod(s, &end);
     if (!errno && *end == 0 && end != s && (r->integer ? range_ok(r, v) : range_ok_f32(r, v))) return v;
-    char want[96];
-    if (!errno && *end == 0 && end != s && range_ok(r, v))   // in range as a double, not as the float it is stored in
-        fatal("%s: '%s' is %g as the 32-bit float it is used as: expected %s as a float", flag, s, (double)(float)v, range_text(r, want, sizeof(want)));
+    char want[192];
+    if (!errno && *end == 0 && end != s && !r->integer && range_f32_why(r, v, want, sizeof(want))) fatal("%s: '%s' %s", flag, s, want);
     fatal("%s: expected %s, got '%s'", flag, range_text(r, want, sizeof(want)), s);
     return 0;
 }
