@@ -491,9 +491,9 @@ static void train_close(TrainRun *R) {
 
 // A run whose last step was skipped, a skip --max-skips counts (a non-finite loss or
 // gradients), did not train to its end: one line on every rank says so, since which
-// step, and which checkpoint holds its parameters, those of R->last_applied.
-// Returns the exit status, 1.
-static int train_ended_skipped(const TrainRun *R) {
+// step, and which checkpoint holds its parameters, those of R->last_applied; `bad`, when
+// not NULL, says those parameters are not finite. Returns the exit status, 1.
+static int train_ended_skipped(const TrainRun *R, const char *bad) {
     const TrainConfig *tc = R->tc;
     int applied = R->last_applied, n = tc->steps - applied;
     char first[32], held[1400] = "", name[256] = "";
@@ -504,8 +504,22 @@ static int train_ended_skipped(const TrainRun *R) {
     else if (ckpt_step_of(name) >= applied)   // saved at or after it: a skipped step changes nothing
         snprintf(held, sizeof(held), "the latest checkpoint, %s/%s, holds them", tc->save_dir, name);
     else snprintf(held, sizeof(held), "the latest checkpoint is %s/%s, of step %d", tc->save_dir, name, ckpt_step_of(name));
-    diag("error", "the run ended on %d skipped step%s (%s, %s): its parameters are those of step %d, the last applied one; %s",
-         n, n > 1 ? "s" : "", first, R->ended_skipped, applied, held);
+    char finite[600] = "";
+    if (bad) snprintf(finite, sizeof(finite), ", and they are not finite: %s", bad);
+    diag("error", "the run ended on %d skipped step%s (%s, %s): its parameters are those of step %d, the last applied one%s; %s",
+         n, n > 1 ? "s" : "", first, R->ended_skipped, applied, finite, held);
+    return 1;
+}
+
+// The end of a run: its parameters checked as a save checks them (an applied step with a
+// finite loss can still overflow them, as --lr 3e38 does), so the exit status does not
+// depend on --save. Collective. Returns 0, or 1 after one line on every rank.
+static int train_ended_nonfinite(GPT *m, const TrainRun *R) {
+    char bad[512] = "";
+    if (step_guard_master_finite(&m->zero, bad, sizeof(bad))) return R->ended_skipped ? train_ended_skipped(R, NULL) : 0;
+    if (R->ended_skipped) return train_ended_skipped(R, bad);
+    diag("error", "step %d: the run ended with parameters that are not finite: %s (a checkpoint of them would be refused; "
+         "lower the learning rate)", R->tc->steps, bad);
     return 1;
 }
 
@@ -521,6 +535,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     preempt_install();
     comm_watchdog_steps(1);   // any stall in the steps counts, not only waits
     R.t0 = wall_time();
+    int first = R.st.step;
     for (int step = R.st.step; step < tc->steps; step++) {
         StepResult r = train_step(m, tc, &R.train, &R.st.guard, step);
         // everything that follows now is just diagnostics: reports, validation, samples, checkpoints, signals
@@ -536,7 +551,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     comm_watchdog_steps(0);
     comm_phase("the end-of-run reports", tc->steps);
     test_stop_point("shutdown");
-    if (status == 0 && R.ended_skipped) status = train_ended_skipped(&R);
+    if (status == 0 && tc->steps > first) status = train_ended_nonfinite(m, &R);
     train_close(&R);
     return status;
 }
