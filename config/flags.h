@@ -330,15 +330,17 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
     }
 #endif
     nvme_config_check(c, r);
-    // W&B reads TensorBoard's event files: with the wandb block, zeroc writes those and names the upload
+    // the wandb block writes nothing: W&B can upload the tensorboard block's event files, if that block is on
     if (c->wandb) {
-        c->tensorboard = 1;
         char dir[700], team[160] = "", group[200] = "";
         monitor_job_dir(dir, sizeof(dir), c->tb_path, c->tb_job);
         if (c->wandb_team[0]) snprintf(team, sizeof(team), " -e %s", c->wandb_team);
         if (c->wandb_group[0]) snprintf(group, sizeof(group), "; group %s: wandb sync takes none, set it in W&B", c->wandb_group);
-        report_at(r, MSG_NOTE, "wandb", "zeroc does not call W&B: it writes TensorBoard event files to %s (the tensorboard block); "
-                  "upload them with: wandb sync --sync-tensorboard -p %s%s %s%s", dir, c->wandb_project, team, dir, group);
+        if (c->tensorboard)
+            report_at(r, MSG_NOTE, "wandb", "no effect here: zeroc does not call W&B; the tensorboard block's event files in %s "
+                      "upload with: wandb sync --sync-tensorboard -p %s%s %s%s", dir, c->wandb_project, team, dir, group);
+        else report_at(r, MSG_NOTE, "wandb", "no effect here: zeroc does not call W&B and the tensorboard block is off, so "
+                       "nothing is written for W&B (enable the tensorboard block and upload its files with wandb sync --sync-tensorboard)");
     }
     // activations
     if (c->cpu_checkpointing && !c->recompute)
@@ -371,6 +373,9 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
     if (c->sample && !c->init_path[0] && !c->resume_dir[0])
         report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
+    if (c->init_path[0] && c->resume_dir[0])
+        report_at(r, MSG_ERROR, "--init", "%s and --resume %s both give the model: a resume takes it from the checkpoint, so --init would "
+                  "be ignored; drop one of them", c->init_path, c->resume_dir);
     if (!c->sample && c->sample_every > 0) return;
     char given[400] = "";
     for (int i = 1; i + 1 < argc; i += 2)     // every flag takes a value

@@ -269,9 +269,14 @@ expect_note "a key with no effect" 'zero_optimization.contiguous_gradients: no e
     $CT lr --config "$(cfg n2 '{"zero_optimization": {"contiguous_gradients": true}}')"
 expect_note "a monitor zeroc does not write" 'comet.enabled: no effect here: zeroc logs every step to --log FILE' \
     $CT lr --config "$(cfg n3 '{"comet": {"enabled": true, "project": "p"}}')"
-expect_note "the wandb block names the upload of the TensorBoard files" \
-    'wandb: zeroc does not call W&B: it writes TensorBoard event files to tb/DeepSpeedJobName .*wandb sync --sync-tensorboard -p p tb/DeepSpeedJobName' \
-    $CT lr --config "$(cfg n3w '{"wandb": {"enabled": true, "project": "p"}, "tensorboard": {"output_path": "tb"}}')"
+expect_note "the wandb block does nothing, and names the upload of the tensorboard block's files" \
+    'wandb: no effect here: zeroc does not call W&B; the tensorboard block.s event files in tb/DeepSpeedJobName upload with: wandb sync --sync-tensorboard -p p tb/DeepSpeedJobName' \
+    $CT lr --config "$(cfg n3w '{"wandb": {"enabled": true, "project": "p"}, "tensorboard": {"enabled": true, "output_path": "tb"}}')"
+expect_note "the wandb block without the tensorboard block: nothing is written for W&B" \
+    'wandb: no effect here: zeroc does not call W&B and the tensorboard block is off, so nothing is written' \
+    $CT lr --config "$(cfg n3x '{"wandb": {"enabled": true}, "tensorboard": {"enabled": false}}')"
+expect_error "--init with --resume: one line, not a silently ignored --init" "--init: a.bin and --resume ck both give the model: a resume takes it from the checkpoint" 1 \
+    $CT lr --init a.bin --resume ck
 expect_note "activation checkpointing" 'activation_checkpointing.partition_activations: no effect here: partitions checkpoints across model-parallel ranks' \
     $CT lr --config "$(cfg n4 '{"activation_checkpointing": {"partition_activations": true, "number_checkpoints": null}}')"
 expect_error "activation_checkpointing.number_checkpoints other than the layers" 'number_checkpoints: 3: zeroc checkpoints every layer' 1 \
