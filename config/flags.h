@@ -552,7 +552,9 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
     hf_config_for_init(c, argc, argv);
     arch = m->arch;
-    if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head) {
+    // without --arch, a model from a run file is judged by its own architecture (config_take_model)
+    int arch_from_file = config_model_from_run_file(c) && !flag_given(argc, argv, "--arch");
+    if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head && !arch_from_file) {
         // gpt2 has no grouped-query attention; a preset's llama kv heads do not apply
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
         m->n_kv_head = m->n_head;

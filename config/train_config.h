@@ -267,23 +267,25 @@ static void config_take_model(TrainConfig *c, const ModelConfig *file, const cha
         fatal("--arch %s disagrees with %s %s (%s): the model comes from it; drop or fix the flag", arch_name(m->arch), whose,
               arch_name(file->arch), path);
     int preset = flag_given(argc, argv, "--preset");
-    struct { const char *flag, *what; int by_preset, mine, theirs; } chk[] = {
-        {"--layers", "layers", 1, m->n_layer, file->n_layer},
-        {"--heads", "heads", 1, m->n_head, file->n_head},
-        {"--kv-heads", "key/value heads", file->arch == ARCH_LLAMA, m->n_kv_head, file->n_kv_head},
-        {"--dim", "width", 1, m->d_model, file->d_model},
-        {"--ffn", "MLP width", 0, m->d_ff, file->d_ff},
-        {"--vocab", "vocabulary", 1, m->vocab_size, file->vocab_size},
-        {"--max-seq", "maximum sequence length", 1, m->max_seq, file->max_seq},
+    ModelConfig p = *m;   // the preset's sizes in the file's architecture (a llama preset has fewer kv heads)
+    if (preset) model_apply_preset(&p, file->arch, c->preset);
+    struct { const char *flag, *what; int by_preset, mine, of_preset, theirs; } chk[] = {
+        {"--layers", "layers", 1, m->n_layer, p.n_layer, file->n_layer},
+        {"--heads", "heads", 1, m->n_head, p.n_head, file->n_head},
+        {"--kv-heads", "key/value heads", file->arch == ARCH_LLAMA, m->n_kv_head, p.n_kv_head, file->n_kv_head},
+        {"--dim", "width", 1, m->d_model, p.d_model, file->d_model},
+        {"--ffn", "MLP width", 0, m->d_ff, p.d_ff, file->d_ff},
+        {"--vocab", "vocabulary", 1, m->vocab_size, p.vocab_size, file->vocab_size},
+        {"--max-seq", "maximum sequence length", 1, m->max_seq, p.max_seq, file->max_seq},
     };
     for (size_t i = 0; i < sizeof(chk) / sizeof(chk[0]); i++) {
         int given = flag_given(argc, argv, chk[i].flag);
-        if (chk[i].mine == chk[i].theirs || !(given || (preset && chk[i].by_preset))) continue;
-        if (given)
+        if (given && chk[i].mine != chk[i].theirs)
             fatal("%s %d disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", chk[i].flag, chk[i].mine,
                   whose, chk[i].what, chk[i].theirs, path);
-        fatal("--preset %s (%s %d) disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", c->preset,
-              chk[i].what, chk[i].mine, whose, chk[i].what, chk[i].theirs, path);
+        if (!given && preset && chk[i].by_preset && chk[i].of_preset != chk[i].theirs)
+            fatal("--preset %s (%s %d) disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", c->preset,
+                  chk[i].what, chk[i].of_preset, whose, chk[i].what, chk[i].theirs, path);
     }
     c->model = *file;
     snprintf(c->arch, sizeof(c->arch), "%s", arch_name(file->arch));

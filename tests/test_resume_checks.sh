@@ -115,6 +115,17 @@ expect_error "an explicit flag that disagrees names both values" "--arch gpt2 di
 expect_error "a size flag that disagrees" "--dim 64 disagrees with the checkpoint's width 32" 1 $B --train "$TMP/train.bin" --threads 1 --dim 64 --resume "$C3"
 expect_error "--init of another model: a flag disagrees with the model file" "--layers 2 disagrees with the model file's layers 3" 1 \
     $B --train "$TMP/train.bin" --threads 1 --layers 2 --init "$C3/model.bin" --steps 1
+# without --arch, a llama checkpoint is judged as llama: its --kv-heads and its own preset are not gpt2's
+$B --train "$TMP/train.bin" --threads 1 --quiet 1 --kv-heads 2 --resume "$C3" > "$TMP/kv.out" 2>&1; a=$?
+$B --train "$TMP/train.bin" --threads 1 --quiet 1 --preset tiny --layers 3 --dim 32 --vocab 250 --resume "$C3" > "$TMP/pre.out" 2>&1; b=$?
+grep -h "error" "$TMP/kv.out" "$TMP/pre.out" | sed 's/^/       /'
+[ $a -eq 0 ] && [ $b -eq 0 ]; check "a llama checkpoint resumed with its --kv-heads 2 (exit $a) and with --preset tiny and its sizes (exit $b), no --arch" $?
+# the newest checkpoint, of another model, does not verify: the fall-back's model differs, and the line says so
+mkdir -p "$TMP/mixed" && cp -r "$C3" "$TMP/mixed/ckpt_00000001" && cp -r "$C4" "$TMP/mixed/ckpt_00000002"
+printf '\x01' | dd of="$TMP/mixed/ckpt_00000002/model.bin" bs=1 seek=3000 conv=notrunc 2> /dev/null
+expect_error "a fall-back to a checkpoint of another model: no 'check --arch' when none was given" \
+    "ckpt_00000001: checkpoint has [0-9]+ parameters, this run's model has [0-9]+: the run took its model from the newest readable checkpoint in .*mixed, which did not verify" 1 \
+    $B --train "$TMP/train.bin" --threads 1 --resume "$TMP/mixed" --steps 9
 text() { "$@" 2>&1 | tail -2 | head -1; }   # the sample: the line before "sampled ..."
 s1=$($B --sample 1 --resume "$TMP/m2" --sample-len 6 --seed 5 --threads 1 2>&1); st=$?
 s2=$(text $B --sample 1 --init "$TMP/m2/ckpt_00000006/model.bin" --sample-len 6 --seed 5 --threads 1)

@@ -597,7 +597,9 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
 static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPlan *p, const TrainConfig *tc, const TrainState *data,
                                  int world, int say, char *err, size_t errn) {
     if ((size_t)m->num_params != p->num_params)
-        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu (check --arch/--preset/sizes)", ck, m->num_params, p->num_params);
+        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu: the run took its model from the newest readable "
+                "checkpoint in %s, which did not verify, and this older one is of another model; resume a given ckpt_ directory",
+                ck, m->num_params, p->num_params, tc->resume_dir);
     if (m->align != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", ck, m->align, ZERO_ALIGN);
     if (!data) return 1;   // sampling (--sample 1): only the weights are read
     if (tc->steps <= m->step)
