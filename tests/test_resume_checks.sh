@@ -66,6 +66,30 @@ $B $M --steps 6 --resume "$TMP/old" > "$TMP/old.out" 2>&1; rc=$?
 sed 's/^/       /' "$TMP/old.out"
 [ $rc -eq 0 ] && grep -q "note: .*a format-1 manifest" "$TMP/old.out"; check "format 1: resumed, with a note on what cannot be verified" $?
 
+echo "== an optimizer shard whose CRC was forged still holds only what AdamW writes"
+# forge OUT WHICH VALUE: a copy of C4 with element 5 of m (0) or v (1) set, its CRC recomputed, a format-1 manifest
+forge() {
+    cp -r "$C4" "$TMP/$1"
+    $PY - "$TMP/$1" "$2" "$3" <<'PYEOF'
+import json, sys, zlib, numpy as np
+d, which, value = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+b = bytearray(open(d + "/optim_rank_00000.bin", "rb").read())
+a = np.frombuffer(b, dtype=np.float32, offset=1024)
+a[which * (a.size // 2) + 5] = value
+open(d + "/optim_rank_00000.bin", "wb").write(b)
+m = json.load(open(d + "/manifest.json"))
+m["format"] = 1
+del m["manifest_crc32"], m["train"]["train_tokens"], m["train"]["train_crc32"]
+for f in m["files"]:
+    if f["name"] == "optim_rank_00000.bin": f["crc32"] = "%08x" % zlib.crc32(bytes(b))
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+PYEOF
+}
+forge vneg 1 -1; forge vinf 1 inf; forge mnan 0 nan
+expect_error "a negative v" "vneg/optim_rank_00000.bin: the second moment v holds -1 at element 5 of unit" 1 $B $M --steps 6 --resume "$TMP/vneg"
+expect_error "an infinite v" "vinf/optim_rank_00000.bin: the second moment v holds inf at element 5" 1 $B $M --steps 6 --resume "$TMP/vinf"
+expect_error "a NaN m" "mnan/optim_rank_00000.bin: the first moment m holds nan at element 5" 1 $B $M --steps 6 --resume "$TMP/mnan"
+
 echo "== what a resumed run must share with its checkpoint"
 expect_error "--steps at the checkpoint's step" "--steps 4 is at or below the checkpoint's step 4" 1 $B $M --steps 4 --resume "$TMP/run"
 expect_error "another sequence length" "--seq 8 differs from the checkpoint's sequence length 16" 1 $B $M --steps 6 --seq 8 --resume "$TMP/run"

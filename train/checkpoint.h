@@ -665,8 +665,16 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
             size_t src_off = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
             for (int which = 0; which < 2 && ok; which++) {
                 ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src_off), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
-                if (ok) zero_optim_write(z, which, dst, b - a, piece);
-                else snprintf(err, errn, "%s: short read", path);
+                if (!ok) { snprintf(err, errn, "%s: short read", path); break; }
+                // a forged CRC must not smuggle in what AdamW never writes: non-finite m or v, or v below 0
+                size_t bad = first_nonfinite(piece, b - a);
+                for (size_t e = 0; which == 1 && e < bad; e++) if (piece[e] < 0) { bad = e; break; }
+                if (bad < b - a) {
+                    snprintf(err, errn, "%s: the %s holds %g at element %zu of unit %s (AdamW's m is finite, its v finite and "
+                             ">= 0): a damaged or edited file", path, which ? "second moment v" : "first moment m", piece[bad],
+                             a + bad, z->layout->units[i].name);
+                    ok = 0;
+                } else zero_optim_write(z, which, dst, b - a, piece);
             }
             fclose(of);
             a = b;
