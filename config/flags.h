@@ -402,6 +402,18 @@ static int config_model_from_run_file(const TrainConfig *c) {
     return c->resume_dir[0] || (c->init_path[0] && !st_sniff(c->init_path));
 }
 
+// --timeout as the command line gives it, read before MPI_Init and the full parse for the
+// start-up limit (comm/watchdog.h); a value the parse will refuse counts as the default.
+static double flags_prescan_timeout(int argc, char **argv) {
+    double timeout = DEFAULT_TIMEOUT;
+    for (int i = 1; i + 1 < argc; i++) {
+        char *end;
+        double v = strcmp(argv[i], "--timeout") ? -1 : strtod(argv[i + 1], &end);
+        if (v >= 0 && *end == 0 && range_ok(&R_TIMEOUT, v)) timeout = v;
+    }
+    return timeout;
+}
+
 // Parses argv into c. Returns, or exits with the errors, one line each. --help and
 // --config-keys print and exit 0.
 

@@ -199,6 +199,8 @@ static void monitor_job_dir(char *out, size_t n, const char *output_path, const 
     snprintf(out, n, "%s%s%s", output_path, output_path[0] && output_path[strlen(output_path) - 1] != '/' ? "/" : "", job);
 }
 
+#define DEFAULT_TIMEOUT 600   // --timeout's seconds
+
 static void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof(*c));
     strcpy(c->arch, "gpt2");
@@ -218,7 +220,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->consecutive_hysteresis = 0; c->min_loss_scale = 1.0f;                                            // documented defaults
     c->seed = 1337;
     c->save_every = 0; c->threads = 0;
-    c->keep_last = 0; c->timeout = 600;
+    c->keep_last = 0; c->timeout = DEFAULT_TIMEOUT;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
     c->sample = 0; c->num_samples = 1; c->top_k = 0; c->kv_cache = 1; c->temperature = 1.0f; c->top_p = 1.0f; c->prompt = "";
     c->zero_stage = -1;  // not asked for: the build's stage

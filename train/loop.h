@@ -52,6 +52,8 @@ static void model_alloc_context(const TrainConfig *tc) {
 // arithmetic alone, allocates nothing, and ends the run.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
+    // armed before MPI_Init, which waits for every rank: one stopped before joining must not hang the job
+    comm_watchdog_start(NULL, -1, flags_prescan_timeout(*argc, *argv));
     comm_init_world(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     // the model of --resume's checkpoint or --init's model file (and what else the checkpoint's run sets)
