@@ -267,24 +267,8 @@ static const DsKey *ds_find(const char *path) {
     return NULL;
 }
 
-// edit distance (insert, delete, substitute; letters compared case-insensitively)
-static int edit_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
-
 // The known key of the same block closest to `path`'s last component, if it is close
-// enough to be a likely misspelling: at most 3 edits, and at most a third of the name.
+// enough to be a likely misspelling (likely_misspelling).
 static const char *ds_did_you_mean(const char *path) {
     const char *name = last_component(path), *best = NULL;
     size_t pl = parent_len(path);
@@ -296,7 +280,7 @@ static const char *ds_did_you_mean(const char *path) {
         for (int j = 0; j < 2; j++) {
             if (!names[j]) continue;
             int d = edit_distance(name, names[j]);
-            if (d < bestd && 3 * d <= (int)strlen(names[j]) + 2) { bestd = d; best = names[j]; }
+            if (d < bestd && likely_misspelling(name, names[j], d)) { bestd = d; best = names[j]; }
         }
     }
     return best;
