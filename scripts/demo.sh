@@ -37,9 +37,9 @@ else
     NP=${NP:-4}
     ZERO=${ZERO:-3}
     echo "demo: no GPU found; CPU trainer, llama preset mini, $NP MPI ranks, ZeRO stage $ZERO, $STEPS steps"
-    $MAKE -s train_gpt_cpu ZERO="$ZERO"
+    $MAKE -s "train_gpt_cpu_zero$ZERO"   # the stage's own binary: ./train_gpt_cpu, the user's last build, stays
     t0=$(date +%s)
-    mpirun --allow-run-as-root --oversubscribe -np "$NP" ./train_gpt_cpu --arch llama --preset mini --batch $((32 / NP)) --seq 64 \
+    mpirun --allow-run-as-root --oversubscribe -np "$NP" "./train_gpt_cpu_zero$ZERO" --arch llama --preset mini --batch $((32 / NP)) --seq 64 \
         --steps "$STEPS" --lr 5e-3 --warmup 20 --shuffle 1 --val-every 50 --val-batches 8 --sample-every $((STEPS / 2)) --sample-len 40 \
         --log "$OUT/demo_cpu.jsonl" --save "$OUT/demo_ckpt"
     echo "demo: trained in $(( $(date +%s) - t0 )) s"
