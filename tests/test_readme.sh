@@ -80,6 +80,11 @@ echo "$out" | sed 's/^/  /'
 ! echo "$out" | grep -q '^PROBLEM'; st=$((st + $?))
 check "every relative link in README.md and docs/*.md resolves, and every path README.md names exists ($(echo "$out" | head -1))" $st
 
+# what README promises of a resume: bitwise only at the same world size and stage (issue 34)
+grep -q "at any world size and stage" README.md && ! grep -qi "bit-identical.*any world size\|bitwise.*any world size" README.md &&
+    grep -q "^Bitwise at the same world size and stage; at another, .* float rounding" README.md
+check "README says a resume is bitwise at the same world size and stage, within float rounding at another" $?
+
 make -s all zero-bins prepare_data export_model > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; exit 1; }
 $PY tests/readme_examples.py "$TMP/examples" > "$TMP/examples.out" 2>&1
 st=$?

@@ -339,7 +339,7 @@ static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *n
     if (tc->save_dir[0]) checkpoint_claim_dir(comm, tc->save_dir, R->st.step);   // another run's newer checkpoints set aside
     R->last_applied = R->st.step - R->st.guard.consecutive;   // a resumed run's skips since its last applied step
     R->sample_rng.state = R->st.rng;
-    R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step > 0);
+    R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step);
     cJSON *config = config_json_record(tc);   // {"type":"config"}: the resolved configuration and what the data holds
     train_data_report(R, cJSON_GetObjectItem(config, "data"));
     jsonl_record(&R->log, config);
