@@ -16,7 +16,8 @@
 // error then ends the run on every rank. An unknown key inside a block is an error
 // with a "did you mean", because DeepSpeed's config models forbid extra fields and
 // the optimizer's and scheduler's params are constructor arguments. An unknown
-// top-level key is a warning. Numbers go through the same range checks as the
+// top-level key close to a known one is the same error, since the misspelt block would
+// be dropped whole; one like no known key is a warning, as DeepSpeed ignores it. Numbers go through the same range checks as the
 // flags they map to, in the type they are stored in: a float setting as a 32-bit
 // float ("eps": 1e-46 is 0 there, an error), an integer within its field's range.
 // A block with "enabled": false asks for nothing, so its keys are checked for name
@@ -510,8 +511,8 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
             const char *dym = ds_did_you_mean(path);
             char hint[96] = "";
             if (dym) snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", dym);
-            if (!prefix[0]) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored%s", hint);
-            else report_at(x->r, MSG_ERROR, path, "unknown key%s", hint);
+            if (!prefix[0] && !dym) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored");
+            else report_at(x->r, MSG_ERROR, path, "unknown %skey%s", prefix[0] ? "" : "top-level ", hint);
             continue;
         }
         if (cJSON_IsNull(v)) continue;   // DeepSpeed's Optional fields: null is the default

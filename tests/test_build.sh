@@ -11,7 +11,7 @@ make -s build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
 out=$(make train_gpt_cpu ZERO=3 2>&1); st=$?
 [ $st -eq 0 ] && [ "$(readlink train_gpt_cpu)" = train_gpt_cpu_zero3 ] && cmp -s train_gpt_cpu_zero3 build/z3/train_gpt_cpu &&
     [ "$out" = "./train_gpt_cpu -> ./train_gpt_cpu_zero3 (ZeRO stage 3); each stage keeps its own binary, ./train_gpt_cpu_zero<k>" ]
-check "make train_gpt_cpu ZERO=3: ./train_gpt_cpu_zero3, linked from ./train_gpt_cpu, in one line ($out)" $st
+check "make train_gpt_cpu ZERO=3: ./train_gpt_cpu_zero3, linked from ./train_gpt_cpu, in one line ($out)" $?
 
 out=$(make train_gpt_cpu 2>&1); st=$?
 [ $st -eq 0 ] && [ "$(readlink train_gpt_cpu)" = train_gpt_cpu_zero0 ] && cmp -s train_gpt_cpu_zero3 build/z3/train_gpt_cpu &&
@@ -23,7 +23,8 @@ make -s train_gpt_cpu ZERO=3 > /dev/null
 make -s compare STEPS=1 PYTHON=false OUT="$TMP/compare" > "$TMP/compare.out" 2>&1
 [ "$(readlink train_gpt_cpu)" = train_gpt_cpu_zero3 ] && [ -s "$TMP/compare/c_gpt2.jsonl" ] &&
     grep -q "== C: ./train_gpt_cpu_zero0 " "$TMP/compare.out"
-check "make compare trains ./train_gpt_cpu_zero0 and leaves ./train_gpt_cpu at stage 3 ($(readlink train_gpt_cpu))" $?
+st=$?
+check "make compare trains ./train_gpt_cpu_zero0 and leaves ./train_gpt_cpu at stage 3 ($(readlink train_gpt_cpu))" $st
 
 # the GPU trainer's names, without compiling CUDA
 n=$(make -n train_gpt ZERO=2 OFFLOAD=1 FP16=1 NVCC=/bin/true | grep -c "^cp build/gpu_z2_o1_fp16/train_gpt train_gpt_zero2_offload_fp16$\|^ln -sfn train_gpt_zero2_offload_fp16 train_gpt ")
@@ -32,7 +33,8 @@ check "make train_gpt ZERO=2 OFFLOAD=1 FP16=1: ./train_gpt_zero2_offload_fp16, .
 
 make train_gpt NVCC=/nonexistent > "$TMP/nonvcc.out" 2>&1; st=$?
 [ $st -ne 0 ] && [ "$(wc -l < "$TMP/nonvcc.out")" -eq 1 ] && grep -q "no CUDA compiler (/nonexistent not found): install the CUDA toolkit.*make train_gpt_cpu" "$TMP/nonvcc.out"
-check "make train_gpt without nvcc: one line naming the CUDA toolkit and make train_gpt_cpu ($(cat "$TMP/nonvcc.out"))" $?
+st=$?
+check "make train_gpt without nvcc: one line naming the CUDA toolkit and make train_gpt_cpu ($(cat "$TMP/nonvcc.out"))" $st
 
 make -s train_gpt_cpu > /dev/null   # ./train_gpt_cpu back to the default build
 [ $fails -eq 0 ]
