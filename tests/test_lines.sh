@@ -77,4 +77,32 @@ kill -INT $run; wait $run
 grep "stopped by" "$TMP/r.out" | sed 's/^/       /'
 grep -q "note: stopped by SIGTERM after step [0-9]* .*(mpirun passes a Ctrl-C, or a SIGTERM to itself, to the ranks as SIGTERM)$" "$TMP/r.out"
 check "Ctrl-C to mpirun: the note says mpirun passed it on as SIGTERM" $?
+echo "== the demo: its expected time first; out/demo.png with a title and the unigram baseline"
+if nvidia-smi -L > /dev/null 2>&1; then
+    echo "  (a GPU is here: the demo trains GPT-2 124M; not run)"
+else
+    OUT="$TMP/demo" STEPS=2 NP=1 ZERO=0 bash scripts/demo.sh > "$TMP/demo.out" 2>&1; st=$?
+    head -1 "$TMP/demo.out" | sed 's/^/       /'
+    [ $st -eq 0 ] && head -1 "$TMP/demo.out" | grep -q "^demo: expected training time: about [0-9.]* \(s\|min\) on [0-9]* idle cores (bench/demo_time.txt, .*the load average now is [0-9.]* on [0-9]* cores, so about [0-9.]* \(s\|min\) at"
+    check "the demo says its expected time and the load before anything else" $?
+    u=$(sed -n 's/.*(unigram of the train data) give \([0-9.]*\) on val.*/\1/p' "$TMP/demo.out")
+    $PY - "$TMP/demo/demo.png" "$u" <<'EOF'
+import sys, zlib
+data, want = open(sys.argv[1], "rb").read(), sys.argv[2]
+meta, pos = {}, 8
+while pos < len(data):   # the PNG's tEXt and zTXt chunks
+    n, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+    body = data[pos + 8:pos + 8 + n]
+    if kind == b"tEXt":
+        k, _, v = body.partition(b"\0"); meta[k.decode()] = v.decode("latin-1")
+    elif kind == b"zTXt":
+        k, _, v = body.partition(b"\0"); meta[k.decode()] = zlib.decompress(v[1:]).decode("latin-1")
+    pos += 12 + n
+print("       demo.png: Title %r, Description %r" % (meta.get("Title"), meta.get("Description")))
+ok = meta.get("Title", "").startswith("zeroc CPU demo: llama mini, 1 ranks, ZeRO-0, 2 steps") and \
+     want and meta.get("Description", "").startswith("word frequencies alone (unigram), val: %.2f" % float(want))
+sys.exit(0 if ok else 1)
+EOF
+    check "out/demo.png has the demo's title and draws the unigram baseline ($u) it is compared with" $?
+fi
 [ $fails -eq 0 ]
