@@ -16,7 +16,8 @@
 // error then ends the run on every rank. An unknown key inside a block is an error
 // with a "did you mean", because DeepSpeed's config models forbid extra fields and
 // the optimizer's and scheduler's params are constructor arguments. An unknown
-// top-level key is a warning. Numbers go through the same range checks as the
+// top-level key close to a known one is the same error, since the misspelt block would
+// be dropped whole; one like no known key is a warning, as DeepSpeed ignores it. Numbers go through the same range checks as the
 // flags they map to, in the type they are stored in: a float setting as a 32-bit
 // float ("eps": 1e-46 is 0 there, an error), an integer within its field's range.
 // A block with "enabled": false asks for nothing, so its keys are checked for name
@@ -267,24 +268,8 @@ static const DsKey *ds_find(const char *path) {
     return NULL;
 }
 
-// edit distance (insert, delete, substitute; letters compared case-insensitively)
-static int edit_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
-
 // The known key of the same block closest to `path`'s last component, if it is close
-// enough to be a likely misspelling: at most 3 edits, and at most a third of the name.
+// enough to be a likely misspelling (likely_misspelling).
 static const char *ds_did_you_mean(const char *path) {
     const char *name = last_component(path), *best = NULL;
     size_t pl = parent_len(path);
@@ -296,7 +281,7 @@ static const char *ds_did_you_mean(const char *path) {
         for (int j = 0; j < 2; j++) {
             if (!names[j]) continue;
             int d = edit_distance(name, names[j]);
-            if (d < bestd && 3 * d <= (int)strlen(names[j]) + 2) { bestd = d; best = names[j]; }
+            if (d < bestd && likely_misspelling(name, names[j], d)) { bestd = d; best = names[j]; }
         }
     }
     return best;
@@ -527,8 +512,8 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
             const char *dym = ds_did_you_mean(path);
             char hint[96] = "";
             if (dym) snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", dym);
-            if (!prefix[0]) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored%s", hint);
-            else report_at(x->r, MSG_ERROR, path, "unknown key%s", hint);
+            if (!prefix[0] && !dym) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored");
+            else report_at(x->r, MSG_ERROR, path, "unknown %skey%s", prefix[0] ? "" : "top-level ", hint);
             continue;
         }
         if (cJSON_IsNull(v)) continue;   // DeepSpeed's Optional fields: null is the default

@@ -113,9 +113,9 @@ static void print_help(FILE *f, const char *prog) {
            ZERO_STAGE);
 }
 
-// The known flag closest to an unknown one, if close enough to be a likely misspelling (the
-// rule config keys follow, ds_did_you_mean): the flags are those --help lists, so that the
-// suggestions never drift from the help. Returns 1 with the flag in out.
+// The known flag closest to an unknown one, if close enough to be a likely misspelling
+// (likely_misspelling, on the names without their dashes): the flags are those --help lists,
+// so that the suggestions never drift from the help. Returns 1 with the flag in out.
 static int flag_did_you_mean(const char *unknown, char *out, size_t n) {
     char *text = NULL;
     size_t len = 0;
@@ -131,7 +131,7 @@ static int flag_did_you_mean(const char *unknown, char *out, size_t n) {
         if (k > 2 && k < sizeof(flag)) {
             snprintf(flag, sizeof(flag), "%.*s", (int)k, p);
             int d = edit_distance(unknown, flag);
-            if (d < best && 3 * d <= (int)k + 2) { best = d; snprintf(out, n, "%s", flag); }
+            if (d < best && likely_misspelling(unknown + 2, flag + 2, d)) { best = d; snprintf(out, n, "%s", flag); }
         }
         p += k;
     }
@@ -144,6 +144,7 @@ static void flag_unknown(const char *a) {
     char name[64], dym[64], hint[160] = "";
     const char *eq = strchr(a, '=');
     snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);   // --lr=0.1: the flag is --lr
+    if (!strcmp(name, "--help") || !strcmp(name, "--config-keys")) fatal("%s takes no value, got '%s'", name, a);
     if (eq && flag_did_you_mean(name, dym, sizeof(dym)) && !strcmp(dym, name))
         snprintf(hint, sizeof(hint), ": flags take their value after a space, as in %s %s", dym, eq + 1);
     else if (flag_did_you_mean(name, dym, sizeof(dym)))
@@ -434,7 +435,16 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (strcmp(c->arch, "gpt2") == 0) arch = ARCH_GPT2;
     else if (strcmp(c->arch, "llama") == 0) arch = ARCH_LLAMA;
     else fatal("--arch: unknown architecture '%s' (gpt2, llama)", c->arch);
-    if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
+    if (!model_apply_preset(&c->model, arch, c->preset)) {
+        const char *dym = NULL;
+        for (int i = 0, best = 4; i < N_PRESETS; i++) {
+            int d = edit_distance(c->preset, PRESETS[i].name);
+            if (d < best && likely_misspelling(c->preset, PRESETS[i].name, d)) { best = d; dym = PRESETS[i].name; }
+        }
+        char hint[64] = "";
+        if (dym) snprintf(hint, sizeof(hint), " (did you mean %s?)", dym);
+        fatal("--preset: unknown preset '%s'%s (see --help)", c->preset, hint);
+    }
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
     int ffn_set = 0, job_flag = 0;

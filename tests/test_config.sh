@@ -204,8 +204,8 @@ for key in train_micro_batch_size_per_gpu zero_optimization.stage zero_optimizat
            zero_optimization.offload_optimizer.device optimizer.type optimizer.params.betas fp16.enabled; do
     grep -q "^error: .*errors.json: $key: " "$TMP/errs.txt" || { echo "  FAIL no error naming $key"; fails=$((fails+1)); }
 done
-[ $rc -eq 1 ] && [ "$n" -eq 7 ] && grep -q "^warning: .*trian_batch_size: unknown top-level key, ignored (did you mean \"train_batch_size\"?)" "$TMP/errs.txt"
-check "one run reports all 7 errors of a file and the unknown top-level key's warning, each naming its key path" $?
+[ $rc -eq 1 ] && [ "$n" -eq 8 ] && grep -q "^error: .*trian_batch_size: unknown top-level key (did you mean \"train_batch_size\"?)" "$TMP/errs.txt"
+check "one run reports all 8 errors of a file, a misspelt top-level key's among them, each naming its key path" $?
 grep -q 'stage3_max_live_parameter: unknown key (did you mean "stage3_max_live_parameters"?)' "$TMP/errs.txt" &&
 grep -q 'stage: expected an integer in \[0, 3\], got 3.7' "$TMP/errs.txt" &&
 grep -q 'offload_optimizer.device: "nvme" needs nvme_path: the directory of each rank.s file' "$TMP/errs.txt" &&

@@ -784,10 +784,11 @@ static void config_from_run_files(TrainConfig *tc, int world, int argc, char **a
         if (!tc->from[FROM_SCHED_TOTAL] && m.lr_total_steps > 0) {
             tc->sched_total = m.lr_total_steps;
             int decays = tc->sched != SCHED_CONSTANT && tc->sched != SCHED_WARMUP_LR;
-            if (say && decays && !tc->sample && tc->steps > tc->sched_total)
+            int first = (m.step > tc->sched_total ? m.step : tc->sched_total) + 1;   // this run's first step past the horizon
+            if (say && decays && !tc->sample && tc->steps >= first)
                 diag("note", "--resume: the learning-rate schedule is the checkpoint's, planned for %d steps: steps %d-%d continue "
-                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, tc->sched_total + 1,
-                     tc->steps, (double)lr_at(tc, tc->sched_total, tc->sched_total), tc->sched_total + 1, tc->steps);
+                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, first,
+                     tc->steps, (double)lr_at(tc, first - 1, tc->sched_total), first, tc->steps);
         }
         manifest_free(&m);
     } else if (!tc->resume_dir[0] && tc->init_path[0] && !st_sniff(tc->init_path) &&

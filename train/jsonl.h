@@ -17,9 +17,39 @@
 
 typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
 
-static JsonLog jsonl_open(const char *path, int writer, int append) {
+// A resumed run continues the log of the run it resumes: what an earlier run wrote after the
+// checkpoint's step is stale, so the file is cut at the first record past that step, as the
+// TensorBoard and CSV monitors are cut (docs/checkpoints.md). A torn last line goes too; a line
+// that does not parse is kept, since it proves nothing about the steps.
+static void jsonl_cut_after(const char *path, int step) {
+    FILE *f = fopen(path, "r+b");
+    if (!f) return;   // no log yet: nothing to cut
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    off_t end = 0;
+    long removed = 0;
+    int cutting = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        cJSON *rec = line[len - 1] == '\n' ? cJSON_Parse(line) : NULL;
+        const cJSON *st = cJSON_GetObjectItem(rec, "step");
+        if (line[len - 1] != '\n' || (cJSON_IsNumber(st) && st->valuedouble > step)) cutting = 1;
+        cJSON_Delete(rec);
+        if (cutting) removed++;
+        else end += (off_t)len;
+    }
+    free(line);
+    if (removed && ftruncate(fileno(f), end) != 0) fatal("%s: cannot cut the log at step %d (%s)", path, step, strerror(errno));
+    fclose(f);
+    if (removed) diag("note", "%s: %ld record%s of an earlier run after step %d removed: this run continues from there", path, removed,
+                      removed == 1 ? "" : "s", step);
+}
+
+// resume_step > 0: append after cutting what follows that step; 0: a new log
+static JsonLog jsonl_open(const char *path, int writer, int resume_step) {
     JsonLog l = {NULL, path};
-    if (writer && path[0]) l.f = fopen_or_die(path, append ? "ab" : "wb");
+    if (writer && path[0] && resume_step > 0) jsonl_cut_after(path, resume_step);
+    if (writer && path[0]) l.f = fopen_or_die(path, resume_step > 0 ? "ab" : "wb");
     return l;
 }
 static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
