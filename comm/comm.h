@@ -133,12 +133,16 @@ static void comm_nodes_init(Comm *c) {
                c->node_size, c->n_nodes, c->n_nodes == 1 ? "" : "s");
 }
 
-// MPI: rank and world, and nothing collective after MPI_Init: the trainer starts
-// its watchdog next (train/loop.h).
+// MPI: rank and world, and nothing collective after MPI_Init. MPI_Init itself waits
+// for every rank: a watched wait when the trainer armed its watchdog (train/loop.h).
 static void comm_init_world(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
+    test_stop_point("mpi-init");
+    wd_coll_begin("MPI_Init (every rank joining the job)");
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    g_wd.mpi_up = 1;
+    wd_coll_end();
     c->argc = *argc;
     c->argv = *argv;
     c->mpi = MPI_COMM_WORLD;

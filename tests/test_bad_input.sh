@@ -50,6 +50,14 @@ expect_error "a misspelt flag: did you mean" "unknown flag '--sample-length' \\(
 expect_error "an underscore for a dash" "unknown flag '--val_every' \\(did you mean --val-every\\?\\)" 1 $T0 --val_every 10
 expect_error "--flag=value" "unknown flag '--lr=0.1': flags take their value after a space, as in --lr 0.1" 1 $T0 --lr=0.1
 expect_error "missing value" "--steps: missing value" 1 $T0 --steps
+# a suggestion only when close (a third of the shorter name): nothing for "--", "--x" or "--p"
+expect_error "--help with a value" "--help takes no value, got '--help=1'" 1 $T0 --help=1
+for f in -- --x --p; do
+    $T0 $f > "$TMP/dym.txt" 2>&1
+    [ $? -eq 1 ] && grep -q "^error: unknown flag '$f' (see --help)$" "$TMP/dym.txt"
+    check "$f: unknown, with no did-you-mean ($(head -1 "$TMP/dym.txt"))" $?
+done
+expect_error "a misspelt preset: did you mean" "unknown preset 'tinny' \\(did you mean tiny\\?\\)" 1 $T0 --preset tinny
 expect_error "not a number" "--batch: expected an integer" 1 $T0 --batch x
 expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
 expect_error "unknown arch" "unknown architecture" 1 $T0 --arch gpt5

@@ -35,8 +35,13 @@ echo "== a DeepSpeed config's tensorboard, csv_monitor and wandb blocks, 6 steps
 $B $M --config "$TMP/ds.json" --steps 6 --save "$TMP/ck" --save-every 3 --log "$TMP/run.jsonl" > "$TMP/a.out" 2>&1; rc=$?
 grep -E "^(tensorboard|csv_monitor):|note: .*wandb" "$TMP/a.out" | sed 's/^/       /'
 check "the run (exit $rc)" $rc
-grep -q "note: .*wandb: .*wandb sync --sync-tensorboard -p zeroc-test -e me $TMP/tb/job" "$TMP/a.out"
-check "the wandb block: one note naming the upload line" $?
+grep -q "note: .*wandb: no effect here: .*wandb sync --sync-tensorboard -p zeroc-test -e me $TMP/tb/job" "$TMP/a.out"
+check "the wandb block: one note, that it does nothing, naming the upload line" $?
+# a wandb block never turns the tensorboard block on
+$B $M --steps 1 --config "$(printf '{"wandb": {"enabled": true}, "tensorboard": {"enabled": false, "output_path": "%s"}}' "$TMP/tbw" > "$TMP/w.json"; echo "$TMP/w.json")" > "$TMP/w.out" 2>&1
+st=$?
+[ $st -eq 0 ] && [ ! -e "$TMP/tbw" ] && grep -q "wandb: no effect here" "$TMP/w.out"
+check "wandb enabled with tensorboard disabled: no event files written (exit $st)" $?
 decode "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job"; st=$?
 check "every record decoded, CRCs verified, equal to the log: DeepSpeed's tags at the samples seen" $st
 head -c 40 "$TMP/csv/job/Train_Samples_train_loss.csv" | od -c | head -2 | sed 's/^/       /'

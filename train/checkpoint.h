@@ -600,7 +600,9 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
 static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPlan *p, const TrainConfig *tc, const TrainState *data,
                                  int world, int say, char *err, size_t errn) {
     if ((size_t)m->num_params != p->num_params)
-        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu (check --arch/--preset/sizes)", ck, m->num_params, p->num_params);
+        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu: the run took its model from the newest readable "
+                "checkpoint in %s, which did not verify, and this older one is of another model; resume a given ckpt_ directory",
+                ck, m->num_params, p->num_params, tc->resume_dir);
     if (m->align != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", ck, m->align, ZERO_ALIGN);
     if (!data) return 1;   // sampling (--sample 1): only the weights are read
     if (tc->steps <= m->step)
@@ -666,8 +668,16 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
             size_t src_off = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
             for (int which = 0; which < 2 && ok; which++) {
                 ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src_off), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
-                if (ok) zero_optim_write(z, which, dst, b - a, piece);
-                else snprintf(err, errn, "%s: short read", path);
+                if (!ok) { snprintf(err, errn, "%s: short read", path); break; }
+                // a forged CRC must not smuggle in what AdamW never writes: non-finite m or v, or v below 0
+                size_t bad = first_nonfinite(piece, b - a);
+                for (size_t e = 0; which == 1 && e < bad; e++) if (piece[e] < 0) { bad = e; break; }
+                if (bad < b - a) {
+                    snprintf(err, errn, "%s: the %s holds %g at element %zu of unit %s (AdamW's m is finite, its v finite and "
+                             ">= 0): a damaged or edited file", path, which ? "second moment v" : "first moment m", piece[bad],
+                             a + bad, z->layout->units[i].name);
+                    ok = 0;
+                } else zero_optim_write(z, which, dst, b - a, piece);
             }
             fclose(of);
             a = b;
@@ -777,10 +787,11 @@ static void config_from_run_files(TrainConfig *tc, int world, int argc, char **a
         if (!tc->from[FROM_SCHED_TOTAL] && m.lr_total_steps > 0) {
             tc->sched_total = m.lr_total_steps;
             int decays = tc->sched != SCHED_CONSTANT && tc->sched != SCHED_WARMUP_LR;
-            if (say && decays && !tc->sample && tc->steps > tc->sched_total)
+            int first = (m.step > tc->sched_total ? m.step : tc->sched_total) + 1;   // this run's first step past the horizon
+            if (say && decays && !tc->sample && tc->steps >= first)
                 diag("note", "--resume: the learning-rate schedule is the checkpoint's, planned for %d steps: steps %d-%d continue "
-                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, tc->sched_total + 1,
-                     tc->steps, (double)lr_at(tc, tc->sched_total, tc->sched_total), tc->sched_total + 1, tc->steps);
+                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, first,
+                     tc->steps, (double)lr_at(tc, first - 1, tc->sched_total), first, tc->steps);
         }
         manifest_free(&m);
     } else if (!tc->resume_dir[0] && tc->init_path[0] && !st_sniff(tc->init_path) &&

@@ -17,12 +17,45 @@
 
 typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
 
-static JsonLog jsonl_open(const char *path, int writer, int append) {
+// A resumed run continues the log of the run it resumes: what an earlier run wrote after the
+// checkpoint's step is stale, so the file is cut at the first record past that step, as the
+// TensorBoard and CSV monitors are cut (docs/checkpoints.md). A torn last line goes too; a line
+// that does not parse is kept, since it proves nothing about the steps.
+static void jsonl_cut_after(const char *path, int step) {
+    char err[1400];
+    FILE *f = fopen_regular(path, "r+b", "a regular file for --log", err, sizeof(err));
+    if (!f) return;   // no log yet: nothing to cut (what is not a regular file, jsonl_open refuses)
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    off_t end = 0;
+    long removed = 0;
+    int cutting = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        cJSON *rec = line[len - 1] == '\n' ? cJSON_Parse(line) : NULL;
+        const cJSON *st = cJSON_GetObjectItem(rec, "step");
+        if (line[len - 1] != '\n' || (cJSON_IsNumber(st) && st->valuedouble > step)) cutting = 1;
+        cJSON_Delete(rec);
+        if (cutting) removed++;
+        else end += (off_t)len;
+    }
+    free(line);
+    if (removed && ftruncate(fileno(f), end) != 0) fatal("%s: cannot cut the log at step %d (%s)", path, step, strerror(errno));
+    fclose(f);
+    if (removed) diag("note", "%s: %ld record%s of an earlier run after step %d removed: this run continues from there", path, removed,
+                      removed == 1 ? "" : "s", step);
+}
+
+// resume_step > 0: append after cutting what follows that step; 0: a new log
+static JsonLog jsonl_open(const char *path, int writer, int resume_step) {
     JsonLog l = {NULL, path};
     struct stat sb;
     // a terminal, /dev/null or /dev/full takes a stream; a FIFO would block the open: refused with anything else not a file
     if (writer && path[0] && stat(path, &sb) == 0 && S_ISCHR(sb.st_mode)) l.f = fopen_or_die(path, "wb");
-    else if (writer && path[0]) l.f = fopen_regular_or_die(path, append ? "ab" : "wb", "a regular file for --log");
+    else if (writer && path[0]) {
+        if (resume_step > 0) jsonl_cut_after(path, resume_step);
+        l.f = fopen_regular_or_die(path, resume_step > 0 ? "ab" : "wb", "a regular file for --log");
+    }
     return l;
 }
 static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }

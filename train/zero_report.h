@@ -217,7 +217,8 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     cJSON *padb = cJSON_AddObjectToObject(rec, "padding_bytes");
     if (print) {
         printf("ZeRO stage %d, %d rank%s: per-rank bytes, measured from the allocations\n", ZERO_STAGE, p->world, p->world > 1 ? "s" : "");
-        printf("| %-16s | %14s | %14s | %10s | %s\n", "model state", "measured", "formula", "padding", "formula");
+        printf("| %-16s | %14s | %14s | %10s | %s (Ψ = %.0f parameters, N = %d ranks)\n", "memory", "measured", "expected", "padding",
+               "the paper's formula, or what it is", psi, p->world);
     }
     static const char *FORMULA_TEXT[4][3] = {
         {"%gΨ", "%gΨ", "%gΨ"}, {"%gΨ", "%gΨ", "%gΨ/N"}, {"%gΨ", "%gΨ/N", "%gΨ/N"}, {"%gΨ/N", "%gΨ/N", "%gΨ/N"}};
@@ -252,8 +253,10 @@ static cJSON *zero_memory_report(Zero *z, int print) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
         cJSON_AddNumberToObject(meas, MEM_NAMES[k], measured);
         cJSON_AddNumberToObject(form, MEM_NAMES[k], formula);
-        if (print && (measured || formula))
+        if (print && formula)
             printf("| %-16s | %14.0f | %14.0f |            | %s\n", MEM_NAMES[k], measured, formula, WHAT[k]);
+        else if (print && measured)   // the KV cache: sized by the sampling flags, outside the plan's estimate
+            printf("| %-16s | %14.0f | %14s |            | %s, not in the estimate\n", MEM_NAMES[k], measured, "-", WHAT[k]);
     }
     if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
     // ZeRO-Infinity: the states in this rank's NVMe files instead of memory
@@ -383,8 +386,14 @@ static cJSON *zero_comm_report(const Zero *z, int K, int print) {
     // overlap: the units whose boundary reduction started inside the backward; all of them with DDP-style buckets
     cJSON_AddNumberToObject(rec, "units", z->plan.n_units);
     cJSON_AddNumberToObject(rec, "reduced_in_backward", z->reduced_in_backward);
-    if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",
-                      "total", total, total / psi_b, ZERO_STAGE == 3 ? 3 : 2, psi_b, K);
+    if (print) printf("| %-15s | %14.0f | %.2fΨ of %d-byte values (paper: %dΨ; Ψ = %lld parameters; padding and K = %d micro-steps "
+                      "included)\n", "total", total, total / psi_b, (int)elem_bytes, ZERO_STAGE == 3 ? 3 : 2, (long long)z->plan.num_params, K);
+    // stage 3 below the paper's 3Ψ: the paper gathers every parameter twice, for the forward and the backward
+    double gathered = (double)c->bytes[COLL_ALL_GATHER] / psi_b;
+    if (print && ZERO_STAGE == 3 && K == 1 && gathered < 1.95)
+        printf("  below 3Ψ: the paper gathers every parameter for the forward and again for the backward; here the all-gather moved "
+               "%.2fΨ: persistent units are gathered once, after the step, and a backward step that reuses the forward's gather or "
+               "reads no weights gathers nothing (zero_fetch_order, zero/plan.h)\n", gathered);
     if (print && c->n_nodes > 1 && ZERO_STAGE == 3)
         printf("cross-node: %.0f bytes counted, %.0f by the plan; the ZeRO++ paper's count %.0f = %.3gM per micro-step, M = Ψ = the "
                "model's %d-bit bytes (no padding, block scales, persistent units, loss or norm; docs/zero.md)\n", cross, theory_cross,

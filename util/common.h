@@ -61,6 +61,17 @@ static size_t first_nonfinite(const float *v, size_t n) {
     return i;
 }
 
+// The rank the launcher gave this process (Open MPI, PMIx, MPICH, Slurm), or -1: what a
+// line can name before MPI_Init has said it.
+static int launcher_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 4; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v >= '0' && *v <= '9') return atoi(v);
+    }
+    return -1;
+}
+
 // Tests only: ZEROC_TEST_STOP=NAME (or NAME:RANK) stops the process (or that rank) with
 // SIGSTOP at the point the code calls NAME, so that a test acts while it is stopped exactly
 // there, not after a sleep that may or may not land (tests/test_savedir.sh, test_watchdog.sh).
@@ -68,7 +79,8 @@ static void test_stop_point(const char *name) {
     const char *s = getenv("ZEROC_TEST_STOP");
     size_t n = strlen(name);
     if (!s || strncmp(s, name, n) != 0 || (s[n] != 0 && s[n] != ':')) return;
-    if (s[n] == ':' && atoi(s + n + 1) != (g_error_rank < 0 ? 0 : g_error_rank)) return;
+    int rank = g_error_rank >= 0 ? g_error_rank : launcher_rank();
+    if (s[n] == ':' && atoi(s + n + 1) != (rank < 0 ? 0 : rank)) return;
     kill(getpid(), SIGSTOP);
 }
 
