@@ -71,7 +71,7 @@ grep -E "warning: csv|note: csv" "$TMP/csv.out" | sed 's/^/       /'
 got=$(cut -d, -f1 "$csv" | cut -c1-9 | tr -d '\r' | tr '\n' ' ')
 echo "       rows' first fields: $got"
 [ $rc -eq 0 ] && [ "$got" = "step 0 2 not a row 2 4 6 4 8 10 12 14 " ] &&
-    grep -q "warning: csv_monitor: $csv: 1 rows that do not read as step,value kept" "$TMP/csv.out"
+    grep -q "warning: csv_monitor: $csv: 1 row not of the form step,value, kept as found" "$TMP/csv.out"
 check "the long row, the unreadable one (named in a warning) and the late 4 kept; 8-14 written once, by the resumed run" $?
 
 echo "== a new run leaves a foreign file named like an event file as it is"

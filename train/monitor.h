@@ -125,12 +125,12 @@ static int tb_cut_dir(const char *dir, MonitorCut *cut, long *removed, char *err
     if (!d) { snprintf(err, errn, "%s: cannot read (%s)", dir, strerror(errno)); return 0; }
     int ok = 1;
     for (struct dirent *e; ok && (e = readdir(d));) {
-        if (!strstr(e->d_name, "tfevents")) continue;
+        if (!strstr(e->d_name, "tfevents")) continue;   // TensorBoard's own test for an event file
         char path[1400];
         struct stat sb;
         TfCut c;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
             diag("warning", "tensorboard: %s: %s, not an event file: left alone", path, file_kind(sb.st_mode));
             continue;
         }
@@ -216,7 +216,8 @@ static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int st
                 csv_file_name(path, sizeof(path), mon->csv_dir, MONITOR_METRICS[i].tag);
                 ok = csv_cut(path, i, &cut, &removed, &unread, err, sizeof(err));
                 csv_removed += removed;
-                if (ok && unread) diag("warning", "csv_monitor: %s: %ld rows that do not read as step,value kept as they are", path, unread);
+                if (ok && unread)
+                    diag("warning", "csv_monitor: %s: %ld row%s not of the form step,value, kept as found", path, unread, unread == 1 ? "" : "s");
             }
             if (ok && csv_removed) monitor_say_cut("csv_monitor", mon->csv_dir, csv_removed, "rows", start, cut.start_samples);
         }
