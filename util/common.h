@@ -147,7 +147,7 @@ static const char *file_kind(mode_t m) {
 // (a reader would wait for a writer, and a writer for a reader). Returns the descriptor, or
 // -1 with err ("PATH: a FIFO (named pipe), not a model file") and errno: open's, or EINVAL.
 static int open_regular(const char *path, int flags, const char *what, char *err, size_t errn) {
-    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);   // fopen's mode, less the umask
     struct stat sb;
     if (fd < 0) {
         int e = errno;   // a FIFO opened for writing with no reader fails (ENXIO): say what it is

@@ -314,6 +314,7 @@ static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err,
         }
         if (f->fd < 0) f->fd = open_regular(f->path, O_RDWR | O_CREAT | O_TRUNC, "an NVMe swap file", err, errn);
         if (f->fd < 0) return 0;
+        fchmod(f->fd, 0600);   // the optimizer state: its owner's alone
         if (ftruncate(f->fd, f->size) != 0) { snprintf(err, errn, "%s: cannot size to %lld bytes (%s)", f->path, (long long)f->size, strerror(errno)); return 0; }
     }
     // the engine
