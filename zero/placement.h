@@ -54,6 +54,11 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     return pl;
 }
 
+// qgZ as DeepSpeed: plain on one node, and for units of 1-D tensors only
+static int zero_qg_applies(const ZeroPlacement *pl, const ZeroPlan *p, int n_nodes, int u) {
+    return pl->qg && n_nodes > 1 && p->u[u].has_matrix;
+}
+
 // hpZ's secondary partition: 1/hpz of every gathered unit
 static size_t zero_hpz_elems(const ZeroPlan *p, int hpz) {
     size_t n = 0;
@@ -116,6 +121,8 @@ static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Com
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
                pl->hpz ? " hpZ (the backward gathers inside the node)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+    if (c->rank == 0 && pl->qg && c->n_nodes == 1)
+        printf("note: ZeRO++ qgZ: one node, so the gradients are reduce-scattered plainly, as DeepSpeed does\n");
     // with every unit persistent, qwZ and hpZ have nothing to act on
     if (c->rank == 0 && (pl->qw || pl->hpz) && p->n_fetch_fwd == 0)
         printf("note: ZeRO++ %s: every unit here has at most %lld elements, so all stay whole (stage3_param_persistence_threshold, "

@@ -81,20 +81,19 @@ static void zero_qg_reduce_scatter_unit(Zero *z, int u, const floatX *g, floatX 
         for (int k = 0; k < L; k++)
             for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)(k * N + n) * q, s, 4, sums + (size_t)n * s, 0, k > 0);
     }
-    if (N > 1) {   // hop 2, across nodes: the partial sums requantized
-        for (int n = 0; n < N; n++) {
-            const void *piece = L > 1 ? (const void *)(sums + (size_t)n * s) : (const void *)(g + (size_t)n * s);
-            zb_quantize(&z->be, piece, L == 1, s, 4, send + (size_t)n * q);
-        }
-        comm_group_all_to_all(z->comm, SCOPE_ACROSS, send, recv, q);
-        for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)n * q, s, 4, mine, 0, n > 0);
-    } else mine = sums;   // one node: hop 1 summed it all
+    // hop 2, across nodes: the partial sums requantized; zero_qg_applies: N > 1
+    for (int n = 0; n < N; n++) {
+        const void *piece = L > 1 ? (const void *)(sums + (size_t)n * s) : (const void *)(g + (size_t)n * s);
+        zb_quantize(&z->be, piece, L == 1, s, 4, send + (size_t)n * q);
+    }
+    comm_group_all_to_all(z->comm, SCOPE_ACROSS, send, recv, q);
+    for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)n * q, s, 4, mine, 0, n > 0);
     zb_scale_to_floatX(&z->be, mine, out, s, 1.0f / (float)z->plan.P);
 }
 
 // The reduce-scatter hook: unit u's averaged slice into out, done on return.
 static int zero_zpp_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out) {
-    if (!z->place.qg) return 0;
+    if (!zero_qg_applies(&z->place, &z->plan, z->comm->n_nodes, u)) return 0;
     zero_qg_reduce_scatter_unit(z, u, g, out);
     return 1;
 }
