@@ -10,14 +10,18 @@
 #include "comm/comm.h"
 
 static MPI_Comm comm_group(const Comm *c, CommScope scope) {
-    return scope == SCOPE_NODE ? c->node_comm : scope == SCOPE_ACROSS ? c->across_comm : c->mpi;
+    MPI_Comm g[] = {c->mpi, c->node_comm, c->across_comm, c->group_comm};
+    return g[scope];
 }
 static int comm_group_size(const Comm *c, CommScope scope) {
-    return scope == SCOPE_NODE ? c->node_size : scope == SCOPE_ACROSS ? c->n_nodes : c->world;
+    int n[] = {c->world, c->node_size, c->n_nodes, c->group_size};
+    return n[scope];
 }
 static int comm_group_rank(const Comm *c, CommScope scope) {
-    return scope == SCOPE_NODE ? c->node_rank : scope == SCOPE_ACROSS ? c->node : c->rank;
+    int r[] = {c->rank, c->node_rank, c->node, c->group_size ? c->rank % c->group_size : 0};
+    return r[scope];
 }
+
 
 // Host buffers to MPI: an all-gather, each rank giving `bytes`, or an all-to-all, `bytes`
 // for each rank in group order. Counted as comm/comm.h counts: the whole group's buffer.

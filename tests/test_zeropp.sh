@@ -5,7 +5,9 @@
 #      three; at 3 nodes x 2 ranks, plain and all three. Every collective's intra-node and
 #      cross-node bytes equal the plan's formula exactly (padding and the block scales
 #      included, train/zero_report.h), and all three cut the cross-node bytes by at least 4x
-#      (the paper's 3M -> 0.75M; more here, the CPU communicating fp32).
+#      (the paper's 3M -> 0.75M; more here, the CPU communicating fp32). hpZ as DeepSpeed: the cross-node
+#      gather bytes per step the same at --accum 1 and 4; groups of 4 over nodes of 2; with qwZ its gathers are int8.
+#      qgZ on one node of 4 reduce-scatters plainly: bitwise ZeRO-3.
 #   2. losses: hpZ alone moves the same values, so its losses equal plain ZeRO-3 bitwise;
 #      qwZ, qgZ and all three stay within 0.02 of plain ZeRO-3's losses over 4 steps (measured
 #      about 5e-3 at this size); each step logs the worst block error, within the int8 and
@@ -36,6 +38,11 @@ run n2_hpz 4 3 --steps 4 --zero-hpz-partition-size 2
 run n2_qg 4 3 --steps 4 --zero-quantized-gradients 1
 run n2_all 4 3 --steps 4 $ALL --save "$TMP/ck"
 RPN=4 run n1_qg 4 3 --steps 4 --zero-quantized-gradients 1
+run n2_hpz_k1 4 3 --steps 2 --accum 1 --zero-hpz-partition-size 2
+run n2_hpz_k4 4 3 --steps 2 --accum 4 --zero-hpz-partition-size 2
+run n2_plain_k4 4 3 --steps 2 --accum 4
+run n2_hpz4 4 3 --steps 4 --zero-hpz-partition-size 4
+run n2_qwhpz_k4 4 3 --steps 2 --accum 4 --zero-quantized-weights 1 --zero-hpz-partition-size 2
 run n3_plain 6 3 --steps 2
 run n3_all 6 3 --steps 2 $ALL
 $PY - <<'PYEOF'
@@ -47,7 +54,8 @@ fails = 0
 def check(ok, what):
     global fails
     print(("  ok   " if ok else "  FAIL ") + what); fails += not ok
-for name in ["n2_plain", "n2_qw", "n2_hpz", "n2_qg", "n2_all", "n1_qg", "n3_plain", "n3_all"]:
+for name in ["n2_plain", "n2_qw", "n2_hpz", "n2_qg", "n2_all", "n1_qg", "n2_hpz_k1", "n2_hpz_k4", "n2_plain_k4", "n2_hpz4",
+             "n2_qwhpz_k4", "n3_plain", "n3_all"]:
     if int(open(f"{T}/{name}.rc").read()) != 0:
         check(False, f"{name} ran (exit {open(f'{T}/{name}.rc').read().strip()})"); print(open(f"{T}/{name}.out").read()[-800:]); continue
     c = recs(name, "comm")[0]
@@ -62,7 +70,7 @@ for n in ("n2", "n3"):
         plain, allp = recs(f"{n}_plain", "comm")[0], recs(f"{n}_all", "comm")[0]
         r = plain["cross_node_total_bytes"] / allp["cross_node_total_bytes"]
         check(r >= 4, f"{n}: all three cut the cross-node bytes {r:.2f}x (plain {plain['cross_node_total_bytes']:.0f}, "
-              f"ZeRO++ {allp['cross_node_total_bytes']:.0f}; the paper's count {allp['paper_cross_node_bytes']:.0f})")
+              f"ZeRO++ {allp['cross_node_total_bytes']:.0f})")
         q, p0 = allp["bytes_per_step"], plain["bytes_per_step"]
         check(q["all_to_all"] > 0 and q["reduce_scatter"] < p0["reduce_scatter"] / 50,
               f"{n}: qgZ replaced the reduce-scatter by all-to-alls but for the units of 1-D tensors, as DeepSpeed "
@@ -70,11 +78,32 @@ for n in ("n2", "n3"):
     except Exception as e:
         check(False, f"{n}: comm records ({e})")
 
+try:   # hpZ as DeepSpeed: a unit crosses nodes once per step, however many micro-steps
+    ag = lambda n: recs(n, "comm")[0]["cross_node_bytes_per_step"]["all_gather"]
+    check(ag("n2_hpz_k4") == ag("n2_hpz_k1") > 0 and ag("n2_plain_k4") > 3 * ag("n2_hpz_k4"),
+          f"hpZ: cross-node gather bytes per step {ag('n2_hpz_k1'):.0f} at --accum 1, {ag('n2_hpz_k4'):.0f} at --accum 4 "
+          f"(plain ZeRO-3 at --accum 4: {ag('n2_plain_k4'):.0f})")
+    g = recs("n2_qwhpz_k4", "comm")[0]
+    check(g["intra_node_bytes_per_step"]["all_gather"] < 0.3 * recs("n2_hpz_k4", "comm")[0]["intra_node_bytes_per_step"]["all_gather"],
+          f"qwZ + hpZ: the group's gathers are int8 too: {g['intra_node_bytes_per_step']['all_gather']:.0f} B inside the node, "
+          f"fp32 would be {recs('n2_hpz_k4', 'comm')[0]['intra_node_bytes_per_step']['all_gather']:.0f}")
+    c4 = recs("n2_hpz4", "comm")[0]
+    check(c4["intra_node_total_bytes"] == 0, "hpZ over a group of 4 on nodes of 2: its gathers count as crossing nodes")
+except Exception as e:
+    check(False, f"hpZ's lifecycle ({e})")
+for n in ("n2_plain", "n2_all"):
+    c = recs(n, "comm")[0]
+    print(f"  {n}: the paper's cross-node count per iteration {c['paper_cross_node_m']:.2f}M (M = 2 bytes x Ψ = "
+          f"{c['paper_m_bytes']:.0f} B); zeroc counted {c['cross_node_m']:.3f}M per step of 2 micro-steps, fp32")
+check(recs("n2_plain", "comm")[0]["paper_cross_node_m"] == 3 and recs("n2_all", "comm")[0]["paper_cross_node_m"] == 0.75,
+      "the paper's counts as it defines them: 3M and 0.75M")
+
 print("== 2. losses against plain ZeRO-3")
 def losses(name): return [r["loss"] for r in recs(name, "train")]
 try:
     base = losses("n2_plain")
     check(losses("n2_hpz") == base and len(base) == 4, f"hpZ alone: losses bitwise equal to ZeRO-3's ({len(base)} steps)")
+    check(losses("n2_hpz4") == base, "hpZ over groups of 4 (the world, spanning both nodes): bitwise equal too")
     for name in ("n2_qw", "n2_qg", "n2_all"):
         d = max(abs(a - b) for a, b in zip(losses(name), base))
         check(len(losses(name)) == 4 and d < 0.02, f"{name}: max |loss - ZeRO-3's| {d:.2e} < 0.02")
@@ -108,8 +137,8 @@ m0=$(grep -m1 '"type":"memory"' "$TMP/n2_plain.jsonl" | $PY -c 'import json,sys;
 m1=$(grep -m1 '"type":"memory"' "$TMP/n2_hpz.jsonl" | $PY -c 'import json,sys; print(int(json.load(sys.stdin)["measured_bytes"]["gathered_params"]))')
 [ -n "$a" ] && [ "$((b - a))" -gt 0 ] && [ "$((b - a))" = "$((m1 - m0))" ] && [ "$sec" = 0 ]
 check "--estimate-memory counts hpZ's secondary partition: +$((b - a)) bytes at 4 ranks, as the run measured ($((m1 - m0)))" $?
-expect_error "hpZ partition size against the nodes" "zero_hpz_partition_size 4 .*nodes here have 2 ranks" 4 \
-    env ZEROC_RANKS_PER_NODE=2 $MPIRUN -np 4 ./build/z3/train_gpt_cpu $M --steps 1 --zero-hpz-partition-size 4
+expect_error "hpZ partition size against the world" "zero_hpz_partition_size 3 .*must divide the world of 4" 4 \
+    env ZEROC_RANKS_PER_NODE=2 $MPIRUN -np 4 ./build/z3/train_gpt_cpu $M --steps 1 --zero-hpz-partition-size 3
 expect_error "the test-only node override" "ZEROC_RANKS_PER_NODE=3" 4 \
     env ZEROC_RANKS_PER_NODE=3 $MPIRUN -np 4 ./build/z3/train_gpt_cpu $M --steps 1
 ./build/z1/train_gpt_cpu $M --steps 1 --zero-quantized-weights 1 > "$TMP/z1.out" 2>&1

@@ -5,8 +5,8 @@
 // model over it three times per micro-step. Each part is switched on by itself:
 //   qwZ  zero_quantized_weights: all-gathers of int8 blocks, one scale per block,
 //        util/quantize.h, instead of 16-bit weights: half the bytes.
-//   hpZ  zero_hpz_partition_size = L ranks per node: the forward's gather also keeps this
-//        rank's 1/L of the unit, so the backward gathers it inside the node.
+//   hpZ  zero_hpz_partition_size = L, a divisor of the world: a unit's first gather in a
+//        step keeps this rank's 1/L; later gathers stay in its group of L ranks.
 //   qgZ  zero_quantized_gradients: the reduce-scatter becomes two all-to-alls of int4
 //        blocks, inside the node, then across nodes, each followed by an fp32 sum.
 // With M the model's 16-bit bytes, 3M across nodes per micro-step becomes 0.5M + 0 + 0.25M.
@@ -20,37 +20,42 @@ static void zero_zpp_buffers(Zero *z, uint8_t **send, uint8_t **recv, float **su
     *send = z->zpp_staging; *recv = *send + st.send; *sums = (float *)(*recv + st.recv);
 }
 
-// qwZ: each rank dequantizes every slice, its own too, so all hold the same weights
-static void zero_qw_gather(Zero *z, int u, floatX *full, const floatX *mine) {
-    size_t s = z->plan.u[u].shard, q = zq_bytes(s, 8);
+// qwZ: a gather of parts of n values over scope, int8 in flight; every rank dequantizes
+// every part, its own too, so that all hold the same weights
+static void zero_qw_gather(Zero *z, CommScope scope, floatX *full, const floatX *mine, size_t n) {
+    size_t q = zq_bytes(n, 8);
     uint8_t *send, *recv; float *sums;
     zero_zpp_buffers(z, &send, &recv, &sums);
-    zb_quantize(&z->be, mine, 1, s, 8, send);
-    comm_group_all_gather(z->comm, SCOPE_WORLD, send, recv, q);
-    for (int r = 0; r < z->plan.P; r++) zb_dequantize(&z->be, recv + r * q, s, 8, full + (size_t)r * s, 1, 0);
+    zb_quantize(&z->be, mine, 1, n, 8, send);
+    comm_group_all_gather(z->comm, scope, send, recv, q);
+    for (int r = 0; r < comm_group_size(z->comm, scope); r++) zb_dequantize(&z->be, recv + r * q, n, 8, full + r * n, 1, 0);
 }
 
 // hpZ: this rank's part of unit u's secondary partition, in the gathered unit
 static floatX *zero_hpz_part(Zero *z, int u, floatX *full) {
-    return full + (size_t)z->comm->node_rank * (z->plan.u[u].padded / z->place.hpz);
+    return full + (size_t)comm_group_rank(z->comm, SCOPE_GROUP) * (z->plan.u[u].padded / z->place.hpz);
 }
 
-// Unit order[pos] with qwZ or hpZ on. With hpZ the backward gathers inside the node; the
-// forward's gather is quantized with qwZ, and with hpZ keeps this rank's secondary part.
+// Unit order[pos] with qwZ or hpZ on. hpZ as DeepSpeed: a unit's first gather in a step
+// keeps this rank's part of it, and every later gather, the backward's and later
+// micro-steps' forwards, is within the group from those parts. qwZ quantizes both.
 static CommRequest zero_zpp_gather_unit(Zero *z, int pos, floatX *full, floatX *mine) {
     int u = z->order[pos];
-    size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0;
+    size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0, shard = z->plan.u[u].shard;
+    floatX *own = z->place.hpz ? zero_hpz_part(z, u, full) : NULL, *kept = z->hpz_params + z->hpz_off[u];
     CommRequest r = {0};
-    if (z->place.hpz && z->training && pos >= z->plan.n_fetch_fwd) {   // the backward's gather, inside the node
-        zb_copy(&z->be, zero_hpz_part(z, u, full), z->hpz_params + z->hpz_off[u], part * sizeof(floatX));
-        comm_group_all_gather(z->comm, SCOPE_NODE, zero_hpz_part(z, u, full), full, part * sizeof(floatX));
+    if (z->place.hpz && z->hpz_valid[u]) {
+        zb_copy(&z->be, own, kept, part * sizeof(floatX));
+        if (z->place.qw) zero_qw_gather(z, SCOPE_GROUP, full, own, part);
+        else comm_group_all_gather(z->comm, SCOPE_GROUP, own, full, part * sizeof(floatX));
         return r;
     }
-    if (z->place.qw) zero_qw_gather(z, u, full, mine);
-    else r = comm_iall_gather(z->comm, mine, full, z->plan.u[u].shard, ZPARAM_DT);
-    if (z->place.hpz && z->training) {   // a training forward keeps the secondary partition
+    if (z->place.qw) zero_qw_gather(z, SCOPE_WORLD, full, mine, shard);
+    else r = comm_iall_gather(z->comm, mine, full, shard, ZPARAM_DT);
+    if (z->place.hpz) {
         comm_wait(z->comm, &r);
-        zb_copy(&z->be, z->hpz_params + z->hpz_off[u], zero_hpz_part(z, u, full), part * sizeof(floatX));
+        zb_copy(&z->be, kept, own, part * sizeof(floatX));
+        z->hpz_valid[u] = 1;
     }
     return r;
 }
@@ -60,6 +65,11 @@ static int zero_zpp_gather(Zero *z, int pos, floatX *full, floatX *mine, CommReq
     if (!z->place.qw && !z->place.hpz) return 0;
     *req = zero_zpp_gather_unit(z, pos, full, mine);
     return 1;
+}
+
+// The optimizer step hook: hpZ's parts are stale from here, applied or skipped, as DeepSpeed
+static void zero_zpp_step_end(Zero *z) {
+    if (z->place.hpz) memset(z->hpz_valid, 0, z->plan.n_units);
 }
 
 // qgZ: unit u's gradient g averaged over the ranks, this rank's slice into out. With L
