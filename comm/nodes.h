@@ -62,9 +62,9 @@ static void comm_group_all_to_all(Comm *c, CommScope scope, const void *send, vo
     comm_group_exchange(c, scope, COLL_ALL_TO_ALL, send, recv, bytes);
 }
 
-// the largest of each value over the ranks, for a report: not counted
-static void comm_control_max(Comm *c, float *v, int n) {
-    wd_coll_begin("all_reduce (a report's maximum)");
-    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_MAX, c->mpi);
+// the sum of each value over the ranks, for a report: not counted
+static void comm_control_sum(Comm *c, double *v, int n) {
+    wd_coll_begin("all_reduce (a report's sum)");
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->mpi);
     wd_coll_end();
 }

@@ -10,8 +10,8 @@
 #      qgZ on one node of 4 reduce-scatters plainly: bitwise ZeRO-3.
 #   2. losses: hpZ alone moves the same values, so its losses equal plain ZeRO-3 bitwise;
 #      qwZ, qgZ and all three stay within 0.02 of plain ZeRO-3's losses over 4 steps (measured
-#      about 5e-3 at this size); each step logs the worst block error, within the int8 and
-#      int4 bounds (half a code: 1/254, 1/14).
+#      about 5e-3 at this size); each step logs the relative RMS error of what qwZ and qgZ
+#      quantized, and it moves from step to step.
 #   3. checkpoints hold the primary partition: a ZeRO++ run's checkpoint resumes at 2 ranks
 #      on stage 1; fp16 with an injected overflow skips that step and goes on; the estimator
 #      counts hpZ's secondary partition; bad settings get one line; qwZ and hpZ say when every
@@ -108,12 +108,13 @@ try:
         d = max(abs(a - b) for a, b in zip(losses(name), base))
         check(len(losses(name)) == 4 and d < 0.02, f"{name}: max |loss - ZeRO-3's| {d:.2e} < 0.02")
     tr = recs("n2_all", "train")
-    e8 = max(r["qwz_max_rel_error"] for r in tr); e4 = max(r["qgz_max_rel_error"] for r in tr)
-    check(0 < e8 <= 1 / 254 * 1.0001 and 0 < e4 <= 1 / 14 * 1.0001,
-          f"the worst block error logged every step: int8 {e8:.4f} <= 1/254, int4 {e4:.4f} <= 1/14")
+    e8 = [r["qwz_rel_rms_error"] for r in tr]; e4 = [r["qgz_rel_rms_error"] for r in tr]
+    check(0 < min(e8) and max(e8) < 0.02 and 0.02 < min(e4) and max(e4) < 0.3 and len(set(e8)) > 1 and len(set(e4)) > 1,
+          f"the relative RMS error of what was quantized, logged every step, moves: int8 {min(e8):.5f}..{max(e8):.5f}, "
+          f"int4 {min(e4):.4f}..{max(e4):.4f}")
     check(losses("n1_qg") == base and recs("n1_qg", "comm")[0]["bytes_per_step"]["all_to_all"] == 0,
           "qgZ on one node of 4: the plain reduce-scatter, as DeepSpeed; losses bitwise equal to ZeRO-3's")
-    check(all("qgz_max_rel_error" not in r for r in recs("n2_qw", "train")), "qwZ alone logs no qgZ error")
+    check(all("qgz_rel_rms_error" not in r for r in recs("n2_qw", "train")), "qwZ alone logs no qgZ error")
 except Exception as e:
     check(False, f"losses ({e})")
 open(f"{T}/py_fails", "w").write(str(fails))

@@ -108,12 +108,15 @@ static int zero_zpp_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out)
     return 1;
 }
 
-// the step's worst block error, |x - dequantized| over the block's max |x|; -1: off
+// The step's relative RMS error of what each quantizer sent, over all ranks: qwZ's int8
+// weights, qgZ's int4 gradients on both hops; -1 where off. It moves with the data, where
+// the worst block error sits at its bound, half a code.
 static void zero_quant_errors(Zero *z, float err[2]) {
+    double s[4];
     err[0] = err[1] = -1;
     if (!z->place.qw && !z->place.qg) return;
-    zb_quant_errors(&z->be, err);
-    comm_control_max(z->comm, err, 2);
-    if (!z->place.qw) err[0] = -1;
-    if (!z->place.qg) err[1] = -1;
+    zb_quant_sums(&z->be, s);
+    comm_control_sum(z->comm, s, 4);
+    if (z->place.qw) err[0] = s[1] > 0 ? (float)sqrt(s[0] / s[1]) : 0;
+    if (z->place.qg) err[1] = s[3] > 0 ? (float)sqrt(s[2] / s[3]) : 0;
 }
