@@ -150,4 +150,22 @@ ZEROC_RANKS_PER_NODE=2 $MPIRUN -np 4 ./build/z3/train_gpt_cpu $M --steps 1 --per
     --zero-quantized-weights 1 --zero-hpz-partition-size 2 > "$TMP/allpers.out" 2>&1
 st=$?; [ $st -eq 0 ] && [ "$(grep -c "no parameter is gathered: they quantize and keep nothing" "$TMP/allpers.out")" -eq 1 ]
 check "every unit persistent: qwZ and hpZ say in one line that they have nothing to do (exit $st)" $?
+echo "== 4. scripts/quant_compare.py: zeroc's quantizer beside DeepSpeed's on the run's weights and gradients"
+if $PY -c "import torch, numpy" 2> /dev/null; then
+    ck=$(ls -d "$TMP"/ck/ckpt_* | tail -1)
+    nice $PY scripts/quant_compare.py --preset tiny --dim 64 --heads 2 --vocab 250 --seq 32 --batch 2 --train "$TMP/train.bin" \
+        --init "$ck/model.bin" > "$TMP/qc.out" 2>&1
+    st=$?
+    $PY - "$TMP/qc.out" <<'PYEOF'
+import sys
+rows = {l.split("|")[1].strip(): [float(x) for x in l.split("|")[2:4]] for l in open(sys.argv[1]) if l.startswith("| q")}
+w, g = rows.get("qwZ, the gathered weights (int8)"), rows.get("qgZ, the reduced gradient (int4, 2 hops)")
+ok = w and g and 0 < w[0] < w[1] < 0.05 and 0 < g[0] < 0.5 and 0 < g[1] < 0.5
+print(("  ok   " if ok else "  FAIL ") + f"relative RMS errors, zeroc and DeepSpeed: qwZ {w}, qgZ {g} (zeroc's 256-value int8 blocks beat ~8,000-value groups)")
+sys.exit(0 if ok else 1)
+PYEOF
+    [ $? -eq 0 ] && [ $st -eq 0 ] || { fails=$((fails + 1)); tail -5 "$TMP/qc.out"; }
+else
+    echo "  note: $PY cannot import torch and numpy: scripts/quant_compare.py not run"
+fi
 exit $((fails > 0))
