@@ -34,8 +34,7 @@ static int8_t zq_code_at(const uint8_t *codes, size_t i, int bits) {
     return (int8_t)((int8_t)(uint8_t)((i & 1 ? b >> 4 : b) << 4) >> 4);   // the nibble, sign-extended
 }
 
-// Block k of x[0..n) quantized into out (a run's message); adds the block's squared error,
-// sum of (x - dequantized)^2, and its sum of x^2 to sums, for the relative RMS error.
+// Block k of x[0..n) into out, a run's message; adds its squared error and squares to sums.
 static void zq_quantize_block(const float *x, size_t n, int bits, uint8_t *out, size_t k, double sums[2]) {
     size_t lo = k * ZQ_BLOCK, hi = lo + ZQ_BLOCK < n ? lo + ZQ_BLOCK : n;
     float amax = 0;
@@ -54,8 +53,7 @@ static void zq_quantize_block(const float *x, size_t n, int bits, uint8_t *out, 
     }
 }
 
-// x[0..n) into out (zq_bytes(n, bits)); adds to sums as zq_quantize_block. The blocks are
-// independent, so the threads' order changes no code.
+// x[0..n) into out, zq_bytes(n, bits); the blocks are independent of the threads' order.
 static void zq_quantize(const float *x, size_t n, int bits, uint8_t *out, double sums[2]) {
     double err2 = 0, x2 = 0;
     #pragma omp parallel for reduction(+ : err2, x2)

@@ -73,7 +73,7 @@ static ZeroZppStaging zero_zpp_staging(const ZeroPlan *p, const ZeroPlacement *p
     size_t s = p->max_shard, P = (size_t)p->P, q8 = round_up(zq_bytes(s, 8), 16), q4 = round_up(zq_bytes(s, 4), 16);
     ZeroZppStaging z = {0, 0, 0};
     if (pl->qw) { z.send = q8; z.recv = P * q8; }
-    if (pl->qw && pl->hpz) {   // hpZ's quantized gather: hpz parts of padded / hpz
+    if (pl->qw && pl->hpz) {   // hpZ's int8 gather
         size_t h = round_up(zq_bytes(p->max_padded / pl->hpz, 8), 16);
         z.send = h > z.send ? h : z.send; z.recv = pl->hpz * h > z.recv ? pl->hpz * h : z.recv;
     }

@@ -44,8 +44,7 @@ static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, c
     theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : K * psi, SCOPE_WORLD);
     theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
 #elif ZERO_STAGE == 3
-    // each micro-step's gather order, with hpZ a unit's first gather in the step from the
-    // world and the later ones in its group; persistent units once, after the step
+    // every micro-step's gathers, with hpZ the later ones in the group; persistent units once
     unsigned char *kept = (unsigned char *)xcalloc(p->n_units, "theory");
     for (int k = 0; k < K; k++)
         for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
@@ -68,8 +67,8 @@ static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, c
     return t;
 }
 
-// The ZeRO++ paper's cross-node volume of an iteration, in its M, the model's fp16 bytes:
-// ZeRO-3 M + M + M = 3M; qwZ's forward 0.5M, hpZ's backward 0, qgZ's gradients 0.25M.
+// The ZeRO++ paper's cross-node bytes of an iteration in M, the fp16 model: 3M for ZeRO-3,
+// qwZ's forward 0.5M, hpZ's backward 0, qgZ's gradients 0.25M.
 static double zero_paper_cross_m(const ZeroPlacement *pl) {
     return (pl->qw ? 0.5 : 1) + (pl->hpz ? 0 : 1) + (pl->qg ? 0.25 : 1);
 }

@@ -1,16 +1,10 @@
-// zero/zeropp.h: ZeRO++ (Wang et al., 2023), stage 3 with less traffic between nodes.
-// zero.h calls one hook per collective it changes; each returns 0 where ZeRO++ is off.
-//
-// The link between nodes is many times slower than inside one, and stage 3 sends the
-// model over it three times per micro-step. Each part is switched on by itself:
-//   qwZ  zero_quantized_weights: all-gathers of int8 blocks, one scale per block,
-//        util/quantize.h, instead of 16-bit weights: half the bytes.
-//   hpZ  zero_hpz_partition_size = L, a divisor of the world: a unit's first gather in a
-//        step keeps this rank's 1/L; later gathers stay in its group of L ranks.
-//   qgZ  zero_quantized_gradients: the reduce-scatter becomes two all-to-alls of int4
-//        blocks, inside the node, then across nodes, each followed by an fp32 sum.
-// With M the model's 16-bit bytes, 3M across nodes per micro-step becomes 0.5M + 0 + 0.25M.
-// These collectives block: they save bytes, not time.
+// zero/zeropp.h: ZeRO++ (Wang et al., 2023): stage 3 sends less between nodes. zero.h
+// calls a hook per collective it changes; each returns 0 where ZeRO++ is off.
+//   qwZ  zero_quantized_weights: parameter gathers of int8 blocks, util/quantize.h.
+//   hpZ  zero_hpz_partition_size = L: a unit's first gather in a step keeps this
+//        rank's 1/L; its later gathers stay in a group of L ranks.
+//   qgZ  zero_quantized_gradients: two int4 all-to-alls, inside then across nodes.
+// Across nodes, 3M per iteration becomes 0.5M + 0 + 0.25M. They block: bytes, not time.
 #pragma once
 #include "zero/rank.h"
 #include "comm/nodes.h"
@@ -20,8 +14,7 @@ static void zero_zpp_buffers(Zero *z, uint8_t **send, uint8_t **recv, float **su
     *send = z->zpp_staging; *recv = *send + st.send; *sums = (float *)(*recv + st.recv);
 }
 
-// qwZ: a gather of parts of n values over scope, int8 in flight; every rank dequantizes
-// every part, its own too, so that all hold the same weights
+// qwZ: parts of n values over scope; all ranks dequantize all parts, alike
 static void zero_qw_gather(Zero *z, CommScope scope, floatX *full, const floatX *mine, size_t n) {
     size_t q = zq_bytes(n, 8);
     uint8_t *send, *recv; float *sums;
@@ -36,9 +29,7 @@ static floatX *zero_hpz_part(Zero *z, int u, floatX *full) {
     return full + (size_t)comm_group_rank(z->comm, SCOPE_GROUP) * (z->plan.u[u].padded / z->place.hpz);
 }
 
-// Unit order[pos] with qwZ or hpZ on. hpZ as DeepSpeed: a unit's first gather in a step
-// keeps this rank's part of it, and every later gather, the backward's and later
-// micro-steps' forwards, is within the group from those parts. qwZ quantizes both.
+// hpZ as DeepSpeed: the first gather in a step keeps the part; later ones use it
 static CommRequest zero_zpp_gather_unit(Zero *z, int pos, floatX *full, floatX *mine) {
     int u = z->order[pos];
     size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0, shard = z->plan.u[u].shard;
@@ -67,16 +58,13 @@ static int zero_zpp_gather(Zero *z, int pos, floatX *full, floatX *mine, CommReq
     return 1;
 }
 
-// The optimizer step hook: hpZ's parts are stale from here, applied or skipped, as DeepSpeed
+// the optimizer step hook: hpZ's parts go stale, as DeepSpeed
 static void zero_zpp_step_end(Zero *z) {
     if (z->place.hpz) memset(z->hpz_valid, 0, z->plan.n_units);
 }
 
-// qgZ: unit u's gradient g averaged over the ranks, this rank's slice into out. With L
-// ranks per node and N nodes, rank n*L + k owns slice n*L + k. Hop 1 sends node rank k the
-// slices of every node's rank k, in node order: the paper's tensor slice reordering. Summed,
-// they are its node's partial sums of exactly the slices hop 2 sends across, to node n the
-// slice of rank n*L + k.
+// qgZ: rank n*L + k owns slice n*L + k. Hop 1 sends node rank k every node's slice k,
+// the paper's slice reordering, so its sums are what hop 2 sends to node n.
 static void zero_qg_reduce_scatter_unit(Zero *z, int u, const floatX *g, floatX *out) {
     const Comm *c = z->comm;
     int L = c->node_size, N = c->n_nodes;
@@ -91,7 +79,7 @@ static void zero_qg_reduce_scatter_unit(Zero *z, int u, const floatX *g, floatX 
         for (int k = 0; k < L; k++)
             for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)(k * N + n) * q, s, 4, sums + (size_t)n * s, 0, k > 0);
     }
-    // hop 2, across nodes: the partial sums requantized; zero_qg_applies: N > 1
+    // hop 2, across nodes: the sums requantized
     for (int n = 0; n < N; n++) {
         const void *piece = L > 1 ? (const void *)(sums + (size_t)n * s) : (const void *)(g + (size_t)n * s);
         zb_quantize(&z->be, piece, L == 1, s, 4, send + (size_t)n * q);
@@ -108,9 +96,7 @@ static int zero_zpp_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out)
     return 1;
 }
 
-// The step's relative RMS error of what each quantizer sent, over all ranks: qwZ's int8
-// weights, qgZ's int4 gradients on both hops; -1 where off. It moves with the data, where
-// the worst block error sits at its bound, half a code.
+// the step's relative RMS error of what qwZ and qgZ sent, all ranks; -1: off
 static void zero_quant_errors(Zero *z, float err[2]) {
     double s[4];
     err[0] = err[1] = -1;
