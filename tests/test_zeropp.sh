@@ -16,6 +16,8 @@
 #      on stage 1; fp16 with an injected overflow skips that step and goes on; the estimator
 #      counts hpZ's secondary partition; bad settings get one line; qwZ and hpZ say when every
 #      unit is persistent, so that they have no gather to act on.
+#   4. scripts/quant_compare.py on the run's checkpoint: zeroc's quantizer beside DeepSpeed's arrangement,
+#      zeroc's int8 blocks erring less than DeepSpeed's groups of ~8,000 (needs torch; a note without).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 make -s build/z1/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
