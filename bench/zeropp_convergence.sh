@@ -11,12 +11,13 @@
 # and the cross-node bytes per step. The runs go in the order of RUNS, the most telling first; the
 # summary covers what finished (SUMMARY_ONLY=1 prints it from the runs so far). Writes
 # bench/zeropp_convergence.txt.
-#   bash bench/zeropp_convergence.sh            (STEPS=300 HPZ_STEPS=20; BIN, OUT, RUNS)
+#   bash bench/zeropp_convergence.sh            (STEPS=300 HPZ_STEPS=20; BIN, OUT, RUNS, LR_TOTAL)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 STEPS=${STEPS:-300}
 HPZ_STEPS=${HPZ_STEPS:-20}
+LR_TOTAL=${LR_TOTAL:-}   # a shorter run on the schedule of a longer one: --lr-total-steps
 RUNS=${RUNS:-"demo:plain demo:all deep:plain deep:all demo:hpz deep:hpz demo:qw demo:qg deep:qw deep:qg"}
 [ -f data/brown/train.bin ] || bash scripts/prepare_data.sh
 BIN=${BIN:-build/z3/train_gpt_cpu}   # a copy keeps a long run from meeting a rebuild
@@ -35,7 +36,7 @@ flags_of() {
 if [ "${SUMMARY_ONLY:-0}" != 1 ]; then
     bench_init zeropp_convergence
     bench_header "ZeRO++ convergence at --persistence-threshold 0: ZeRO-3 beside qwZ, qgZ, all three (and hpZ, bitwise), $STEPS steps, 4 ranks as 2 nodes of 2"
-    cp "$BENCH_RECORD" "$OUT/header.txt"
+    [ -f "$OUT/header.txt" ] || cp "$BENCH_RECORD" "$OUT/header.txt"
     for run in $RUNS; do
         model=${run%%:*} v=${run#*:}
         layers=4; [ "$model" = deep ] && layers=12
@@ -44,9 +45,9 @@ if [ "${SUMMARY_ONLY:-0}" != 1 ]; then
         # shellcheck disable=SC2046  # the variant's flags
         ZEROC_RANKS_PER_NODE=2 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 4 "$BIN" \
             --arch llama --preset mini --layers $layers --batch 8 --seq 64 --steps "$steps" --lr 5e-3 --warmup 20 --shuffle 1 \
-            --val-every 50 --val-batches 8 --quiet 1 --persistence-threshold 0 $(flags_of "$v") \
+            --val-every 50 --val-batches 8 --quiet 1 --persistence-threshold 0 $(flags_of "$v") ${LR_TOTAL:+--lr-total-steps $LR_TOTAL} \
             --log "$OUT/$model.$v.jsonl" > "$OUT/$model.$v.out" 2>&1
-        echo "# $model ($layers layers), $v: exit $?, $(( $(date +%s) - t0 )) s, $steps steps" >> "$OUT/times.txt"
+        echo "# $model ($layers layers), $v: exit $?, $(( $(date +%s) - t0 )) s, $steps steps${LR_TOTAL:+ on the schedule of $LR_TOTAL}" >> "$OUT/times.txt"
     done
 fi
 {
