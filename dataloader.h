@@ -180,14 +180,13 @@ static void shard_open(Shard *s, const char *path) {
     memset(s, 0, sizeof(*s));
     if (strlen(path) >= sizeof(s->path)) fatal("%s: path too long", path);
     strcpy(s->path, path);
-    int fd = open(path, O_RDONLY | O_NONBLOCK);   // a FIFO would block here until a writer came: refused below instead
-    if (fd < 0) fatal("%s: cannot open (%s)%s", path, strerror(errno), shard_missing_hint(path));
+    char err[1200];
+    int fd = open_regular(path, O_RDONLY, "a token shard (a regular file, or a directory of them)", err, sizeof(err));
+    if (fd < 0) fatal("%s%s", err, errno == ENOENT ? shard_missing_hint(path) : "");
     struct stat sb;
     if (fstat(fd, &sb) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) fatal("%s: %s, not a token shard (a regular file, or a directory of them)", path, file_kind(sb.st_mode));
     long long size = (long long)sb.st_size;
     int32_t header[SHARD_HEADER_INTS] = {0};
-    char err[1200];
     if (size >= (long long)sizeof(header) && pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header))
         fatal("%s: cannot read the header (%s)", path, strerror(errno));
     long long n = shard_parse_header(path, header, size, err, sizeof(err));

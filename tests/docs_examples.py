@@ -50,6 +50,7 @@ EXAMPLES = [
     ("docs/gpu.md", "error: no NVIDIA GPU found", None, [], "the GPU trainer's build: tests/test_gpu_build.sh"),
     ("docs/monitoring.md", "note: tensorboard: runs/gpt2-124m:", None, [], "tests/test_monitor.sh checks the cut's note"),
     ("docs/monitoring.md", "note: ds.json: wandb:", None, [], "tests/test_config.sh checks the W&B note"),
+    ("docs/monitoring.md", "error: runs/DeepSpeedJobName is in use", None, [], "a live run's pid and host: tests/test_monitor.sh"),
     ("docs/training.md", "demo: train loss", None, [], "the 300-step demo (minutes): make demo prints it"),
     ("docs/training.md", "demo: val loss", None, [], "the 300-step demo"),
     ("docs/training.md", "demo: word frequencies alone", None, [], "the 300-step demo"),

@@ -66,6 +66,18 @@ $B $M --steps 6 --resume "$TMP/old" > "$TMP/old.out" 2>&1; rc=$?
 sed 's/^/       /' "$TMP/old.out"
 [ $rc -eq 0 ] && grep -q "note: .*a format-1 manifest" "$TMP/old.out"; check "format 1: resumed, with a note on what cannot be verified" $?
 
+echo "== steps past 99,999,999: nine-digit checkpoint names are scanned, pruned and fallen back to (issue 33)"
+mkdir -p "$TMP/big" && cp -r "$TMP/old" "$TMP/big/ckpt_99999999"
+sed -i 's/"step": 4,/"step": 99999999,/' "$TMP/big/ckpt_99999999/manifest.json"
+$B $M --steps 100000002 --save-every 1 --keep-last 2 --resume "$TMP/big" --save "$TMP/big" > "$TMP/big.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(cd "$TMP/big" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_100000001 ckpt_100000002 " ]
+check "--keep-last 2 after saves at steps 100000000-100000002: ckpt_100000001 ckpt_100000002 left (exit $rc)" $?
+truncate -s 5000 "$TMP/big/ckpt_100000002/model.bin"
+$B $M --steps 100000003 --resume "$TMP/big" --quiet 0 > "$TMP/big2.out" 2>&1; rc=$?
+grep -E "skipped|resumed from" "$TMP/big2.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && grep -q "resumed from $TMP/big/ckpt_100000001 at step 100000001" "$TMP/big2.out"
+check "latest's ckpt_100000002 damaged: the fall-back takes ckpt_100000001" $?
+
 echo "== an optimizer shard whose CRC was forged still holds only what AdamW writes"
 # forge OUT WHICH VALUE: a copy of C4 with element 5 of m (0) or v (1) set, its CRC recomputed, a format-1 manifest
 forge() {

@@ -33,7 +33,7 @@ typedef struct {
 
 static void model_reader_open(ModelReader *r, const char *path) {
     snprintf(r->path, sizeof(r->path), "%s", path);
-    r->f = fopen_or_die(path, "rb");
+    r->f = fopen_regular_or_die(path, "rb", "a model file");
     long long size = file_size_or_die(r->f, path);
     int32_t h[256], want[256];
     fread_or_die(h, 4, 256, r->f, path, "the model file header");

@@ -47,9 +47,7 @@ static void usage(FILE *f) {
 // whole-file and whole-stdin reading
 
 static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen_or_die(path, "rb");
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", path);
+    FILE *f = fopen_regular_or_die(path, "rb", "a text file");
     long long n = file_size_or_die(f, path);
     char *buf = (char *)xmalloc((size_t)n + 1, path);
     fread_or_die(buf, 1, (size_t)n, f, path, "text");
@@ -358,11 +356,11 @@ static void encode_file(Encoder *e, const char *text, size_t len) {
 
 // an input file, memory-mapped (read-only; never copied whole into memory)
 static const char *map_text(const char *path, size_t *len) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK);   // a FIFO must not block the open: it is refused below
-    if (fd < 0) fatal("%s: cannot open (%s)", path, strerror(errno));
+    char err[1400];
+    int fd = open_regular(path, O_RDONLY, "a text file (an input is read whole: a regular file)", err, sizeof(err));
+    if (fd < 0) fatal("%s", err);
     struct stat st;
     if (fstat(fd, &st) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) fatal("%s: %s, not a text file (an input is read whole: a regular file)", path, file_kind(st.st_mode));
     if (st.st_size == 0) fatal("%s: empty file: no text to tokenize", path);
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) fatal("%s: cannot memory-map (%s)", path, strerror(errno));

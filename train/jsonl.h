@@ -22,8 +22,9 @@ typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not loggi
 // TensorBoard and CSV monitors are cut (docs/checkpoints.md). A torn last line goes too; a line
 // that does not parse is kept, since it proves nothing about the steps.
 static void jsonl_cut_after(const char *path, int step) {
-    FILE *f = fopen(path, "r+b");
-    if (!f) return;   // no log yet: nothing to cut
+    char err[1400];
+    FILE *f = fopen_regular(path, "r+b", "a regular file for --log", err, sizeof(err));
+    if (!f) return;   // no log yet: nothing to cut (what is not a regular file, jsonl_open refuses)
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -48,8 +49,13 @@ static void jsonl_cut_after(const char *path, int step) {
 // resume_step > 0: append after cutting what follows that step; 0: a new log
 static JsonLog jsonl_open(const char *path, int writer, int resume_step) {
     JsonLog l = {NULL, path};
-    if (writer && path[0] && resume_step > 0) jsonl_cut_after(path, resume_step);
-    if (writer && path[0]) l.f = fopen_or_die(path, resume_step > 0 ? "ab" : "wb");
+    struct stat sb;
+    // a terminal, /dev/null or /dev/full takes a stream; a FIFO would block the open: refused with anything else not a file
+    if (writer && path[0] && stat(path, &sb) == 0 && S_ISCHR(sb.st_mode)) l.f = fopen_or_die(path, "wb");
+    else if (writer && path[0]) {
+        if (resume_step > 0) jsonl_cut_after(path, resume_step);
+        l.f = fopen_regular_or_die(path, resume_step > 0 ? "ab" : "wb", "a regular file for --log");
+    }
     return l;
 }
 static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
