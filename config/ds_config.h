@@ -8,6 +8,7 @@
 //   honoured          sets a zeroc setting (the flag named in the table)
 //   no effect         accepted; a one-line note says why it changes nothing here
 //   unsupported       an error that says what to do instead
+//   honoured, differs sets a zeroc setting that works otherwise than DeepSpeed's, as the row says
 // `./train_gpt_cpu --config-keys` prints the table; docs/config.md's key table is
 // that output, and tests/test_config.sh compares them.
 //
@@ -34,8 +35,8 @@
 #include <ctype.h>
 #include <strings.h>
 
-enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED };
-static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported"};
+enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED, DS_DIFFERS };
+static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported", "honoured, differs"};
 
 // value types: a block (an object whose keys are checked), an open block (an object
 // not looked into), a boolean, an integer, a number, a string, or a pair of numbers
@@ -130,10 +131,10 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params", DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "stage 3 gathers parameters with all-gather"},
     {"zero_optimization.ignore_unused_parameters", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "every parameter receives a gradient"},
     {"zero_optimization.legacy_stage1", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is one stage-1 implementation"},
-    {"zero_optimization.zero_hpz_partition_size", NULL, DS_HONOURED, JT_INT, &R_HPZ, K_HPZ, NULL, "`--zero-hpz-partition-size`: ZeRO++ hpZ, stage 3: a secondary parameter partition over each node's ranks (1: off)"},
-    {"zero_optimization.zero_quantized_weights", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_WEIGHTS, NULL, "`--zero-quantized-weights`: ZeRO++ qwZ, stage 3: int8 blocks in the parameter all-gathers"},
+    {"zero_optimization.zero_hpz_partition_size", NULL, DS_HONOURED, JT_INT, &R_HPZ, K_HPZ, NULL, "`--zero-hpz-partition-size`: ZeRO++ hpZ, stage 3: a secondary parameter partition over groups of this many ranks, a divisor of the world, serving a unit's later gathers in each step (1: off)"},
+    {"zero_optimization.zero_quantized_weights", NULL, DS_DIFFERS, JT_BOOL, NULL, K_QUANT_WEIGHTS, NULL, "`--zero-quantized-weights`: ZeRO++ qwZ, stage 3: int8 in every parameter all-gather, blocks of 256 values at -127..127 with an fp32 scale where DeepSpeed takes fp16 groups of about 8,000 at -128..127 (docs/zero.md)"},
     {"zero_optimization.zero_quantized_nontrainable_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
-    {"zero_optimization.zero_quantized_gradients", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_GRADS, NULL, "`--zero-quantized-gradients`: ZeRO++ qgZ, stage 3: the gradient reduce-scatter as hierarchical int4 all-to-alls"},
+    {"zero_optimization.zero_quantized_gradients", NULL, DS_DIFFERS, JT_BOOL, NULL, K_QUANT_GRADS, NULL, "`--zero-quantized-gradients`: ZeRO++ qgZ, stage 3, several nodes: the gradient reduce-scatter as hierarchical int4 all-to-alls, blocks of 256 values at -7..7 summed in fp32, where DeepSpeed groups by the tensor's dimensions at -8..7 and sums in fp16 (docs/zero.md)"},
     {"zero_optimization.zeropp_loco_param", NULL, DS_NO_EFFECT, JT_OPEN, NULL, K_NONE, NULL, ZEROPP},
     {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", MICS},
     {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MICS},

@@ -3,7 +3,7 @@
 // records (memory, comm, estimate) and hand them to jsonl_record.
 //   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps",
 //    "elapsed_s", "gflops", "mem_bytes" [, "skip_reason"][, "loss_scale"][, "peak_live_elems"][, "mfu"]
-//    [, "qwz_max_rel_error"][, "qgz_max_rel_error"] (ZeRO++: the worst block's error over its largest value)
+//    [, "qwz_rel_rms_error"][, "qgz_rel_rms_error"] (ZeRO++: the relative RMS error of what each quantizer sent)
 //    [, "forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms": --breakdown 1]}
 //   {"type":"val", "step", "val_loss"}
 // A number that is not finite is written as the string "nan", "inf" or "-inf".
@@ -94,7 +94,7 @@ typedef struct {
     double mem_bytes;           // memory in use: the GPU's (all of it), or this process's resident memory
     double elapsed_s, eta_s;    // since the loop started; to the last step at this run's mean pace
     double phase_ms[4];         // --breakdown: forward, backward, communication wait, optimizer; [0] < 0: off
-    float quant_error[2];       // ZeRO++: the step's worst block error, qwZ's int8 and qgZ's int4; < 0: off
+    float quant_error[2];       // ZeRO++: the step's relative RMS error, qwZ's int8 and qgZ's int4; < 0: off
 } StepStats;
 static const char *const PHASE_NAMES[4] = {"forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms"};
 
@@ -113,8 +113,8 @@ static void jsonl_train(JsonLog *l, const StepStats *s) {
     cJSON_AddNumberToObject(r, "skipped_steps", (double)s->skipped_steps);
     if (s->loss_scale > 0) cJSON_AddNumberToObject(r, "loss_scale", s->loss_scale);
     if (s->peak_live_elems >= 0) cJSON_AddNumberToObject(r, "peak_live_elems", (double)s->peak_live_elems);
-    if (s->quant_error[0] >= 0) jsonl_add_number(r, "qwz_max_rel_error", s->quant_error[0]);
-    if (s->quant_error[1] >= 0) jsonl_add_number(r, "qgz_max_rel_error", s->quant_error[1]);
+    if (s->quant_error[0] >= 0) jsonl_add_number(r, "qwz_rel_rms_error", s->quant_error[0]);
+    if (s->quant_error[1] >= 0) jsonl_add_number(r, "qgz_rel_rms_error", s->quant_error[1]);
     cJSON_AddNumberToObject(r, "elapsed_s", s->elapsed_s);
     cJSON_AddNumberToObject(r, "gflops", s->gflops);
     if (s->mfu >= 0) cJSON_AddNumberToObject(r, "mfu", s->mfu);

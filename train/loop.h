@@ -188,7 +188,7 @@ typedef struct {
     double seconds;        // the whole step
     double end;            // wall_time() when it ended
     double phase_s[4];     // forward, backward, communication wait, optimizer
-    float quant_error[2];  // ZeRO++'s worst block errors (zero_quant_errors)
+    float quant_error[2];  // ZeRO++'s relative RMS errors (zero_quant_errors)
 } StepResult;
 
 // Phase p of the step (forward 0, backward 1, optimizer 3) ends now. With --breakdown
