@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source tests/lib.sh
 trap 'umount "$TMP/mnt" 2> /dev/null; rm -rf "$TMP"' EXIT
 make -s build/z0/train_gpt_cpu || exit 1
-B=./build/z0/train_gpt_cpu
+B=${B:-./build/z0/train_gpt_cpu}   # B=./build/asan_z0/train_gpt_cpu with ASAN_OPTIONS=detect_leaks=0 runs it under the sanitizers
 make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --threads 1 --quiet 1 --lr-schedule constant"
 J="--tensorboard $TMP/m --csv-monitor $TMP/m --job-name J"
