@@ -307,7 +307,7 @@ static int ds_check_value(DsPass *x, const DsKey *k, const char *path, const cJS
     case JT_INT: case JT_NUM:
         if (cJSON_IsNumber(v) && k->type == JT_NUM && range_f32_why(k->range, v->valuedouble, why, sizeof(why))) as_float = v;
         else if (!cJSON_IsNumber(v) || !(k->type == JT_NUM ? range_ok_f32 : range_ok)(k->range, v->valuedouble))
-            snprintf(want, sizeof(want), "%s", range_text(k->range, rt, sizeof(rt)));
+            snprintf(want, sizeof(want), "%s", range_text(k->range, cJSON_IsNumber(v) ? v->valuedouble : 0, rt, sizeof(rt)));
         break;
     case JT_PAIR: {
         int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
@@ -317,7 +317,7 @@ static int ds_check_value(DsPass *x, const DsKey *k, const char *path, const cJS
             else if (!as_float && range_f32_why(k->range, e->valuedouble, why, sizeof(why))) as_float = e;
         }
         if (!ok) as_float = NULL;
-        if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, rt, sizeof(rt)));
+        if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, 0, rt, sizeof(rt)));
         break;
     }
     }

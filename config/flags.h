@@ -158,10 +158,14 @@ static double flag_number(const char *flag, const char *s, const Range *r) {
     char *end;
     errno = 0;
     double v = r->integer && r->hi < 9e18 ? (double)strtoll(s, &end, 10) : strtod(s, &end);
+    if (!r->integer && errno == ERANGE && fabs(v) <= DBL_MIN) {   // 1e-400: not zero, below even a double
+        errno = 0;
+        if (v == 0) v = copysign(DBL_TRUE_MIN, s[0] == '-' ? -1 : 1);
+    }
     if (!errno && *end == 0 && end != s && (r->integer ? range_ok(r, v) : range_ok_f32(r, v))) return v;
     char want[192];
     if (!errno && *end == 0 && end != s && !r->integer && range_f32_why(r, v, want, sizeof(want))) fatal("%s: '%s' %s", flag, s, want);
-    fatal("%s: expected %s, got '%s'", flag, range_text(r, want, sizeof(want)), s);
+    fatal("%s: expected %s, got '%s'", flag, range_text(r, end == s ? 0 : v, want, sizeof(want)), s);
     return 0;
 }
 static int flag_int(const char *flag, const char *s, long long lo, long long hi) {

@@ -57,12 +57,14 @@ static int range_ok_f32(const Range *r, double v) {
     return range_ok(r, v) || r->hi == FLT_BIG;
 }
 
-// "a number >= 0", "an integer in [1, 1048576]", "a number in [0, 1)"
-static const char *range_text(const Range *r, char *buf, size_t n) {
+// "a number >= 0", "an integer in [1, 1048576]", "a number in [0, 1)"; for v beyond a float's
+// top, the top too: a float setting's "no upper limit" is the largest 32-bit float
+static const char *range_text(const Range *r, double v, char *buf, size_t n) {
     const char *what = r->integer ? "an integer" : "a number";
-    if (r->hi == FLT_BIG && r->lo >= 0) snprintf(buf, n, "%s %s %g, at most 3.4028235e38 (the largest 32-bit float)", what, r->lo_open ? ">" : ">=", r->lo);
-    else if (r->hi == FLT_BIG) snprintf(buf, n, "%s at most 3.4028235e38 in magnitude (the largest 32-bit float)", what);
-    else if (r->hi >= 9e18) snprintf(buf, n, "%s %s %g", what, r->lo_open ? ">" : ">=", r->lo);
+    int top = r->hi == FLT_BIG && fabs(v) > FLT_BIG;
+    if (r->hi == FLT_BIG && r->lo < 0) snprintf(buf, n, "%s%s", what, top ? " at most 3.4028235e38 in magnitude (the largest 32-bit float)" : "");
+    else if (r->hi >= 9e18 || r->hi == FLT_BIG)
+        snprintf(buf, n, "%s %s %g%s", what, r->lo_open ? ">" : ">=", r->lo, top ? ", at most 3.4028235e38 (the largest 32-bit float)" : "");
     else snprintf(buf, n, "%s in %c%.10g, %.10g%c", what, r->lo_open ? '(' : '[', r->lo, r->hi, r->hi_open ? ')' : ']');
     return buf;
 }
@@ -75,8 +77,8 @@ static int range_f32_why(const Range *r, double v, char *buf, size_t n) {
     float f = (float)v;
     if (v != 0 && f == 0)
         snprintf(buf, n, "is below the smallest 32-bit float, 1.4e-45, so it would be read as 0: %s%s",
-                 range_ok(r, 0) ? "write 0 if 0 is meant" : "expected ", range_ok(r, 0) ? "" : range_text(r, rt, sizeof(rt)));
-    else snprintf(buf, n, "is %g as the 32-bit float it is used as: expected %s as a float", (double)f, range_text(r, rt, sizeof(rt)));
+                 range_ok(r, 0) ? "write 0 if 0 is meant" : "expected ", range_ok(r, 0) ? "" : range_text(r, v, rt, sizeof(rt)));
+    else snprintf(buf, n, "is %g as the 32-bit float it is used as: expected %s as a float", (double)f, range_text(r, v, rt, sizeof(rt)));
     return 1;
 }
 

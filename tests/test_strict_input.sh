@@ -47,6 +47,7 @@ expect_error "--clip 1e-46" "--clip: '1e-46' is below the smallest 32-bit float"
 $CT lr --lr 3.4028235e38 > /dev/null 2>&1 && $CT lr --config "$(cfg v5 '{"optimizer": {"params": {"lr": 3.4028235e38}}}')" > /dev/null 2>&1
 check "--lr and optimizer.params.lr 3.4028235e38 (FLT_MAX) are taken" $?
 expect_error "--lr 1e39: the message names the float's top" "--lr: expected a number >= 0, at most 3.4028235e38 \\(the largest 32-bit float\\), got '1e39'" 1 $CT lr --lr 1e39
+expect_error "--lr 1e-400 (below even a double): as 1e-50, not 'expected >= 0'" "--lr: '1e-400' is below the smallest 32-bit float" 1 $CT lr --lr 1e-400
 expect_error "--lr 1e-50: 0 is allowed, so the message says to write 0" "--lr: '1e-50' is below the smallest 32-bit float, 1.4e-45, so it would be read as 0: write 0 if 0 is meant" 1 $CT lr --lr 1e-50
 expect_error "number_checkpoints 9e18 (an int field)" "number_checkpoints: expected an integer in \\[1, 1024\\], got 9e\\+18" 1 \
     $CT lr --config "$(cfg v4 '{"activation_checkpointing": {"number_checkpoints": 9e18}}')"
