@@ -9,8 +9,8 @@
 # Prints per variant the mean and the final |loss - ZeRO-3's|, the mean loss over the last 50 steps,
 # the validation losses, the range of the per-step relative RMS errors of what qwZ and qgZ quantized,
 # and the cross-node bytes per step. The runs go in the order of RUNS, the most telling first; the
-# summary covers what finished (SUMMARY_ONLY=1 prints it from the runs so far). Writes
-# bench/zeropp_convergence.txt.
+# summary covers what finished (SUMMARY_ONLY=1 prints it from the runs so far; with RECORD=1 it also
+# records it). Writes bench/zeropp_convergence.txt and the demo model's curves, bench/zeropp_convergence.png.
 #   bash bench/zeropp_convergence.sh            (STEPS=300 HPZ_STEPS=20; BIN, OUT, RUNS, LR_TOTAL)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -91,4 +91,7 @@ for model, desc in (("demo", "the demo model, llama mini, 4 layers"), ("deep", "
 PYEOF
 } > "$OUT/summary.txt"
 cat "$OUT/summary.txt"
-[ "${SUMMARY_ONLY:-0}" = 1 ] || cp "$OUT/summary.txt" bench/zeropp_convergence.txt
+[ "${SUMMARY_ONLY:-0}" = 1 ] && [ -z "${RECORD:-}" ] && exit 0
+cp "$OUT/summary.txt" bench/zeropp_convergence.txt
+$BENCH_PY scripts/plot_losses.py "$OUT/demo.plain.jsonl" "$OUT/demo.all.jsonl" --labels "ZeRO-3,ZeRO++ (qwZ+hpZ+qgZ)" \
+    --title "demo model, 4 ranks as 2 nodes, every unit partitioned: ZeRO-3 vs ZeRO++" --out bench/zeropp_convergence.png | tail -1
