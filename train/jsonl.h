@@ -22,8 +22,10 @@ typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not loggi
 // TensorBoard and CSV monitors are cut (docs/checkpoints.md). A torn last line goes too; a line
 // that does not parse is kept, since it proves nothing about the steps.
 static void jsonl_cut_after(const char *path, int step) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return;   // no log yet, or no file to cut: opening it says so
     FILE *f = fopen(path, "r+b");
-    if (!f) return;   // no log yet: nothing to cut
+    if (!f) return;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
