@@ -4,7 +4,7 @@
 # others first) and every rank that says something says the same (tests/lib.sh).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
-make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z3/train_gpt_cpu build/export_model || exit 1
+make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z2/train_gpt_cpu build/z3/train_gpt_cpu build/export_model || exit 1
 T0=./build/z0/train_gpt_cpu
 make_shard "$TMP/ok.bin" 20000 250
 M="--preset tiny --vocab 250 --batch 2 --seq 16 --steps 1 --quiet 1"

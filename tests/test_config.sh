@@ -11,7 +11,7 @@
 #   7. optimizer.type Adam with adam_w_mode false (L2) agrees with torch.optim.Adam in the PyTorch reference
 cd "$(dirname "$0")/.."
 source tests/lib.sh
-make -s build/config_test build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
+make -s build/config_test build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z2/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
 CT=./build/config_test
 export TMP
 
