@@ -33,14 +33,15 @@ HEADERS := zero.h adamw.cuh dataloader.h tokenizer.h tests/debug_state.h \
            $(wildcard util/*.h comm/*.h config/*.h model/*.h zero/*.h zero/*.cuh train/*.h formats/*.h)
 BUILD := build
 
-.PHONY: all setup data demo test compare clean train_gpt_cpu test_gpt_cpu train_gpt test_gpt cuda bench FORCE
+.PHONY: all setup data demo test compare clean train_gpt_cpu test_gpt_cpu train_gpt no-nvcc test_gpt cuda bench FORCE
 all: train_gpt_cpu test_gpt_cpu
 
 setup:
 	@bash scripts/setup.sh
 
 # ---------------------------------------------------------------------------
-# CPU trainer: one binary per ZeRO stage under build/, the chosen one copied to ./
+# CPU trainer: one binary per ZeRO stage, ./train_gpt_cpu_zero<k>, and ./train_gpt_cpu a link to the one
+# built last, said in one line: a build of one stage never replaces another stage's binary unannounced
 $(BUILD)/z%/train_gpt_cpu: train_gpt.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
@@ -49,12 +50,21 @@ $(BUILD)/z%/test_gpt_cpu: test_gpt.c train_gpt.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
 
-train_gpt_cpu: $(BUILD)/z$(ZERO)/train_gpt_cpu
+train_gpt_cpu_zero%: $(BUILD)/z%/train_gpt_cpu
 	@cp $< $@
+train_gpt_cpu: train_gpt_cpu_zero$(ZERO)
+	@$(call link_stage,$@,$<,$(ZERO))
 test_gpt_cpu: $(BUILD)/z0/test_gpt_cpu
 	@cp $< $@
 
 # ---------------------------------------------------------------------------
+# the per-stage builds under build/ stay (make would delete them as intermediate files): the tests and
+# the "run build/z<k>/..." hints use them
+.SECONDARY: $(foreach k,0 1 2 3,$(BUILD)/z$(k)/train_gpt_cpu $(foreach o,0 1,$(BUILD)/gpu_z$(k)_o$(o)/train_gpt $(BUILD)/gpu_z$(k)_o$(o)_fp16/train_gpt))
+
+# ./train_gpt_cpu or ./train_gpt pointed at the stage's binary, said in one line (link_stage NAME TARGET STAGE)
+link_stage = ln -sfn $(2) $(1) && echo "./$(1) -> ./$(2) (ZeRO stage $(3)); each stage keeps its own binary, ./$(1)_zero<k>"
+
 # GPU trainer (compiles and links without a GPU)
 $(BUILD)/gpu_z%_o$(OFFLOAD)/train_gpt: train_gpt.cu $(HEADERS) $(wildcard cuda/*.cuh)
 	@mkdir -p $(@D)
@@ -62,14 +72,21 @@ $(BUILD)/gpu_z%_o$(OFFLOAD)/train_gpt: train_gpt.cu $(HEADERS) $(wildcard cuda/*
 
 # FP16=1: floatX = __half (fp16 parameters, gradients and activations, DeepSpeed's loss scaling),
 # built by mk/gpu.mk's rules into build/gpu_z<k>_o<o>_fp16/
-train_gpt: $(BUILD)/gpu_z$(ZERO)_o$(OFFLOAD)$(if $(filter 1,$(FP16)),_fp16)/train_gpt
+# ./train_gpt_zero<k>[_offload][_fp16] per variant, ./train_gpt linked to the last one built. Without a CUDA
+# compiler the build ends in one line saying what to install and how to build the CPU trainer instead.
+GPU_SUFFIX := $(if $(filter 1,$(OFFLOAD)),_offload)$(if $(filter 1,$(FP16)),_fp16)
+train_gpt_zero%$(GPU_SUFFIX): $(BUILD)/gpu_z%_o$(OFFLOAD)$(if $(filter 1,$(FP16)),_fp16)/train_gpt
 	@cp $< $@
+train_gpt: $(if $(shell command -v $(NVCC) 2> /dev/null),train_gpt_zero$(ZERO)$(GPU_SUFFIX),no-nvcc)
+	@$(call link_stage,$@,$<,$(ZERO))
+no-nvcc:
+	$(error no CUDA compiler ($(NVCC) not found): install the CUDA toolkit (nvcc; or set NVCC=path), or train on the CPU: make train_gpt_cpu ZERO=$(ZERO))
 
 -include mk/*.mk
 
 # ---------------------------------------------------------------------------
 clean:
-	rm -rf $(BUILD) train_gpt_cpu test_gpt_cpu train_gpt test_gpt prepare_data export_model dev/cuda/bin
+	rm -rf $(BUILD) train_gpt_cpu train_gpt_cpu_zero? test_gpt_cpu train_gpt train_gpt_zero?* test_gpt prepare_data export_model dev/cuda/bin
 
 # stage 3 with released gather buffers poisoned with NaN (tests)
 $(BUILD)/z3/train_gpt_cpu_poison: train_gpt.c $(HEADERS)

@@ -148,7 +148,11 @@ static char **data_files(const char *spec, int *n_out) {
 static long long shard_parse_header(const char *path, const int32_t header[SHARD_HEADER_INTS], long long size, char *err, size_t errn) {
     long long hb = SHARD_HEADER_INTS * 4;
     if (size < hb) { snprintf(err, errn, "%s: truncated file: %lld bytes is shorter than the %lld-byte header", path, size, hb); return -1; }
-    if (header[0] != SHARD_MAGIC) { snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc/llm.c token shard", path, header[0], SHARD_MAGIC); return -1; }
+    if (header[0] != SHARD_MAGIC) {
+        snprintf(err, errn, "%s: bad magic number %d (expected %d): not a zeroc/llm.c token shard (text becomes one with "
+                 "scripts/prepare_data.sh --input %s --out PREFIX)", path, header[0], SHARD_MAGIC, path);
+        return -1;
+    }
     if (header[1] != SHARD_VERSION) { snprintf(err, errn, "%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION); return -1; }
     long long n = (uint32_t)header[2];
     long long expect = hb + 2 * n;
@@ -163,20 +167,26 @@ static long long shard_find_bad_token(const uint16_t *tokens, long long n, int v
     return -1;
 }
 
+// What to do about a shard that is not there: under data/brown/, `make data` if the corpus
+// is not prepared; if it is, the path is mistyped, and the folder's shards are named.
+static const char *shard_missing_hint(const char *path) {
+    if (strncmp(path, "data/brown/", 11) != 0) return "";
+    if (access("data/brown/train.bin", R_OK) != 0) return ": run `make data` to prepare the Brown corpus";
+    return ": the Brown corpus is prepared, as data/brown/train.bin and data/brown/val.bin";
+}
+
 // Maps one shard and checks its header. Every problem is a one-line error naming the file.
 static void shard_open(Shard *s, const char *path) {
     memset(s, 0, sizeof(*s));
     if (strlen(path) >= sizeof(s->path)) fatal("%s: path too long", path);
     strcpy(s->path, path);
-    int fd = open(path, O_RDONLY | O_NONBLOCK);   // a FIFO would block here until a writer came: refused below instead
-    if (fd < 0) fatal("%s: cannot open (%s)%s", path, strerror(errno),
-                      strncmp(path, "data/brown/", 11) == 0 ? ": run `make data` to prepare the Brown corpus" : "");
+    char err[1200];
+    int fd = open_regular(path, O_RDONLY, "a token shard (a regular file, or a directory of them)", err, sizeof(err));
+    if (fd < 0) fatal("%s%s", err, errno == ENOENT ? shard_missing_hint(path) : "");
     struct stat sb;
     if (fstat(fd, &sb) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) fatal("%s: %s, not a token shard (a regular file, or a directory of them)", path, file_kind(sb.st_mode));
     long long size = (long long)sb.st_size;
     int32_t header[SHARD_HEADER_INTS] = {0};
-    char err[1200];
     if (size >= (long long)sizeof(header) && pread(fd, header, sizeof(header), 0) != (ssize_t)sizeof(header))
         fatal("%s: cannot read the header (%s)", path, strerror(errno));
     long long n = shard_parse_header(path, header, size, err, sizeof(err));

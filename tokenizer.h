@@ -221,7 +221,7 @@ static int tokenizer_load(Tokenizer *t, const char *path, const unsigned char *f
 
 // tokenizer_load on the file at path; any problem is a one-line error and exit
 static void tokenizer_init(Tokenizer *t, const char *path) {
-    FILE *f = fopen_or_die(path, "rb");
+    FILE *f = fopen_regular_or_die(path, "rb", "a tokenizer file");
     long long size = file_size_or_die(f, path);
     if (size > (64LL << 20)) fatal("%s: %lld bytes is too large for a tokenizer file", path, size);
     unsigned char *file = (unsigned char *)xmalloc((size_t)size, "tokenizer file");

@@ -277,6 +277,7 @@ static void zero_micro_step_end(Zero *z) { z->micro++; }
 static void zero_step_reduce(Zero *z) {
     if (ZERO_STAGE <= 1) zero_finish_grad_reduce(z);
     zb_wait_collectives(&z->be);
+    zero_zpp_step_end(z);
 }
 
 // AdamW's segments; a NULL state is on NVMe

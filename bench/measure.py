@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/measure.py: runs one benchmark command and says whether anything else used the CPU meanwhile.
 
-    measure.py [--label L] [--busy-core K] [--max-other X] [--wait-quiet S] [--retries N] [--report FILE] -- CMD ...
+    measure.py [--label L] [--busy-core K[,K2...]] [--max-other X] [--wait-quiet S] [--retries N] [--report FILE] -- CMD ...
 
 The machine's CPU time (/proc/stat: user, nice, system, irq, softirq and steal of every core) over the
 run, minus what the command and its descendants used (wait4's rusage) and minus the optional busy
@@ -14,9 +14,9 @@ verdict is one line on stderr and appended to --report:
     MEASURE <label>: wall 12.3 s | this run 1.98 cores | others 0.02 cores (steal 0.00) |
             load 0.10 0.20 0.30 -> 1.90 0.60 0.40 | quiet
 
---busy-core K: a busy loop pinned to core K runs for the duration of the command (the contention
-experiment, bench/cpu_contention.sh: "one core busy"); its CPU time is counted as its own, not as
-noise. Exit status: the command's, or 3 when every attempt was noisy (the command itself succeeded).
+--busy-core K[,K2...]: a busy loop pinned to core K (one per core listed) runs for the duration of the
+command (the contention experiments, bench/cpu_contention.sh: "one core busy", bench/demo_time.sh: one
+and two); their CPU time is counted as their own, not as noise. Exit status: the command's, or 3 when every attempt was noisy (the command itself succeeded).
 """
 import argparse
 import os
@@ -65,9 +65,9 @@ def start_busy(core):
     return p
 
 
-def run_once(cmd, busy_core):
-    busy = start_busy(busy_core) if busy_core is not None else None
-    busy_cpu0 = proc_cpu_seconds(busy.pid) if busy else 0.0
+def run_once(cmd, busy_cores):
+    busy = [start_busy(k) for k in busy_cores]
+    busy_cpu0 = sum(proc_cpu_seconds(b.pid) for b in busy)
     load0 = loadavg()
     b0, s0 = cpu_busy_seconds()
     t0 = time.time()
@@ -76,11 +76,10 @@ def run_once(cmd, busy_core):
     wall = time.time() - t0
     b1, s1 = cpu_busy_seconds()
     load1 = loadavg()
-    busy_cpu = 0.0
-    if busy:
-        busy_cpu = proc_cpu_seconds(busy.pid) - busy_cpu0
-        busy.kill()
-        busy.wait()
+    busy_cpu = sum(proc_cpu_seconds(b.pid) for b in busy) - busy_cpu0
+    for b in busy:
+        b.kill()
+        b.wait()
     rc = os.waitstatus_to_exitcode(status)
     own = ru.ru_utime + ru.ru_stime
     other = max(0.0, (b1 - b0) - own - busy_cpu) + (s1 - s0)
@@ -91,7 +90,7 @@ def run_once(cmd, busy_core):
 def main():
     ap = argparse.ArgumentParser(usage=__doc__)
     ap.add_argument("--label", default="run")
-    ap.add_argument("--busy-core", type=int)
+    ap.add_argument("--busy-core", default="")
     ap.add_argument("--max-other", type=float, default=float(os.environ.get("BENCH_MAX_OTHER", "0.10")))
     ap.add_argument("--wait-quiet", type=float, default=float(os.environ.get("BENCH_WAIT_QUIET", "60")))
     ap.add_argument("--retries", type=int, default=int(os.environ.get("BENCH_RETRIES", "2")))
@@ -101,13 +100,14 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         sys.exit("measure.py: no command (usage: measure.py [options] -- CMD ...)")
+    busy_cores = [int(k) for k in a.busy_core.split(",") if k]
     for attempt in range(a.retries + 1):
         wait_quiet(a.max_other, a.wait_quiet)
-        rc, wall, own, other, steal, busy, load0, load1 = run_once(cmd, a.busy_core)
+        rc, wall, own, other, steal, busy, load0, load1 = run_once(cmd, busy_cores)
         noisy = other > a.max_other
         verdict = ("NOISY (others used %.2f cores > %.2f)" % (other, a.max_other)) if noisy else "quiet"
         line = ("MEASURE %s: wall %.1f s | this run %.2f cores%s | others %.2f cores (steal %.2f) | load %s -> %s | %s%s"
-                % (a.label, wall, own, " + busy loop %.2f" % busy if a.busy_core is not None else "", other, steal,
+                % (a.label, wall, own, " + busy loop%s %.2f" % ("s" if len(busy_cores) > 1 else "", busy) if busy_cores else "", other, steal,
                    load0, load1, verdict, " | attempt %d" % (attempt + 1) if attempt else ""))
         print(line, file=sys.stderr, flush=True)
         if a.report:

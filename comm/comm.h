@@ -39,8 +39,9 @@ typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_F64, DT_U8, DT_F16 } CommDType;
 typedef enum { OP_SUM = 0, OP_AVG, OP_MAX, OP_MIN } CommOp;
 typedef enum { COLL_ALL_REDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_ALL_TO_ALL, N_COLL } CollKind;
 static const char *const COLL_NAMES[N_COLL] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all"};
-// where a collective's bytes go: among the ranks of one node, or over the link between nodes
-typedef enum { SCOPE_WORLD = 0, SCOPE_NODE, SCOPE_ACROSS } CommScope;
+// where a collective's bytes go: among the ranks of one node, or over the link between nodes;
+// SCOPE_GROUP is hpZ's group of consecutive ranks, within a node or not
+typedef enum { SCOPE_WORLD = 0, SCOPE_NODE, SCOPE_ACROSS, SCOPE_GROUP } CommScope;
 
 static size_t dtype_size(CommDType t) { return t == DT_F64 ? 8 : t == DT_BF16 || t == DT_F16 ? 2 : t == DT_U8 ? 1 : 4; }
 
@@ -56,6 +57,8 @@ typedef struct {
     // node_size ranks per node in consecutive blocks, or 0 when the nodes are not such blocks.
     int node_size, n_nodes, node, node_rank;
     MPI_Comm node_comm, across_comm;   // this rank's node; the ranks of every node with this node_rank
+    int group_size;                    // ZeRO++ hpZ: blocks of group_size ranks, comm_split_groups
+    MPI_Comm group_comm;
 #if COMM_DEVICE
     int backend;                   // COMM_BACKEND_NCCL or COMM_BACKEND_MPI (host-staged)
     int device, has_device;        // has_device: comm_attach_device ran; the estimator never needs it
@@ -122,7 +125,7 @@ static void comm_nodes_init(Comm *c) {
     c->n_nodes = c->node_size ? c->world / c->node_size : leaders;
     c->node = c->node_size ? c->rank / c->node_size : 0;
     c->node_rank = c->node_size ? c->rank % c->node_size : c->local_rank;
-    c->node_comm = c->across_comm = MPI_COMM_NULL;
+    c->node_comm = c->across_comm = c->group_comm = MPI_COMM_NULL;
     if (c->node_size) {
         MPI_Comm_split(c->mpi, c->node, c->node_rank, &c->node_comm);
         MPI_Comm_split(c->mpi, c->node_rank, c->node, &c->across_comm);
@@ -133,12 +136,16 @@ static void comm_nodes_init(Comm *c) {
                c->node_size, c->n_nodes, c->n_nodes == 1 ? "" : "s");
 }
 
-// MPI: rank and world, and nothing collective after MPI_Init: the trainer starts
-// its watchdog next (train/loop.h).
+// MPI: rank and world, and nothing collective after MPI_Init. MPI_Init itself waits
+// for every rank: a watched wait when the trainer armed its watchdog (train/loop.h).
 static void comm_init_world(Comm *c, int *argc, char ***argv) {
     memset(c, 0, sizeof(*c));
     int provided;
+    test_stop_point("mpi-init");
+    wd_coll_begin("MPI_Init (every rank joining the job)");
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    g_wd.mpi_up = 1;
+    wd_coll_end();
     c->argc = *argc;
     c->argv = *argv;
     c->mpi = MPI_COMM_WORLD;
@@ -176,6 +183,14 @@ static void comm_finalize_mpi(void) {
 }
 
 
+// SCOPE_GROUP: ranks k*size .. k*size + size-1, as DeepSpeed's hpZ groups; collective
+static void comm_split_groups(Comm *c, int size) {
+    c->group_size = size;
+    wd_coll_begin("the hpZ groups (ZeRO++)");
+    MPI_Comm_split(c->mpi, c->rank / size, c->rank % size, &c->group_comm);
+    wd_coll_end();
+}
+
 static void comm_reset_counters(Comm *c) {
     memset(c->bytes, 0, sizeof(c->bytes)); memset(c->calls, 0, sizeof(c->calls));
     memset(c->intra_bytes, 0, sizeof(c->intra_bytes)); memset(c->cross_bytes, 0, sizeof(c->cross_bytes));
@@ -183,10 +198,13 @@ static void comm_reset_counters(Comm *c) {
 
 // With several nodes a collective over the world crosses the link, as the ZeRO++ paper
 // counts ZeRO-3's every byte; one within a node stays there.
+static int comm_scope_crosses(const Comm *c, CommScope scope) {
+    int group_in_node = c->n_nodes == 1 || (c->node_size && c->group_size && c->node_size % c->group_size == 0);
+    return scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1) || (scope == SCOPE_GROUP && !group_in_node);
+}
 static void comm_count_in(Comm *c, CollKind k, long long bytes, CommScope scope) {
     c->bytes[k] += bytes; c->calls[k]++;
-    int across = scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1);
-    (across ? c->cross_bytes : c->intra_bytes)[k] += bytes;
+    (comm_scope_crosses(c, scope) ? c->cross_bytes : c->intra_bytes)[k] += bytes;
 }
 static void comm_count(Comm *c, CollKind k, long long bytes) { comm_count_in(c, k, bytes, SCOPE_WORLD); }
 

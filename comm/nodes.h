@@ -10,14 +10,18 @@
 #include "comm/comm.h"
 
 static MPI_Comm comm_group(const Comm *c, CommScope scope) {
-    return scope == SCOPE_NODE ? c->node_comm : scope == SCOPE_ACROSS ? c->across_comm : c->mpi;
+    MPI_Comm g[] = {c->mpi, c->node_comm, c->across_comm, c->group_comm};
+    return g[scope];
 }
 static int comm_group_size(const Comm *c, CommScope scope) {
-    return scope == SCOPE_NODE ? c->node_size : scope == SCOPE_ACROSS ? c->n_nodes : c->world;
+    int n[] = {c->world, c->node_size, c->n_nodes, c->group_size};
+    return n[scope];
 }
 static int comm_group_rank(const Comm *c, CommScope scope) {
-    return scope == SCOPE_NODE ? c->node_rank : scope == SCOPE_ACROSS ? c->node : c->rank;
+    int r[] = {c->rank, c->node_rank, c->node, c->group_size ? c->rank % c->group_size : 0};
+    return r[scope];
 }
+
 
 // Host buffers to MPI: an all-gather, each rank giving `bytes`, or an all-to-all, `bytes`
 // for each rank in group order. Counted as comm/comm.h counts: the whole group's buffer.
@@ -58,9 +62,9 @@ static void comm_group_all_to_all(Comm *c, CommScope scope, const void *send, vo
     comm_group_exchange(c, scope, COLL_ALL_TO_ALL, send, recv, bytes);
 }
 
-// the largest of each value over the ranks, for a report: not counted
-static void comm_control_max(Comm *c, float *v, int n) {
-    wd_coll_begin("all_reduce (a report's maximum)");
-    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_MAX, c->mpi);
+// the sum of each value over the ranks, for a report: not counted
+static void comm_control_sum(Comm *c, double *v, int n) {
+    wd_coll_begin("all_reduce (a report's sum)");
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->mpi);
     wd_coll_end();
 }

@@ -8,6 +8,7 @@
 //   honoured          sets a zeroc setting (the flag named in the table)
 //   no effect         accepted; a one-line note says why it changes nothing here
 //   unsupported       an error that says what to do instead
+//   honoured, differs sets a zeroc setting that works otherwise than DeepSpeed's, as the row says
 // `./train_gpt_cpu --config-keys` prints the table; docs/config.md's key table is
 // that output, and tests/test_config.sh compares them.
 //
@@ -16,7 +17,8 @@
 // error then ends the run on every rank. An unknown key inside a block is an error
 // with a "did you mean", because DeepSpeed's config models forbid extra fields and
 // the optimizer's and scheduler's params are constructor arguments. An unknown
-// top-level key is a warning. Numbers go through the same range checks as the
+// top-level key close to a known one is the same error, since the misspelt block would
+// be dropped whole; one like no known key is a warning, as DeepSpeed ignores it. Numbers go through the same range checks as the
 // flags they map to, in the type they are stored in: a float setting as a 32-bit
 // float ("eps": 1e-46 is 0 there, an error), an integer within its field's range.
 // A block with "enabled": false asks for nothing, so its keys are checked for name
@@ -33,8 +35,8 @@
 #include <ctype.h>
 #include <strings.h>
 
-enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED };
-static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported"};
+enum { DS_HONOURED, DS_NO_EFFECT, DS_UNSUPPORTED, DS_DIFFERS };
+static const char *DS_KIND_NAMES[] = {"honoured", "no effect", "unsupported", "honoured, differs"};
 
 // value types: a block (an object whose keys are checked), an open block (an object
 // not looked into), a boolean, an integer, a number, a string, or a pair of numbers
@@ -64,8 +66,8 @@ typedef struct {
 } DsKey;
 
 static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 0, 1},
-                   R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-3.4e38, 3.4e38, 0, 0, 0},
-                   R_MIN_SCALE = {0, 3.4e38, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
+                   R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-FLT_BIG, FLT_BIG, 0, 0, 0},
+                   R_MIN_SCALE = {0, FLT_BIG, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
                    R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1},
                    R_LAYERS = {1, 1024, 0, 0, 1};   // --layers' range
 
@@ -129,10 +131,10 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params", DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "stage 3 gathers parameters with all-gather"},
     {"zero_optimization.ignore_unused_parameters", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "every parameter receives a gradient"},
     {"zero_optimization.legacy_stage1", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "there is one stage-1 implementation"},
-    {"zero_optimization.zero_hpz_partition_size", NULL, DS_HONOURED, JT_INT, &R_HPZ, K_HPZ, NULL, "`--zero-hpz-partition-size`: ZeRO++ hpZ, stage 3: a secondary parameter partition over each node's ranks (1: off)"},
-    {"zero_optimization.zero_quantized_weights", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_WEIGHTS, NULL, "`--zero-quantized-weights`: ZeRO++ qwZ, stage 3: int8 blocks in the parameter all-gathers"},
+    {"zero_optimization.zero_hpz_partition_size", NULL, DS_HONOURED, JT_INT, &R_HPZ, K_HPZ, NULL, "`--zero-hpz-partition-size`: ZeRO++ hpZ, stage 3: a secondary parameter partition over groups of this many ranks, a divisor of the world, serving a unit's later gathers in each step (1: off)"},
+    {"zero_optimization.zero_quantized_weights", NULL, DS_DIFFERS, JT_BOOL, NULL, K_QUANT_WEIGHTS, NULL, "`--zero-quantized-weights`: ZeRO++ qwZ, stage 3: int8 in every parameter all-gather, blocks of 256 values at -127..127 with an fp32 scale where DeepSpeed takes fp16 groups of about 8,000 at -128..127 (docs/zero.md)"},
     {"zero_optimization.zero_quantized_nontrainable_weights", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, ZEROPP},
-    {"zero_optimization.zero_quantized_gradients", NULL, DS_HONOURED, JT_BOOL, NULL, K_QUANT_GRADS, NULL, "`--zero-quantized-gradients`: ZeRO++ qgZ, stage 3: the gradient reduce-scatter as hierarchical int4 all-to-alls"},
+    {"zero_optimization.zero_quantized_gradients", NULL, DS_DIFFERS, JT_BOOL, NULL, K_QUANT_GRADS, NULL, "`--zero-quantized-gradients`: ZeRO++ qgZ, stage 3, several nodes: the gradient reduce-scatter as hierarchical int4 all-to-alls, blocks of 256 values at -7..7 summed in fp32, where DeepSpeed groups by the tensor's dimensions at -8..7 and sums in fp16 (docs/zero.md)"},
     {"zero_optimization.zeropp_loco_param", NULL, DS_NO_EFFECT, JT_OPEN, NULL, K_NONE, NULL, ZEROPP},
     {"zero_optimization.mics_shard_size", NULL, DS_NO_EFFECT, JT_INT, &R_ANY_INT, K_NONE, "-1", MICS},
     {"zero_optimization.mics_hierarchical_params_gather", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, MICS},
@@ -215,11 +217,11 @@ static const DsKey DS_KEYS[] = {
     {"tensorboard.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_TB_ENABLED, NULL, "`--tensorboard DIR`: DeepSpeed's `Train/Samples/*` scalars and zeroc's own, every step, at the samples seen"},
     {"tensorboard.output_path", NULL, DS_HONOURED, JT_STR, NULL, K_TB_PATH, NULL, "the directory the job's directory goes in (default \"\": the current directory)"},
     {"tensorboard.job_name", NULL, DS_HONOURED, JT_STR, NULL, K_TB_JOB, NULL, "`--job-name`: the files go in output_path/job_name (default DeepSpeedJobName)"},
-    {"wandb", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "W&B reads TensorBoard event files: zeroc writes them (the tensorboard block, on for wandb) and names the `wandb sync --sync-tensorboard` line that uploads them"},
-    {"wandb.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_WANDB_ENABLED, NULL, "turns the tensorboard block on; a note gives the upload line"},
-    {"wandb.group", NULL, DS_HONOURED, JT_STR, NULL, K_WANDB_GROUP, NULL, "named in the note (`wandb sync` takes no group: set it in W&B)"},
-    {"wandb.team", NULL, DS_HONOURED, JT_STR, NULL, K_WANDB_TEAM, NULL, "the upload line's `-e TEAM`"},
-    {"wandb.project", NULL, DS_HONOURED, JT_STR, NULL, K_WANDB_PROJECT, NULL, "the upload line's `-p PROJECT` (default deepspeed)"},
+    {"wandb", NULL, DS_NO_EFFECT, JT_BLOCK, NULL, K_NONE, "*", "zeroc does not call W&B and writes nothing for this block; `wandb sync --sync-tensorboard` uploads the tensorboard block's event files"},
+    {"wandb.enabled", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_WANDB_ENABLED, NULL, "a note says it does nothing, with the upload line for the tensorboard block's files when that block is on"},
+    {"wandb.group", NULL, DS_NO_EFFECT, JT_STR, NULL, K_WANDB_GROUP, NULL, "named in the note (`wandb sync` takes no group: set it in W&B)"},
+    {"wandb.team", NULL, DS_NO_EFFECT, JT_STR, NULL, K_WANDB_TEAM, NULL, "the upload line's `-e TEAM`"},
+    {"wandb.project", NULL, DS_NO_EFFECT, JT_STR, NULL, K_WANDB_PROJECT, NULL, "the upload line's `-p PROJECT` (default deepspeed)"},
     {"csv_monitor", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "one CSV file per metric, as DeepSpeed's csvMonitor writes them (`train/monitor.h`)"},
     {"csv_monitor.enabled", NULL, DS_HONOURED, JT_BOOL, NULL, K_CSV_ENABLED, NULL, "`--csv-monitor DIR`: the tensorboard block's metrics, each in its own file (`Train_Samples_train_loss.csv`: `step,train_loss`)"},
     {"csv_monitor.output_path", NULL, DS_HONOURED, JT_STR, NULL, K_CSV_PATH, NULL, "the directory the job's directory goes in (default \"\": the current directory)"},
@@ -267,24 +269,8 @@ static const DsKey *ds_find(const char *path) {
     return NULL;
 }
 
-// edit distance (insert, delete, substitute; letters compared case-insensitively)
-static int edit_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int d[64][64];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
-
 // The known key of the same block closest to `path`'s last component, if it is close
-// enough to be a likely misspelling: at most 3 edits, and at most a third of the name.
+// enough to be a likely misspelling (likely_misspelling).
 static const char *ds_did_you_mean(const char *path) {
     const char *name = last_component(path), *best = NULL;
     size_t pl = parent_len(path);
@@ -296,7 +282,7 @@ static const char *ds_did_you_mean(const char *path) {
         for (int j = 0; j < 2; j++) {
             if (!names[j]) continue;
             int d = edit_distance(name, names[j]);
-            if (d < bestd && 3 * d <= (int)strlen(names[j]) + 2) { bestd = d; best = names[j]; }
+            if (d < bestd && likely_misspelling(name, names[j], d)) { bestd = d; best = names[j]; }
         }
     }
     return best;
@@ -312,31 +298,32 @@ static void json_text(const cJSON *v, char *buf, size_t n) {
 
 // "expected ..., got ..." for a value of the wrong type or out of range; 1 if it is fine
 static int ds_check_value(DsPass *x, const DsKey *k, const char *path, const cJSON *v) {
-    char want[160] = "", got[96], rt[96];
+    char want[160] = "", got[96], rt[128], why[192];
     const cJSON *as_float = NULL;   // a number in range as a double, but not as the float it is stored in
     switch (k->type) {
     case JT_BLOCK: case JT_OPEN: if (!cJSON_IsObject(v)) snprintf(want, sizeof(want), "an object {...}"); break;
     case JT_BOOL: if (!cJSON_IsBool(v)) snprintf(want, sizeof(want), "true or false"); break;
     case JT_STR: if (!cJSON_IsString(v)) snprintf(want, sizeof(want), "a string"); break;
     case JT_INT: case JT_NUM:
-        if (!cJSON_IsNumber(v) || !range_ok(k->range, v->valuedouble)) snprintf(want, sizeof(want), "%s", range_text(k->range, rt, sizeof(rt)));
-        else if (k->type == JT_NUM && !range_ok_f32(k->range, v->valuedouble)) as_float = v;
+        if (cJSON_IsNumber(v) && k->type == JT_NUM && range_f32_why(k->range, v->valuedouble, why, sizeof(why))) as_float = v;
+        else if (!cJSON_IsNumber(v) || !(k->type == JT_NUM ? range_ok_f32 : range_ok)(k->range, v->valuedouble))
+            snprintf(want, sizeof(want), "%s", range_text(k->range, cJSON_IsNumber(v) ? v->valuedouble : 0, rt, sizeof(rt)));
         break;
     case JT_PAIR: {
         int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
         for (int i = 0; ok && i < 2; i++) {
             const cJSON *e = cJSON_GetArrayItem(v, i);
-            ok = cJSON_IsNumber(e) && range_ok(k->range, e->valuedouble);
-            if (ok && !as_float && !range_ok_f32(k->range, e->valuedouble)) as_float = e;
+            if (!cJSON_IsNumber(e) || !range_ok(k->range, e->valuedouble)) ok = 0;
+            else if (!as_float && range_f32_why(k->range, e->valuedouble, why, sizeof(why))) as_float = e;
         }
-        if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, rt, sizeof(rt)));
+        if (!ok) as_float = NULL;
+        if (!ok) snprintf(want, sizeof(want), "two numbers [a, b], each %s", range_text(k->range, 0, rt, sizeof(rt)));
         break;
     }
     }
     if (as_float) {   // every JT_NUM setting is a 32-bit float (TrainConfig)
         json_text(as_float, got, sizeof(got));
-        report_at(x->r, MSG_ERROR, path, "%s is %g as the 32-bit float it is used as: expected %s as a float", got,
-                  (double)(float)as_float->valuedouble, range_text(k->range, rt, sizeof(rt)));
+        report_at(x->r, MSG_ERROR, path, "%s %s", got, why);
         return 0;
     }
     if (!want[0]) return 1;
@@ -526,8 +513,8 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
             const char *dym = ds_did_you_mean(path);
             char hint[96] = "";
             if (dym) snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", dym);
-            if (!prefix[0]) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored%s", hint);
-            else report_at(x->r, MSG_ERROR, path, "unknown key%s", hint);
+            if (!prefix[0] && !dym) report_at(x->r, MSG_WARNING, path, "unknown top-level key, ignored");
+            else report_at(x->r, MSG_ERROR, path, "unknown %skey%s", prefix[0] ? "" : "top-level ", hint);
             continue;
         }
         if (cJSON_IsNull(v)) continue;   // DeepSpeed's Optional fields: null is the default

@@ -113,9 +113,9 @@ static void print_help(FILE *f, const char *prog) {
            ZERO_STAGE);
 }
 
-// The known flag closest to an unknown one, if close enough to be a likely misspelling (the
-// rule config keys follow, ds_did_you_mean): the flags are those --help lists, so that the
-// suggestions never drift from the help. Returns 1 with the flag in out.
+// The known flag closest to an unknown one, if close enough to be a likely misspelling
+// (likely_misspelling, on the names without their dashes): the flags are those --help lists,
+// so that the suggestions never drift from the help. Returns 1 with the flag in out.
 static int flag_did_you_mean(const char *unknown, char *out, size_t n) {
     char *text = NULL;
     size_t len = 0;
@@ -131,7 +131,7 @@ static int flag_did_you_mean(const char *unknown, char *out, size_t n) {
         if (k > 2 && k < sizeof(flag)) {
             snprintf(flag, sizeof(flag), "%.*s", (int)k, p);
             int d = edit_distance(unknown, flag);
-            if (d < best && 3 * d <= (int)k + 2) { best = d; snprintf(out, n, "%s", flag); }
+            if (d < best && likely_misspelling(unknown + 2, flag + 2, d)) { best = d; snprintf(out, n, "%s", flag); }
         }
         p += k;
     }
@@ -144,6 +144,7 @@ static void flag_unknown(const char *a) {
     char name[64], dym[64], hint[160] = "";
     const char *eq = strchr(a, '=');
     snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);   // --lr=0.1: the flag is --lr
+    if (!strcmp(name, "--help") || !strcmp(name, "--config-keys")) fatal("%s takes no value, got '%s'", name, a);
     if (eq && flag_did_you_mean(name, dym, sizeof(dym)) && !strcmp(dym, name))
         snprintf(hint, sizeof(hint), ": flags take their value after a space, as in %s %s", dym, eq + 1);
     else if (flag_did_you_mean(name, dym, sizeof(dym)))
@@ -157,11 +158,14 @@ static double flag_number(const char *flag, const char *s, const Range *r) {
     char *end;
     errno = 0;
     double v = r->integer && r->hi < 9e18 ? (double)strtoll(s, &end, 10) : strtod(s, &end);
+    if (!r->integer && errno == ERANGE && fabs(v) <= DBL_MIN) {   // 1e-400: not zero, below even a double
+        errno = 0;
+        if (v == 0) v = copysign(DBL_TRUE_MIN, s[0] == '-' ? -1 : 1);
+    }
     if (!errno && *end == 0 && end != s && (r->integer ? range_ok(r, v) : range_ok_f32(r, v))) return v;
-    char want[96];
-    if (!errno && *end == 0 && end != s && range_ok(r, v))   // in range as a double, not as the float it is stored in
-        fatal("%s: '%s' is %g as the 32-bit float it is used as: expected %s as a float", flag, s, (double)(float)v, range_text(r, want, sizeof(want)));
-    fatal("%s: expected %s, got '%s'", flag, range_text(r, want, sizeof(want)), s);
+    char want[192];
+    if (!errno && *end == 0 && end != s && !r->integer && range_f32_why(r, v, want, sizeof(want))) fatal("%s: '%s' %s", flag, s, want);
+    fatal("%s: expected %s, got '%s'", flag, range_text(r, end == s ? 0 : v, want, sizeof(want)), s);
     return 0;
 }
 static int flag_int(const char *flag, const char *s, long long lo, long long hi) {
@@ -331,15 +335,17 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
     }
 #endif
     nvme_config_check(c, r);
-    // W&B reads TensorBoard's event files: with the wandb block, zeroc writes those and names the upload
+    // the wandb block writes nothing: W&B can upload the tensorboard block's event files, if that block is on
     if (c->wandb) {
-        c->tensorboard = 1;
         char dir[700], team[160] = "", group[200] = "";
         monitor_job_dir(dir, sizeof(dir), c->tb_path, c->tb_job);
         if (c->wandb_team[0]) snprintf(team, sizeof(team), " -e %s", c->wandb_team);
         if (c->wandb_group[0]) snprintf(group, sizeof(group), "; group %s: wandb sync takes none, set it in W&B", c->wandb_group);
-        report_at(r, MSG_NOTE, "wandb", "zeroc does not call W&B: it writes TensorBoard event files to %s (the tensorboard block); "
-                  "upload them with: wandb sync --sync-tensorboard -p %s%s %s%s", dir, c->wandb_project, team, dir, group);
+        if (c->tensorboard)
+            report_at(r, MSG_NOTE, "wandb", "no effect here: zeroc does not call W&B; the tensorboard block's event files in %s "
+                      "upload with: wandb sync --sync-tensorboard -p %s%s %s%s", dir, c->wandb_project, team, dir, group);
+        else report_at(r, MSG_NOTE, "wandb", "no effect here: zeroc does not call W&B and the tensorboard block is off, so "
+                       "nothing is written for W&B (enable the tensorboard block and upload its files with wandb sync --sync-tensorboard)");
     }
     // activations
     if (c->cpu_checkpointing && !c->recompute)
@@ -372,6 +378,9 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
     if (c->sample && !c->init_path[0] && !c->resume_dir[0])
         report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
+    if (c->init_path[0] && c->resume_dir[0])
+        report_at(r, MSG_ERROR, "--init", "%s and --resume %s both give the model: a resume takes it from the checkpoint, so --init would "
+                  "be ignored; drop one of them", c->init_path, c->resume_dir);
     if (!c->sample && c->sample_every > 0) return;
     char given[400] = "";
     for (int i = 1; i + 1 < argc; i += 2)     // every flag takes a value
@@ -398,6 +407,18 @@ static int config_model_from_run_file(const TrainConfig *c) {
     return c->resume_dir[0] || (c->init_path[0] && !st_sniff(c->init_path));
 }
 
+// --timeout as the command line gives it, read before MPI_Init and the full parse for the
+// start-up limit (comm/watchdog.h); a value the parse will refuse counts as the default.
+static double flags_prescan_timeout(int argc, char **argv) {
+    double timeout = DEFAULT_TIMEOUT;
+    for (int i = 1; i + 1 < argc; i++) {
+        char *end;
+        double v = strcmp(argv[i], "--timeout") ? -1 : strtod(argv[i + 1], &end);
+        if (v >= 0 && *end == 0 && range_ok(&R_TIMEOUT, v)) timeout = v;
+    }
+    return timeout;
+}
+
 // Parses argv into c. Returns, or exits with the errors, one line each. --help and
 // --config-keys print and exit 0.
 
@@ -418,7 +439,16 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (strcmp(c->arch, "gpt2") == 0) arch = ARCH_GPT2;
     else if (strcmp(c->arch, "llama") == 0) arch = ARCH_LLAMA;
     else fatal("--arch: unknown architecture '%s' (gpt2, llama)", c->arch);
-    if (!model_apply_preset(&c->model, arch, c->preset)) fatal("--preset: unknown preset '%s' (see --help)", c->preset);
+    if (!model_apply_preset(&c->model, arch, c->preset)) {
+        const char *dym = NULL;
+        for (int i = 0, best = 4; i < N_PRESETS; i++) {
+            int d = edit_distance(c->preset, PRESETS[i].name);
+            if (d < best && likely_misspelling(c->preset, PRESETS[i].name, d)) { best = d; dym = PRESETS[i].name; }
+        }
+        char hint[64] = "";
+        if (dym) snprintf(hint, sizeof(hint), " (did you mean %s?)", dym);
+        fatal("--preset: unknown preset '%s'%s (see --help)", c->preset, hint);
+    }
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
     if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
     int ffn_set = 0, job_flag = 0;
@@ -548,7 +578,9 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
     if (!ffn_set) m->d_ff = default_ffn(arch, m->d_model);
     hf_config_for_init(c, argc, argv);
     arch = m->arch;
-    if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head) {
+    // without --arch, a model from a run file is judged by its own architecture (config_take_model)
+    int arch_from_file = config_model_from_run_file(c) && !flag_given(argc, argv, "--arch");
+    if (arch == ARCH_GPT2 && m->n_kv_head != m->n_head && !arch_from_file) {
         // gpt2 has no grouped-query attention; a preset's llama kv heads do not apply
         for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], "--kv-heads")) fatal("--kv-heads: gpt2 uses n_kv_heads == n_heads");
         m->n_kv_head = m->n_head;

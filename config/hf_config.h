@@ -42,7 +42,7 @@ static float hf_float(cJSON *root, const char *path, const char *key, float dflt
     if (!cJSON_IsNumber(j) || !(j->valuedouble > 0)) fatal("%s: \"%s\" must be a positive number", path, key);
     float f = (float)j->valuedouble;
     if (!isnormal(f))
-        fatal("%s: \"%s\" is %g, which is %g as the 32-bit float it is used as: expected a positive number in [1.2e-38, 3.4e38]",
+        fatal("%s: \"%s\" is %g, which is %g as the 32-bit float it is used as: expected a positive number in [1.2e-38, 3.4028235e38]",
               path, key, j->valuedouble, (double)f);
     return f;
 }

@@ -9,10 +9,7 @@
 
 // A JSON object from a regular file (a config file, a Hugging Face config.json), or one line and exit.
 static cJSON *json_parse_file_or_die(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) fatal("%s: cannot open (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) fatal("%s: %s, not a JSON file", path, file_kind(sb.st_mode));
-    FILE *f = fopen_or_die(path, "rb");
+    FILE *f = fopen_regular_or_die(path, "rb", "a JSON file");
     long long n = file_size_or_die(f, path);
     if (n > JSON_MAX_FILE) fatal("%s: %lld bytes: too large for a JSON config (at most %d MiB)", path, n, JSON_MAX_FILE >> 20);
     char *text = (char *)xmalloc(n + 1, "config text");

@@ -2,6 +2,7 @@
 // configuration (the DeepSpeed file, then the flags) and printed together.
 #pragma once
 #include "util/common.h"
+#include <ctype.h>
 
 // Messages are collected over the whole file and the checks after the flags, then
 // printed together. Errors go out on every rank, so whichever rank's exit ends the
@@ -51,4 +52,27 @@ static void report_finish(ConfigReport *r, int print_rank) {
     int errors = r->errors;
     report_free(r);
     if (errors) exit(1);
+}
+
+// edit distance (insert, delete, substitute; letters compared case-insensitively)
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+// The one rule for every did-you-mean (flags, presets, config keys): at most 3 edits, and at
+// most a third of the shorter name, so that "--x" or "--" suggest nothing.
+static int likely_misspelling(const char *typed, const char *known, int d) {
+    int la = (int)strlen(typed), lb = (int)strlen(known), shorter = la < lb ? la : lb;
+    return la > 0 && d <= 3 && 3 * d <= shorter + 2;
 }

@@ -8,6 +8,7 @@
 #pragma once
 #include "config/model_config.h"
 #include <cjson/cJSON.h>
+#include <float.h>
 
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
@@ -32,7 +33,7 @@
 
 typedef struct { double lo, hi; char lo_open, hi_open, integer; } Range;
 
-#define FLT_BIG 3.4e38
+#define FLT_BIG FLT_MAX   // a float setting's top: the largest 32-bit float, 3.4028235e38
 static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0, 1}, R_TOTAL = {1, 1 << 30, 0, 0, 1},
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1}, R_HPZ = {1, 1 << 20, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
@@ -48,18 +49,37 @@ static int range_ok(const Range *r, double v) {
 }
 
 // v as the 32-bit float a setting is stored in: within the range as a float too, and not a
-// non-zero value that rounds to 0 (eps 1e-46 would become 0; 1e39 would become inf)
+// non-zero value that rounds to 0 (eps 1e-46 would become 0; 1e39 would become inf).
+// 3.4028235e38 is a little above FLT_MAX as a double but reads as FLT_MAX, so it is taken.
 static int range_ok_f32(const Range *r, double v) {
     float f = (float)v;
-    return range_ok(r, v) && range_ok(r, f) && !(v != 0 && f == 0);
+    if (!isfinite(f) || (v != 0 && f == 0) || !range_ok(r, f)) return 0;
+    return range_ok(r, v) || r->hi == FLT_BIG;
 }
 
-// "an integer in [1, 1048576]", "a number > 0", "a number in [0, 1)"
-static const char *range_text(const Range *r, char *buf, size_t n) {
+// "a number >= 0", "an integer in [1, 1048576]", "a number in [0, 1)"; for v beyond a float's
+// top, the top too: a float setting's "no upper limit" is the largest 32-bit float
+static const char *range_text(const Range *r, double v, char *buf, size_t n) {
     const char *what = r->integer ? "an integer" : "a number";
-    if (r->hi >= 9e18 || r->hi >= FLT_BIG) snprintf(buf, n, "%s %s %g", what, r->lo_open ? ">" : ">=", r->lo);
+    int top = r->hi == FLT_BIG && fabs(v) > FLT_BIG;
+    if (r->hi == FLT_BIG && r->lo < 0) snprintf(buf, n, "%s%s", what, top ? " at most 3.4028235e38 in magnitude (the largest 32-bit float)" : "");
+    else if (r->hi >= 9e18 || r->hi == FLT_BIG)
+        snprintf(buf, n, "%s %s %g%s", what, r->lo_open ? ">" : ">=", r->lo, top ? ", at most 3.4028235e38 (the largest 32-bit float)" : "");
     else snprintf(buf, n, "%s in %c%.10g, %.10g%c", what, r->lo_open ? '(' : '[', r->lo, r->hi, r->hi_open ? ')' : ']');
     return buf;
+}
+
+// Why v, in range as a double, is refused as the 32-bit float it is stored in (what follows the
+// value in the message); 0 when the plain "expected <range>" says it.
+static int range_f32_why(const Range *r, double v, char *buf, size_t n) {
+    char rt[128];
+    if (!range_ok(r, v) || range_ok_f32(r, v)) return 0;
+    float f = (float)v;
+    if (v != 0 && f == 0)
+        snprintf(buf, n, "is below the smallest 32-bit float, 1.4e-45, so it would be read as 0: %s%s",
+                 range_ok(r, 0) ? "write 0 if 0 is meant" : "expected ", range_ok(r, 0) ? "" : range_text(r, v, rt, sizeof(rt)));
+    else snprintf(buf, n, "is %g as the 32-bit float it is used as: expected %s as a float", (double)f, range_text(r, v, rt, sizeof(rt)));
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -181,6 +201,8 @@ static void monitor_job_dir(char *out, size_t n, const char *output_path, const 
     snprintf(out, n, "%s%s%s", output_path, output_path[0] && output_path[strlen(output_path) - 1] != '/' ? "/" : "", job);
 }
 
+#define DEFAULT_TIMEOUT 600   // --timeout's seconds
+
 static void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof(*c));
     strcpy(c->arch, "gpt2");
@@ -200,7 +222,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->consecutive_hysteresis = 0; c->min_loss_scale = 1.0f;                                            // documented defaults
     c->seed = 1337;
     c->save_every = 0; c->threads = 0;
-    c->keep_last = 0; c->timeout = 600;
+    c->keep_last = 0; c->timeout = DEFAULT_TIMEOUT;
     c->val_every = 0; c->val_batches = 8; c->sample_every = 0; c->sample_len = 64;
     c->sample = 0; c->num_samples = 1; c->top_k = 0; c->kv_cache = 1; c->temperature = 1.0f; c->top_p = 1.0f; c->prompt = "";
     c->zero_stage = -1;  // not asked for: the build's stage
@@ -249,23 +271,25 @@ static void config_take_model(TrainConfig *c, const ModelConfig *file, const cha
         fatal("--arch %s disagrees with %s %s (%s): the model comes from it; drop or fix the flag", arch_name(m->arch), whose,
               arch_name(file->arch), path);
     int preset = flag_given(argc, argv, "--preset");
-    struct { const char *flag, *what; int by_preset, mine, theirs; } chk[] = {
-        {"--layers", "layers", 1, m->n_layer, file->n_layer},
-        {"--heads", "heads", 1, m->n_head, file->n_head},
-        {"--kv-heads", "key/value heads", file->arch == ARCH_LLAMA, m->n_kv_head, file->n_kv_head},
-        {"--dim", "width", 1, m->d_model, file->d_model},
-        {"--ffn", "MLP width", 0, m->d_ff, file->d_ff},
-        {"--vocab", "vocabulary", 1, m->vocab_size, file->vocab_size},
-        {"--max-seq", "maximum sequence length", 1, m->max_seq, file->max_seq},
+    ModelConfig p = *m;   // the preset's sizes in the file's architecture (a llama preset has fewer kv heads)
+    if (preset) model_apply_preset(&p, file->arch, c->preset);
+    struct { const char *flag, *what; int by_preset, mine, of_preset, theirs; } chk[] = {
+        {"--layers", "layers", 1, m->n_layer, p.n_layer, file->n_layer},
+        {"--heads", "heads", 1, m->n_head, p.n_head, file->n_head},
+        {"--kv-heads", "key/value heads", file->arch == ARCH_LLAMA, m->n_kv_head, p.n_kv_head, file->n_kv_head},
+        {"--dim", "width", 1, m->d_model, p.d_model, file->d_model},
+        {"--ffn", "MLP width", 0, m->d_ff, p.d_ff, file->d_ff},
+        {"--vocab", "vocabulary", 1, m->vocab_size, p.vocab_size, file->vocab_size},
+        {"--max-seq", "maximum sequence length", 1, m->max_seq, p.max_seq, file->max_seq},
     };
     for (size_t i = 0; i < sizeof(chk) / sizeof(chk[0]); i++) {
         int given = flag_given(argc, argv, chk[i].flag);
-        if (chk[i].mine == chk[i].theirs || !(given || (preset && chk[i].by_preset))) continue;
-        if (given)
+        if (given && chk[i].mine != chk[i].theirs)
             fatal("%s %d disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", chk[i].flag, chk[i].mine,
                   whose, chk[i].what, chk[i].theirs, path);
-        fatal("--preset %s (%s %d) disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", c->preset,
-              chk[i].what, chk[i].mine, whose, chk[i].what, chk[i].theirs, path);
+        if (!given && preset && chk[i].by_preset && chk[i].of_preset != chk[i].theirs)
+            fatal("--preset %s (%s %d) disagrees with %s %s %d (%s): the model comes from it; drop or fix the flag", c->preset,
+                  chk[i].what, chk[i].of_preset, whose, chk[i].what, chk[i].theirs, path);
     }
     c->model = *file;
     snprintf(c->arch, sizeof(c->arch), "%s", arch_name(file->arch));

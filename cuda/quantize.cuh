@@ -30,8 +30,20 @@ __device__ __forceinline__ float zq_block_max(float v, float *shared) {
     return v;
 }
 
+// the sum of v over the thread block, at thread 0
+__device__ __forceinline__ float zq_block_sum(float v, float *shared) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = shared[0];
+    for (int w = 1; w < ZQ_BLOCK / 32; w++) v += shared[w];
+    __syncthreads();
+    return v;
+}
+
+// sums[0..1] += the block's squared error and squares, as util/quantize.h's, in fp32
 template <typename T>
-__global__ void zq_quantize_kernel(const T *x, size_t n, int bits, uint8_t *out, unsigned int *err) {
+__global__ void zq_quantize_kernel(const T *x, size_t n, int bits, uint8_t *out, float *sums) {
     __shared__ float shared[ZQ_BLOCK / 32];
     size_t i = (size_t)blockIdx.x * ZQ_BLOCK + threadIdx.x;
     int live = i < n, qmax = bits == 8 ? 127 : 7;
@@ -47,8 +59,9 @@ __global__ void zq_quantize_kernel(const T *x, size_t n, int bits, uint8_t *out,
         int odd = __shfl_down_sync(0xffffffff, code, 1);   // i is even at even threads: blocks start at multiples of 256
         if (live && !(i & 1)) out[i / 2] = (uint8_t)((code & 15) | ((odd & 15) << 4));
     }
-    float e = zq_block_max(live ? fabsf(__fsub_rn(v, __fmul_rn(q, scale))) : 0.0f, shared);
-    if (threadIdx.x == 0 && amax > 0) atomicMax(err, __float_as_uint(e / amax));
+    float d = __fsub_rn(v, __fmul_rn(q, scale));
+    float e2 = zq_block_sum(live ? d * d : 0.0f, shared), x2 = zq_block_sum(v * v, shared);
+    if (threadIdx.x == 0) { atomicAdd(&sums[0], e2); atomicAdd(&sums[1], x2); }
 }
 
 __device__ __forceinline__ void zq_store(float *y, size_t i, float v, int add) { y[i] = add ? y[i] + v : v; }
@@ -78,12 +91,12 @@ static void zq_require_aligned(const char *func, const uint8_t *msg, size_t n, i
               "(n * bits / 8 must be a multiple of 4, the message 4-byte aligned)", func, n, bits, at, (const void *)msg);
 }
 
-// launchers: x[0..n) into the message out; err: a device float's bits, the running worst error
+// launchers: x[0..n) into the message out; sums: two device floats, the running squared error and squares
 template <typename T>
-static void zq_quantize_gpu(const T *x, size_t n, int bits, uint8_t *out, unsigned int *err, cudaStream_t s) {
+static void zq_quantize_gpu(const T *x, size_t n, int bits, uint8_t *out, float *sums, cudaStream_t s) {
     if (n == 0) return;
     zq_require_aligned("zq_quantize_gpu", out, n, bits);
-    zq_quantize_kernel<T><<<(unsigned)zq_blocks(n), ZQ_BLOCK, 0, s>>>(x, n, bits, out, err);
+    zq_quantize_kernel<T><<<(unsigned)zq_blocks(n), ZQ_BLOCK, 0, s>>>(x, n, bits, out, sums);
     cudaCheck(cudaGetLastError());
 }
 template <typename T>

@@ -10,10 +10,13 @@
 //     infinity (which cJSON prints as null); a non-zero literal that reads as 0
 //     (1e-400) likewise
 //   - no key twice in one object (sorted, so a header of 100k tensors costs n log n)
+//   - numbers in JSON's grammar: 01, 1., .5, +1 and 1.e5 are refused, as Python's json does
+//   - no byte-order mark, and nesting at most JSON_MAX_DEPTH deep (cJSON's own limit)
 // A problem is one line, "NAME:LINE:COL: what" where the place is known.
 #pragma once
 #include "util/common.h"
 #include <cjson/cJSON.h>
+#include <ctype.h>
 
 // "NAME:LINE:COL: " for byte `at` of text (lines and columns from 1)
 static int json_where(char *err, size_t errn, const char *name, const char *text, size_t at) {
@@ -25,12 +28,47 @@ static int json_where(char *err, size_t errn, const char *name, const char *text
     return snprintf(err, errn, "%.500s:%d:%d: ", name, line, col);
 }
 
+#ifdef CJSON_NESTING_LIMIT
+#define JSON_MAX_DEPTH CJSON_NESTING_LIMIT
+#else
+#define JSON_MAX_DEPTH 1000
+#endif
+
+// Whether num[0..len) is a number in JSON's grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+static int json_number_ok(const char *num, size_t len) {
+    size_t i = 0;
+    if (i < len && num[i] == '-') i++;
+    if (i < len && num[i] == '0') i++;
+    else if (i < len && num[i] >= '1' && num[i] <= '9') while (i < len && isdigit((unsigned char)num[i])) i++;
+    else return 0;
+    if (i < len && num[i] == '.') {
+        if (++i >= len || !isdigit((unsigned char)num[i])) return 0;
+        while (i < len && isdigit((unsigned char)num[i])) i++;
+    }
+    if (i < len && (num[i] == 'e' || num[i] == 'E')) {
+        if (++i < len && (num[i] == '+' || num[i] == '-')) i++;
+        if (i >= len || !isdigit((unsigned char)num[i])) return 0;
+        while (i < len && isdigit((unsigned char)num[i])) i++;
+    }
+    return i == len;
+}
+
 // The lexical rules above, over text[0..n). Returns the offset of the first
 // violation with msg saying what it is, or -1.
 static long json_scan(const char *text, size_t n, char *msg, size_t msgn) {
+    if (n >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+        snprintf(msg, msgn, "a byte-order mark (U+FEFF) before the document: JSON text has none (Python's json refuses it too)");
+        return 0;
+    }
+    long depth = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
         if (c == 0) { snprintf(msg, msgn, "a NUL byte (JSON text has none)"); return (long)i; }
+        if ((c == '[' || c == '{') && ++depth > JSON_MAX_DEPTH) {
+            snprintf(msg, msgn, "nested more than %d levels deep (zeroc's limit for a JSON document)", JSON_MAX_DEPTH);
+            return (long)i;
+        }
+        if (c == ']' || c == '}') depth--;
         if (c == '"') {   // a string: its escapes and raw characters
             for (i++; i < n && text[i] != '"'; i++) {
                 unsigned char s = (unsigned char)text[i];
@@ -52,6 +90,7 @@ static long json_scan(const char *text, size_t n, char *msg, size_t msgn) {
             if (k - i < sizeof(num)) {   // (a longer one is cJSON's syntax error)
                 memcpy(num, text + i, k - i);
                 num[k - i] = 0;
+                if (!json_number_ok(num, k - i)) { snprintf(msg, msgn, "%s is not a JSON number (JSON writes numbers like 1, 0.5, 1e-3)", num); return (long)i; }
                 double v = strtod(num, NULL);
                 const char *digit = strpbrk(num, "123456789"), *exp = strpbrk(num, "eE");
                 if (isinf(v)) { snprintf(msg, msgn, "the number %s is out of range (beyond a double's largest, 1.8e308)", num); return (long)i; }

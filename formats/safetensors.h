@@ -130,9 +130,8 @@ typedef struct {
 static int st_sniff(const char *path) {
     size_t n = strlen(path);
     if (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) return 1;
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;   // (a FIFO would block the read)
-    FILE *f = fopen(path, "rb");
+    char err[1400];
+    FILE *f = fopen_regular(path, "rb", "a model file", err, sizeof(err));   // not a regular file: the caller's open says so
     if (!f) return 0;
     uint8_t b[9];
     int ok = fread(b, 1, 9, f) == 9;
@@ -254,8 +253,8 @@ static int st_parse_header(STFile *s, const char *path, const char *text, uint64
 static int st_open(STFile *s, const char *path, char *err, size_t errn) {
     memset(s, 0, sizeof(*s));
     snprintf(s->path, sizeof(s->path), "%s", path);
-    s->f = fopen(path, "rb");
-    if (!s->f) ST_FAIL("%s: cannot open (%s)", path, strerror(errno));
+    s->f = fopen_regular(path, "rb", "a safetensors file", err, errn);
+    if (!s->f) return 0;
     fseeko(s->f, 0, SEEK_END);
     uint64_t size = (uint64_t)ftello(s->f);
     fseeko(s->f, 0, SEEK_SET);

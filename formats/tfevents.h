@@ -18,6 +18,7 @@
 // name order; the name it writes is events.out.tfevents.<seconds>.<host>.<pid>.<n>.
 #pragma once
 #include "util/common.h"
+#include <sys/mman.h>
 
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum TFRecord uses
 static uint32_t crc32c(const void *data, size_t n) {
@@ -79,8 +80,8 @@ static int tfevents_open(TfEvents *t, const char *dir, double wall, char *err, s
     for (char *h = host; *h; h++) if (*h == '/') *h = '_';
     int len = snprintf(t->path, sizeof(t->path), "%s/events.out.tfevents.%010lld.%s.%d.0", dir, (long long)wall, host, (int)getpid());
     if (len < 0 || (size_t)len >= sizeof(t->path)) { snprintf(err, errn, "%s: the directory's path is too long for an event file's name", dir); return 0; }
-    t->f = fopen(t->path, "ab");
-    if (!t->f) { snprintf(err, errn, "%s: cannot create (%s)", t->path, strerror(errno)); return 0; }
+    t->f = fopen_regular(t->path, "ab", "an event file", err, errn);
+    if (!t->f) return 0;
     PbBuf e = {{0}, 0};
     pb_double(&e, 1, wall);
     pb_key(&e, 2, 0);
@@ -166,38 +167,84 @@ static int tfevents_parse(const uint8_t *b, size_t n, int64_t *step, char *tag, 
     return p == end;
 }
 
-// Keeps the records of event file `path` for which keep(step, tag, ctx) holds, up to
-// the first that does not, and truncates the file there; a torn or damaged record
-// (a crash while writing it) ends the file too. *kept and *cut count the scalar
-// records. Returns 1, or 0 with a one-line err.
-static int tfevents_truncate(const char *path, int (*keep)(int64_t step, const char *tag, void *ctx), void *ctx, long *kept,
-                             long *cut, char *err, size_t errn) {
-    FILE *f = fopen(path, "r+b");
-    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
-    *kept = *cut = 0;
-    off_t at = 0, end_of_kept = -1;
-    uint8_t head[12], *data = NULL;
-    for (;;) {
-        if (fread(head, 1, 12, f) != 12) break;
+// What tfevents_cut found in an event file.
+typedef struct {
+    long kept, cut;            // scalar records kept, and cut
+    long long damaged;         // bytes that do not read as records: kept where they are
+    long long first_damage;    // the offset of the first of them
+    int removed;               // the file held nothing else, and went
+} TfCut;
+
+static uint32_t le32_at(const uint8_t *b) { return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24; }
+
+// The record at offset `at` of m[0, size): 1 intact (*len: its data's length), 2 its header
+// intact and its data not (*len known), 0 its header damaged, -1 running past the end (torn).
+static int tfrecord_at(const uint8_t *m, off_t size, off_t at, uint64_t *len) {
+    if (size - at < 12) return -1;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++) n |= (uint64_t)m[at + i] << 8 * i;
+    if (le32_at(m + at + 8) != tfrecord_masked_crc(m + at, 8) || n > (1u << 20)) return 0;
+    *len = n;
+    if ((uint64_t)(size - at - 12) < n + 4) return -1;
+    return le32_at(m + at + 12 + n) == tfrecord_masked_crc(m + at + 12, n) ? 1 : 2;
+}
+
+// The scan behind tfevents_cut, on the file's bytes m[0, size): the ranges to cut into
+// *drop (the caller frees drop->r), the counts into *c, and into *plain the records that
+// hold no scalar (the file_version, or another writer's). Reads nothing past size.
+static void tfevents_scan(const uint8_t *m, off_t size, int (*keep)(int64_t step, const char *tag, void *ctx), void *ctx, TfCut *c,
+                          ByteRanges *drop, long *plain) {
+    memset(c, 0, sizeof(*c));
+    *plain = 0;
+    for (off_t at = 0; at < size;) {
         uint64_t len = 0;
-        for (int i = 0; i < 8; i++) len |= (uint64_t)head[i] << 8 * i;
-        uint32_t hc = (uint32_t)head[8] | (uint32_t)head[9] << 8 | (uint32_t)head[10] << 16 | (uint32_t)head[11] << 24;
-        if (hc != tfrecord_masked_crc(head, 8) || len > (1u << 20)) break;
-        free(data);
-        data = (uint8_t *)malloc(len + 4);
-        if (!data || fread(data, 1, len + 4, f) != len + 4) break;
-        uint32_t dc = (uint32_t)data[len] | (uint32_t)data[len + 1] << 8 | (uint32_t)data[len + 2] << 16 | (uint32_t)data[len + 3] << 24;
-        int64_t step;
-        char tag[256];
-        if (dc != tfrecord_masked_crc(data, len) || !tfevents_parse(data, len, &step, tag, sizeof(tag))) break;
-        if (tag[0] && end_of_kept < 0 && !keep(step, tag, ctx)) end_of_kept = at;
-        if (tag[0]) { if (end_of_kept < 0) (*kept)++; else (*cut)++; }
-        at += 12 + (off_t)len + 4;
+        int r = tfrecord_at(m, size, at, &len);
+        if (r == -1) { ranges_add(drop, at, size); break; }
+        if (r == 1) {
+            int64_t step;
+            char tag[256];
+            off_t next = at + 16 + (off_t)len;
+            if (!tfevents_parse(m + at + 12, len, &step, tag, sizeof(tag)) || !tag[0]) (*plain)++;
+            else if (keep(step, tag, ctx)) c->kept++;
+            else c->cut++, ranges_add(drop, at, next);
+            at = next;
+            continue;
+        }
+        off_t next = r == 2 ? at + 16 + (off_t)len : at + 1;   // damaged: on to the next intact record
+        while (next < size && tfrecord_at(m, size, next, &len) != 1) next++;
+        if (!c->damaged) c->first_damage = at;
+        c->damaged += next - at;
+        at = next;
     }
-    free(data);
-    if (end_of_kept < 0) end_of_kept = at;   // everything kept up to the end or a damaged record
-    int ok = fflush(f) == 0 && ftruncate(fileno(f), end_of_kept) == 0;
-    if (!ok) snprintf(err, errn, "%s: cannot truncate (%s)", path, strerror(errno));
-    fclose(f);
+}
+
+// Cuts from event file `path` the scalar records for which keep(step, tag, ctx) fails,
+// and a torn last record (a crash while writing it); nothing else. Records that do not
+// read (a damaged byte) stay where they are, with every record after them, which are
+// found again by their CRCs; records of other tags or kinds (another writer's) stay
+// too. A file left with nothing but its file_version record goes. The file is opened
+// with open_regular: what is not a regular file is refused in err. Returns 1, or 0 with err.
+static int tfevents_cut(const char *path, int (*keep)(int64_t step, const char *tag, void *ctx), void *ctx, TfCut *c, char *err,
+                        size_t errn) {
+    memset(c, 0, sizeof(*c));
+    int fd = open_regular(path, O_RDWR, "an event file", err, errn);
+    if (fd < 0) return 0;
+    struct stat sb;
+    off_t size = fstat(fd, &sb) == 0 ? sb.st_size : 0;
+    const uint8_t *m = size ? (const uint8_t *)mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+    if (m == MAP_FAILED) { snprintf(err, errn, "%s: cannot memory-map (%s)", path, strerror(errno)); close(fd); return 0; }
+    ByteRanges drop = {0};
+    long plain;
+    tfevents_scan(m, size, keep, ctx, c, &drop, &plain);
+    int ok = 1;
+    if (c->kept == 0 && plain <= 1 && c->damaged == 0) {
+        c->removed = 1;
+        if (unlink(path) != 0) ok = 0, snprintf(err, errn, "%s: cannot remove (%s)", path, strerror(errno));
+    } else {
+        ok = file_cut_ranges(path, fd, m, size, &drop, err, errn);
+    }
+    free(drop.r);
+    if (m) munmap((void *)m, (size_t)size);
+    close(fd);
     return ok;
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/compare.sh: loss curves of the C trainer (./train_gpt_cpu) and the PyTorch reference
+# scripts/compare.sh: loss curves of the C trainer (./train_gpt_cpu_zero$ZERO, which leaves ./train_gpt_cpu as it is) and the PyTorch reference
 # (scripts/train_gpt.py) from the same initial weights, on the same data with the same flags.
 #
 #   make compare ARCH=gpt2|llama STEPS=200            (or: ARCH=llama bash scripts/compare.sh)
 #
-# 1. ./train_gpt_cpu --steps 0 --save DIR writes the initial weights DIR/ckpt_00000000/model.bin
+# 1. $TRAINER --steps 0 --save DIR writes the initial weights DIR/ckpt_00000000/model.bin
 # 2. both trainers train from them (--init) and log JSONL to $OUT/{c,torch}_$ARCH.jsonl
 # 3. scripts/plot_losses.py draws $OUT/loss_$ARCH.png
 # The last line printed is "max |loss diff| over N steps: X".
@@ -30,7 +30,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 die() { echo "compare: $*" >&2; exit 1; }
 case "$ARCH" in gpt2|llama) ;; *) die "ARCH must be gpt2 or llama, got '$ARCH'";; esac
 
-$MAKE -s train_gpt_cpu ZERO="$ZERO" || die "cannot build ./train_gpt_cpu"
+# the stage's own binary: ./train_gpt_cpu, the user's last build, stays as it is
+TRAINER=./train_gpt_cpu_zero$ZERO
+$MAKE -s "$TRAINER" || die "cannot build $TRAINER"
 if [ ! -f data/brown/train.bin ] || [ ! -f data/brown/val.bin ]; then
     echo "compare: data/brown/{train,val}.bin missing: running make data"
     $MAKE -s data || die "make data failed"
@@ -39,20 +41,20 @@ mkdir -p "$OUT"
 
 INIT_DIR=$OUT/init_$ARCH
 rm -rf "$INIT_DIR"
-echo "== initial weights: ./train_gpt_cpu --steps 0 --save $INIT_DIR"
-./train_gpt_cpu --arch "$ARCH" --preset "$PRESET" --batch "$BATCH" --seq "$SEQ" --threads "$THREADS" \
+echo "== initial weights: $TRAINER --steps 0 --save $INIT_DIR"
+"$TRAINER" --arch "$ARCH" --preset "$PRESET" --batch "$BATCH" --seq "$SEQ" --threads "$THREADS" \
     --steps 0 --save "$INIT_DIR" --quiet 1
 INIT=$INIT_DIR/ckpt_00000000/model.bin
-[ -f "$INIT" ] || die "./train_gpt_cpu --steps 0 --save $INIT_DIR did not write $INIT"
+[ -f "$INIT" ] || die "$TRAINER --steps 0 --save $INIT_DIR did not write $INIT"
 
 # shellcheck disable=SC2206
 FLAGS=(--arch "$ARCH" --preset "$PRESET" --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --threads "$THREADS"
        --init "$INIT" --train data/brown/train.bin --val data/brown/val.bin --val-every "$VAL_EVERY" --val-batches 4
        $EXTRA)
 
-echo "== C: ./train_gpt_cpu ${FLAGS[*]}"
+echo "== C: $TRAINER ${FLAGS[*]}"
 start=$(date +%s)
-./train_gpt_cpu "${FLAGS[@]}" --log "$OUT/c_$ARCH.jsonl" | tail -n 3
+"$TRAINER" "${FLAGS[@]}" --log "$OUT/c_$ARCH.jsonl" | tail -n 3
 echo "   $(( $(date +%s) - start )) s"
 
 echo "== PyTorch: scripts/train_gpt.py ${FLAGS[*]}"

@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 OUT=${OUT:-out}
+if ! nvidia-smi -L > /dev/null 2>&1; then   # the time to expect, and the load now, before anything starts
+    python3 scripts/demo_expect.py bench/demo_time.txt "${STEPS:-300}" "${NP:-4}"
+fi
 bash scripts/prepare_data.sh
 mkdir -p "$OUT"
 if [ -d "$OUT/demo_ckpt" ]; then
@@ -37,14 +40,19 @@ else
     NP=${NP:-4}
     ZERO=${ZERO:-3}
     echo "demo: no GPU found; CPU trainer, llama preset mini, $NP MPI ranks, ZeRO stage $ZERO, $STEPS steps"
-    $MAKE -s train_gpt_cpu ZERO="$ZERO"
+    $MAKE -s "train_gpt_cpu_zero$ZERO"   # the stage's own binary: ./train_gpt_cpu, the user's last build, stays
     t0=$(date +%s)
-    mpirun --allow-run-as-root --oversubscribe -np "$NP" ./train_gpt_cpu --arch llama --preset mini --batch $((32 / NP)) --seq 64 \
+    mpirun --allow-run-as-root --oversubscribe -np "$NP" "./train_gpt_cpu_zero$ZERO" --arch llama --preset mini --batch $((32 / NP)) --seq 64 \
         --steps "$STEPS" --lr 5e-3 --warmup 20 --shuffle 1 --val-every 50 --val-batches 8 --sample-every $((STEPS / 2)) --sample-len 40 \
         --log "$OUT/demo_cpu.jsonl" --save "$OUT/demo_ckpt"
     echo "demo: trained in $(( $(date +%s) - t0 )) s"
     [ "$STEPS" -eq 0 ] && { echo "demo: STEPS=0: nothing trained; the initial weights are in $OUT/demo_ckpt"; exit 0; }
-    python3 scripts/demo_summary.py "$OUT/demo_cpu.jsonl" data/brown/train.bin data/brown/val.bin
+    summary=$(python3 scripts/demo_summary.py "$OUT/demo_cpu.jsonl" data/brown/train.bin data/brown/val.bin)
+    echo "$summary"
+    unigram=$(echo "$summary" | sed -n 's/.*(unigram of the train data) give \([0-9.]*\) on val.*/\1/p')
+    TITLE="zeroc CPU demo: llama mini, $NP ranks, ZeRO-$ZERO, $STEPS steps on Brown"
 fi
 log=$(ls -t "$OUT"/demo_*.jsonl | head -1)
-python3 scripts/plot_losses.py "$log" --out "$OUT/demo.png" > /dev/null && echo "demo: loss curve in $OUT/demo.png, log in $log"
+plot=(--title "${TITLE:-zeroc GPU demo: GPT-2 124M, ZeRO-$ZERO, $STEPS steps on Brown}")
+[ -n "${unigram:-}" ] && plot+=(--baseline "$unigram:word frequencies alone (unigram), val")
+python3 scripts/plot_losses.py "$log" --out "$OUT/demo.png" "${plot[@]}" > /dev/null && echo "demo: loss curve in $OUT/demo.png, log in $log"

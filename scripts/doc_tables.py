@@ -68,7 +68,7 @@ def measured(tmp):
         if any(comm[s]["bytes_per_step"][k] != comm[s]["theory_bytes_per_step"][k] for s in range(4)):
             sys.exit(f"counted {k} bytes differ from the theory")
         rows.append(f"| {k} | " + " | ".join(f"{comm[s]['bytes_per_step'][k]:,}" for s in range(4)) + " |")
-    rows.append("| total / Ψ bytes | " + " | ".join(f"{comm[s]['total_bytes'] / comm[s]['psi_bytes']:.2f}" for s in range(4)) + " |")
+    rows.append("| total, in Ψ of 4-byte values | " + " | ".join(f"{comm[s]['total_bytes'] / comm[s]['psi_bytes']:.2f}" for s in range(4)) + " |")
     return mem_table, "\n".join(rows)
 
 

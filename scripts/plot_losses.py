@@ -2,13 +2,15 @@
 """scripts/plot_losses.py: plot the train (and val) loss of any number of JSONL training logs.
 
     /usr/bin/python3 scripts/plot_losses.py out/compare/c_gpt2.jsonl out/compare/torch_gpt2.jsonl \
-        --out out/compare/loss_gpt2.png [--labels C,PyTorch] [--title TEXT]
+        --out out/compare/loss_gpt2.png [--labels C,PyTorch] [--title TEXT] [--baseline LOSS:LABEL]
 
 Logs are the --log files of train_gpt_cpu, train_gpt and scripts/train_gpt.py: one JSON object per
 line, {"type":"train","step":S,"loss":L,...} and {"type":"val","step":S,"val_loss":V}.
 A run and its resume are one curve, whether the resume appended to the same --log or wrote another
 file given right after the first (it starts past step 1, inside or just after the first): from the
 resume's first step on its records replace the earlier ones; a dotted line marks where it took over.
+--baseline draws a horizontal line at LOSS named LABEL (the demo's: what word frequencies alone give on
+val). The title and the baselines also go into the PNG's metadata (Title, Description).
 With two curves, prints as its last line the max |loss diff| between them over their common steps.
 Errors are one line on stderr and exit status 1.
 """
@@ -84,14 +86,14 @@ def join_resumes(logs, labels, data):
 
 
 def main(argv):
-    logs, labels, out, title = [], None, None, None
+    logs, labels, out, title, baselines = [], None, None, None, []
     i = 0
     while i < len(argv):
         a = argv[i]
         if a in ("-h", "--help"):
             print(__doc__.strip())
             return 0
-        if a in ("--out", "--labels", "--title"):
+        if a in ("--out", "--labels", "--title", "--baseline"):
             if i + 1 >= len(argv):
                 die("%s: missing value" % a)
             v = argv[i + 1]
@@ -100,6 +102,12 @@ def main(argv):
                 out = v
             elif a == "--labels":
                 labels = v.split(",")
+            elif a == "--baseline":
+                loss, _, name = v.partition(":")
+                try:
+                    baselines.append((float(loss), name or "baseline"))
+                except ValueError:
+                    die("--baseline: expected LOSS:LABEL, got '%s'" % v)
             else:
                 title = v
             continue
@@ -140,6 +148,8 @@ def main(argv):
                 ax.plot(vs, [va[s] for s in vs], "o", color=line.get_color(), ms=4, label=lab + " val")
             for r in resumes:   # where a resumed run took over
                 ax.axvline(r - 0.5, color=line.get_color(), ls=":", lw=0.8)
+        for loss, name in baselines:
+            ax.axhline(loss, color="gray", ls="-.", lw=1, label="%s: %.2f" % (name, loss))
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
         ax.grid(alpha=0.3)
@@ -158,7 +168,8 @@ def main(argv):
         try:
             if d:
                 os.makedirs(d, exist_ok=True)
-            fig.savefig(out, dpi=110)
+            meta = {"Title": title or "", "Description": "; ".join("%s: %.4f" % (n, l) for l, n in baselines)}
+            fig.savefig(out, dpi=110, metadata=meta)
         except OSError as e:
             die("%s: cannot write (%s)" % (out, e.strerror))
         print("wrote %s" % out)

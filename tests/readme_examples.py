@@ -29,6 +29,7 @@ RULES = [
     (r"make demo", "skip", "the whole demo takes minutes: tests/test_scripts.sh runs scripts/demo.sh with STEPS=0"),
     (r"make test", "skip", "the suite this test is part of"),
     (r"TESTS=\S+ bash tests/run\.sh", "skip", "the suite this test is part of"),
+    (r"make train_gpt(_cpu)?", "skip", "what a build without nvcc says, and the CPU build's line: tests/test_build.sh"),
     (r"make train_gpt ZERO=3 && mpirun -np 4 \./train_gpt", "nogpu",
      "the GPU line: build/gpu_z3_o0/train_gpt (what make train_gpt ZERO=3 builds, made by tests/test_gpu_build.sh) on 4 ranks"),
     (r"\./train_gpt \.\.\.", "nogpu", "one rank of the GPU trainer: build/gpu_z0_o0/train_gpt --steps 2"),

@@ -4,7 +4,7 @@
 # others first) and every rank that says something says the same (tests/lib.sh).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
-make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
+make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z2/train_gpt_cpu build/z3/train_gpt_cpu build/export_model || exit 1
 T0=./build/z0/train_gpt_cpu
 make_shard "$TMP/ok.bin" 20000 250
 M="--preset tiny --vocab 250 --batch 2 --seq 16 --steps 1 --quiet 1"
@@ -27,6 +27,17 @@ expect_error "--train on a FIFO" "fifo: a FIFO \(named pipe\), not a token shard
 expect_error "--train on a character device" "/dev/null: a character device, not a token shard" 1 $T0 $M --train /dev/null
 expect_error "--init on a FIFO" "fifo: a FIFO \(named pipe\), not a model file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --init "$TMP/fifo"
 expect_error "--config on a FIFO" "fifo: a FIFO \(named pipe\), not a JSON file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --config "$TMP/fifo"
+# every other path the trainer and the exporter open, as a FIFO (issue 33: each one hung until killed)
+expect_error "--tokenizer on a FIFO" "fifo: a FIFO \(named pipe\), not a tokenizer file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --sample-every 1 --tokenizer "$TMP/fifo"
+expect_error "--log on a FIFO" "fifo: a FIFO \(named pipe\), not a regular file for --log" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --log "$TMP/fifo"
+mkdir -p "$TMP/fl" "$TMP/fm" "$TMP/ft" && mkfifo "$TMP/fl/latest" "$TMP/fm/manifest.json" "$TMP/ft/latest.tmp"
+expect_error "--resume DIR whose latest is a FIFO" "fl/latest: a FIFO \(named pipe\), not a checkpoint name" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --resume "$TMP/fl"
+expect_error "--resume DIR whose manifest.json is a FIFO" "fm/manifest.json: a FIFO \(named pipe\), not a manifest" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --resume "$TMP/fm"
+expect_error "a FIFO latest.tmp in the --save directory: the save stops at once" "ft/latest.tmp: a FIFO \(named pipe\), not a file to write" 1 \
+    timeout -s KILL 10 $T0 $M --train "$TMP/ok.bin" --save "$TMP/ft"   # KILL: SIGTERM would start another save
+[ ! -e "$TMP/ft/latest.tmp" ] && [ ! -e "$TMP/ft/latest" ] && [ -z "$(ls "$TMP/ft" | grep ckpt_)" ]
+check "... with nothing published, the FIFO removed with the save's temporary files" $?
+expect_error "export_model reading a FIFO model file" "fifo: a FIFO \(named pipe\), not a model file" 1 timeout 10 ./build/export_model "$TMP/fifo" "$TMP/fifo_export"
 expect_error "missing tokenizer" "tok.bin: cannot open" 1 $T0 $M --train "$TMP/ok.bin" --sample-every 1 --tokenizer "$TMP/tok.bin"
 echo "garbage" > "$TMP/init.bin"
 expect_error "bad --init file" "init.bin: truncated" 1 $T0 $M --train "$TMP/ok.bin" --init "$TMP/init.bin"
@@ -39,6 +50,14 @@ expect_error "a misspelt flag: did you mean" "unknown flag '--sample-length' \\(
 expect_error "an underscore for a dash" "unknown flag '--val_every' \\(did you mean --val-every\\?\\)" 1 $T0 --val_every 10
 expect_error "--flag=value" "unknown flag '--lr=0.1': flags take their value after a space, as in --lr 0.1" 1 $T0 --lr=0.1
 expect_error "missing value" "--steps: missing value" 1 $T0 --steps
+# a suggestion only when close (a third of the shorter name): nothing for "--", "--x" or "--p"
+expect_error "--help with a value" "--help takes no value, got '--help=1'" 1 $T0 --help=1
+for f in -- --x --p; do
+    $T0 $f > "$TMP/dym.txt" 2>&1
+    [ $? -eq 1 ] && grep -q "^error: unknown flag '$f' (see --help)$" "$TMP/dym.txt"
+    check "$f: unknown, with no did-you-mean ($(head -1 "$TMP/dym.txt"))" $?
+done
+expect_error "a misspelt preset: did you mean" "unknown preset 'tinny' \\(did you mean tiny\\?\\)" 1 $T0 --preset tinny
 expect_error "not a number" "--batch: expected an integer" 1 $T0 --batch x
 expect_error "negative count" "--steps: expected an integer" 1 $T0 --steps -5
 expect_error "unknown arch" "unknown architecture" 1 $T0 --arch gpt5

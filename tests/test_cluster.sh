@@ -199,6 +199,79 @@ PYEOF
     st=$?; [ $st -eq 0 ] || fails=$((fails + 1))
 }
 
+# ZeRO++'s bytes on the wire: per variant, the link's bytes of a 1-step and a 4-step run, so that start-up and
+# shutdown cancel: (4-step - 1-step) / 3 is one step's. The formula is the plan's cross-node bytes by collective
+# (the comm record's theory_*, per rank, the whole group's buffer as counted) times what Open MPI's algorithms
+# put on the link at 2 nodes x 2 ranks: a world all-gather sends every block to each rank of the other node,
+# (W - L) / W of the counted bytes; the world reduce-scatter is a ring, N (W - 1) / W^2; an all-to-all or a gather
+# among the nodes (N - 1) / N; hpZ's gathers within a node nothing. Each within 5% (TCP/IP headers add 0.5-3%
+# here), and so is what each part takes off ZeRO-3's bytes: qgZ sending int8 takes 9% less than its formula and
+# all three 22% over; hpZ gathering across nodes every micro-step is 76% over at --accum 4.
+zeropp_wire_case() {
+    local ZPP="--zero-quantized-weights 1 --zero-hpz-partition-size 2 --zero-quantized-gradients 1" name flags steps b
+    echo "== ZeRO++ on the wire: each part and all three, 2 nodes x 2 ranks, 1gbit"
+    cluster_up 2 2 1gbit || return $?
+    : > "$TMP/wire.txt"
+    while IFS='|' read -r name flags; do
+        for steps in 1 4; do
+            b=$(cluster_link_bytes)
+            # shellcheck disable=SC2086  # the variant's flags
+            bg timeout 120 "$CLUSTER_MPIRUN" -np 4 -x OMP_NUM_THREADS $TR "${M[@]}" --steps $steps $flags --log "$TMP/w_$name.$steps.jsonl" \
+                < /dev/null > "$TMP/w_$name.$steps.out" 2>&1 || { echo "  $name: exit $?"; tail -3 "$TMP/w_$name.$steps.out"; }
+            echo "$name $steps $(($(cluster_link_bytes) - b))" >> "$TMP/wire.txt"
+        done
+    done <<EOV
+ZeRO-3|
+qwZ|--zero-quantized-weights 1
+hpZ|--zero-hpz-partition-size 2
+hpZ_accum4|--zero-hpz-partition-size 2 --accum 4
+qgZ|--zero-quantized-gradients 1
+all_three|$ZPP
+EOV
+    cluster_down
+    $PY - "$TMP" <<'PYEOF'
+import json, sys
+T = sys.argv[1]
+link = {}
+for line in open(f"{T}/wire.txt"):
+    n, s, b = line.split(); link.setdefault(n, {})[int(s)] = int(b)
+W, L, N = 4, 2, 2
+factor = {"all_gather": (W - L) / W, "reduce_scatter": N * (W - 1) / W**2, "all_to_all": (N - 1) / N, "all_reduce": (N - 1) / N}
+fails, wire = 0, {}
+for n, d in link.items():
+    try:
+        c = [json.loads(l) for l in open(f"{T}/w_{n}.4.jsonl") if '"type":"comm"' in l][-1]
+    except (OSError, IndexError) as e:
+        print(f"  FAIL {n}: no comm record ({e})"); fails += 1; continue
+    th = c["theory_cross_node_bytes_per_step"]
+    formula = sum(W * th[k] * factor[k] for k in th)
+    per = (d[4] - d[1]) / 3
+    wire[n] = (per, formula, W * th["reduce_scatter"] * factor["reduce_scatter"], c)
+    ok = abs(per / formula - 1) <= 0.05
+    fails += not ok
+    print(f"  {'ok  ' if ok else 'FAIL'} {n}: {per:.0f} bytes per step on the link, formula {formula:.0f} ({per / formula - 1:+.1%}); "
+          f"{c['cross_node_m']:.3f}M per step as zeroc counts, the paper {c['paper_cross_node_m']:.2f}M per iteration")
+# each part's own effect: what it takes off ZeRO-3's bytes on the link, against the formula's
+for n in ("qwZ", "hpZ", "qgZ", "all_three"):
+    if n not in wire or "ZeRO-3" not in wire: continue
+    cut, f_cut = wire["ZeRO-3"][0] - wire[n][0], wire["ZeRO-3"][1] - wire[n][1]
+    ok = abs(cut / f_cut - 1) <= 0.05
+    fails += not ok
+    print(f"  {'ok  ' if ok else 'FAIL'} {n} takes {cut:.0f} bytes per step off ZeRO-3's on the link, the formula {f_cut:.0f} ({cut / f_cut - 1:+.1%})")
+try:   # hpZ at --accum 4: the 3 more micro-steps add reduce-scatters only, no gather across nodes
+    (p1, _, rs1, _), (p4, _, rs4, _) = wire["hpZ"], wire["hpZ_accum4"]
+    extra, rs_extra = p4 - p1, rs4 - rs1
+    ok = abs(extra - rs_extra) <= 0.05 * p4
+    fails += not ok
+    print(f"  {'ok  ' if ok else 'FAIL'} hpZ --accum 4 against --accum 1: {extra:.0f} more bytes per step on the link, the 3 more "
+          f"reduce-scatters' {rs_extra:.0f}: the gathers cross the link once per step")
+except KeyError as e:
+    print(f"  FAIL hpZ's runs ({e})"); fails += 1
+sys.exit(1 if fails else 0)
+PYEOF
+    st=$?; [ $st -eq 0 ] || fails=$((fails + 1))
+}
+
 for shape in "2 2" "3 2"; do
     # shellcheck disable=SC2086  # NODES SLOTS
     one_case $shape
@@ -209,6 +282,9 @@ done
 zeropp_case
 rc=$?
 [ $rc -eq 0 ] || check "cluster_up 2 2 for ZeRO++ (exit $rc)" 1
+zeropp_wire_case
+rc=$?
+[ $rc -eq 0 ] || check "cluster_up 2 2 for ZeRO++'s wire bytes (exit $rc)" 1
 
 [ -z "$(_cluster_existing "$CLUSTER_PREFIX")" ] && [ ! -e "$CLUSTER_STATE_ROOT/$CLUSTER_PREFIX" ]
 check "nothing left behind: no namespace $CLUSTER_PREFIX-*, no state" $?

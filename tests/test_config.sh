@@ -206,8 +206,8 @@ for key in train_micro_batch_size_per_gpu zero_optimization.stage zero_optimizat
            zero_optimization.offload_optimizer.device optimizer.type optimizer.params.betas fp16.enabled; do
     grep -q "^error: .*errors.json: $key: " "$TMP/errs.txt" || { echo "  FAIL no error naming $key"; fails=$((fails+1)); }
 done
-[ $rc -eq 1 ] && [ "$n" -eq 7 ] && grep -q "^warning: .*trian_batch_size: unknown top-level key, ignored (did you mean \"train_batch_size\"?)" "$TMP/errs.txt"
-check "one run reports all 7 errors of a file and the unknown top-level key's warning, each naming its key path" $?
+[ $rc -eq 1 ] && [ "$n" -eq 8 ] && grep -q "^error: .*trian_batch_size: unknown top-level key (did you mean \"train_batch_size\"?)" "$TMP/errs.txt"
+check "one run reports all 8 errors of a file, a misspelt top-level key's among them, each naming its key path" $?
 grep -q 'stage3_max_live_parameter: unknown key (did you mean "stage3_max_live_parameters"?)' "$TMP/errs.txt" &&
 grep -q 'stage: expected an integer in \[0, 3\], got 3.7' "$TMP/errs.txt" &&
 grep -q 'offload_optimizer.device: "nvme" needs nvme_path: the directory of each rank.s file' "$TMP/errs.txt" &&
@@ -271,9 +271,14 @@ expect_note "a key with no effect" 'zero_optimization.contiguous_gradients: no e
     $CT lr --config "$(cfg n2 '{"zero_optimization": {"contiguous_gradients": true}}')"
 expect_note "a monitor zeroc does not write" 'comet.enabled: no effect here: zeroc logs every step to --log FILE' \
     $CT lr --config "$(cfg n3 '{"comet": {"enabled": true, "project": "p"}}')"
-expect_note "the wandb block names the upload of the TensorBoard files" \
-    'wandb: zeroc does not call W&B: it writes TensorBoard event files to tb/DeepSpeedJobName .*wandb sync --sync-tensorboard -p p tb/DeepSpeedJobName' \
-    $CT lr --config "$(cfg n3w '{"wandb": {"enabled": true, "project": "p"}, "tensorboard": {"output_path": "tb"}}')"
+expect_note "the wandb block does nothing, and names the upload of the tensorboard block's files" \
+    'wandb: no effect here: zeroc does not call W&B; the tensorboard block.s event files in tb/DeepSpeedJobName upload with: wandb sync --sync-tensorboard -p p tb/DeepSpeedJobName' \
+    $CT lr --config "$(cfg n3w '{"wandb": {"enabled": true, "project": "p"}, "tensorboard": {"enabled": true, "output_path": "tb"}}')"
+expect_note "the wandb block without the tensorboard block: nothing is written for W&B" \
+    'wandb: no effect here: zeroc does not call W&B and the tensorboard block is off, so nothing is written' \
+    $CT lr --config "$(cfg n3x '{"wandb": {"enabled": true}, "tensorboard": {"enabled": false}}')"
+expect_error "--init with --resume: one line, not a silently ignored --init" "--init: a.bin and --resume ck both give the model: a resume takes it from the checkpoint" 1 \
+    $CT lr --init a.bin --resume ck
 expect_note "activation checkpointing" 'activation_checkpointing.partition_activations: no effect here: partitions checkpoints across model-parallel ranks' \
     $CT lr --config "$(cfg n4 '{"activation_checkpointing": {"partition_activations": true, "number_checkpoints": null}}')"
 expect_error "activation_checkpointing.number_checkpoints other than the layers" 'number_checkpoints: 3: zeroc checkpoints every layer' 1 \

@@ -110,6 +110,21 @@ cmp -s "$tmp/docs_train.bin" "$tmp/docs_noleading_train.bin" || fail "a leading 
 ./prepare_data --quiet --input "$tmp/docs.txt" --input "$tmp/user.txt" --out "$tmp/two" || fail "two --input files"
 check_shard "$tmp/two.bin" 11 >/dev/null || fail "two --input files: documents"
 echo "10 documents, --val-fraction 0.2: documents 4 and 9 to val (with or without a leading separator); two --input files: 11 documents"
+# a tiny fraction is below one document and one token: 1 token to val with a note, not an overflow to one in 2;
+# a fraction above 0.5 is one document in 2, said in a note
+n10=$(( ($(stat -c %s "$tmp/docs_train.bin") + $(stat -c %s "$tmp/docs_val.bin") - 2048) / 2 ))
+for f in 1e-300 5e-324 1e-19; do
+    ./prepare_data --quiet --input "$tmp/docs.txt" --out "$tmp/tiny" --val-fraction $f 2>"$tmp/tiny.err" || fail "--val-fraction $f"
+    b=$(( ($(stat -c %s "$tmp/tiny_val.bin") - 1024) / 2 ))
+    [ $b -eq 1 ] && grep -q "note: --val-fraction .* of $n10 tokens rounds to none: 1 token goes to validation" "$tmp/tiny.err" ||
+        fail "--val-fraction $f: $b of $n10 tokens to val, note: $(cat "$tmp/tiny.err")"
+done
+echo "--val-fraction 1e-300, 5e-324, 1e-19 on 10 documents: 1 token to val, with a note: $(cat "$tmp/tiny.err")"
+./prepare_data --quiet --input "$tmp/docs.txt" --out "$tmp/most" --val-fraction 0.7 2>"$tmp/most.err" || fail "--val-fraction 0.7"
+check_shard "$tmp/most_val.bin" 5 >/dev/null || fail "--val-fraction 0.7: val is not 5 of 10 documents"
+grep -q "note: --val-fraction 0.7: one document in 2 goes to validation, a fraction of 0.5" "$tmp/most.err" || fail "--val-fraction 0.7: no note: $(cat "$tmp/most.err")"
+./prepare_data --quiet --input "$tmp/docs.txt" --out "$tmp/fifth" --val-fraction 0.2 2>"$tmp/fifth.err" && [ ! -s "$tmp/fifth.err" ] || fail "--val-fraction 0.2 printed: $(cat "$tmp/fifth.err")"
+echo "--val-fraction 0.7: 5 of 10 documents with a note ($(cat "$tmp/most.err")); 0.2: no note"
 
 # --- --shard-tokens: fixed-size shards whose tokens, end to end, are the single file's ---------------
 ./prepare_data --quiet --shard-tokens 100000 --input data/brown/train.txt --out "$tmp/sh/brown" || fail "--shard-tokens 100000"
@@ -155,6 +170,9 @@ expect_error "missing input file" "$tmp/nope.txt" ./prepare_data --input "$tmp/n
 : >"$tmp/empty.txt"
 expect_error "empty input file" "$tmp/empty.txt" ./prepare_data --input "$tmp/empty.txt" --out "$tmp/x"
 expect_error "directory as input" "$tmp" ./prepare_data --input "$tmp" --out "$tmp/x"
+mkfifo "$tmp/fifo.txt"
+expect_error "a FIFO as input (not 'empty', and no blocking)" "$tmp/fifo.txt: a FIFO (named pipe), not a text file" timeout 20 ./prepare_data --input "$tmp/fifo.txt" --out "$tmp/x"
+expect_error "/dev/zero as input (not 'empty')" "/dev/zero: a character device, not a text file" timeout 20 ./prepare_data --input /dev/zero --out "$tmp/x"
 expect_error "missing tokenizer" "$tmp/none.bin" ./prepare_data --tokenizer "$tmp/none.bin" --input "$tmp/user.txt" --out "$tmp/x"
 cp $T "$tmp/badmagic.bin"; printf '\x01\x02\x03\x04' | dd of="$tmp/badmagic.bin" conv=notrunc status=none
 expect_error "tokenizer with wrong magic" "bad magic" ./prepare_data --tokenizer "$tmp/badmagic.bin" --input "$tmp/user.txt" --out "$tmp/x"

@@ -238,6 +238,17 @@ grep -q "error: step 1: not saving a checkpoint to .*ovf: the fp32 master weight
     [ "$(cat "$TMP/overflow.rc")" != 0 ] && [ -z "$(ls -A "$TMP/ovf" | grep -v '^.lock$')" ]
 st=$?; check "master weights that overflow to Inf in an applied step (--lr 3.4e38, finite loss) are never saved (ZeRO 3, 3 ranks): exit $(cat "$TMP/overflow.rc")" $st
 grep -m1 "error: step 1" "$TMP/overflow.out" | sed 's/^/       /'
+# the same divergence on the last step, with and without --save: the same exit status, each with one line
+run ovfsave 1 0 --steps 1 --lr 3.4e38 --warmup 0 --save "$TMP/ovfsave"
+run ovfnosave 1 0 --steps 1 --lr 3.4e38 --warmup 0
+[ "$(cat "$TMP/ovfsave.rc")" = 1 ] && [ "$(cat "$TMP/ovfnosave.rc")" = 1 ] && [ "$(grep -c "^error: " "$TMP/ovfnosave.out")" = 1 ] &&
+    grep -q "error: step 1: the run ended with parameters that are not finite: the fp32 master weights hold -\?inf" "$TMP/ovfnosave.out"
+st=$?; check "Inf weights after the last step: exit $(cat "$TMP/ovfsave.rc") with --save, $(cat "$TMP/ovfnosave.rc") without" $st
+grep -m1 "error: " "$TMP/ovfnosave.out" | sed 's/^/       /'
+run ovfskip 1 0 --steps 2 --lr 3.4e38 --lr-schedule constant
+[ "$(cat "$TMP/ovfskip.rc")" = 1 ] &&
+    grep -q "error: the run ended on 1 skipped step (step 2, non-finite loss): its parameters are those of step 1, the last applied one, and they are not finite: the fp32 master weights hold" "$TMP/ovfskip.out"
+check "a skipped last step after Inf weights: the line says the last applied step's parameters are not finite" $?
 run poison16 1 0 --steps 10 --fp16 1 --lr 1e30 --max-skips 4
 [ "$(cat "$TMP/poison16.rc")" != 0 ] && grep -q "error: step 5: 4 consecutive steps skipped (non-finite loss" "$TMP/poison16.out"
 check "fp16: a NaN loss (--lr 1e30 from step 2) counts toward --max-skips, the scaler cannot fix it: stopped at step 5" $?

@@ -4,9 +4,12 @@
 # from an earlier checkpoint (no step written twice), and of a new run in the same job
 # (which starts the files over), each decoded by tests/tfevents_check.py independently of
 # the writer (Debian's python3-protobuf and python3-crc32c) and checked against the run's
-# JSONL log; fp16's loss scale; the flags; the wandb note; a directory that cannot be made.
+# JSONL log; fp16's loss scale; the flags; the wandb note; a directory that cannot be made;
+# a second live run in the same job, refused by the job directory's lock.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
+first=""
+trap '[ -n "$first" ] && kill -9 $first 2> /dev/null; rm -rf "$TMP"' EXIT
 if ! /usr/bin/python3 -c "import google.protobuf, crc32c" 2> /dev/null; then
     echo "SKIP: python3-protobuf and python3-crc32c are needed (bash scripts/setup.sh installs them)"; exit 77
 fi
@@ -32,8 +35,13 @@ echo "== a DeepSpeed config's tensorboard, csv_monitor and wandb blocks, 6 steps
 $B $M --config "$TMP/ds.json" --steps 6 --save "$TMP/ck" --save-every 3 --log "$TMP/run.jsonl" > "$TMP/a.out" 2>&1; rc=$?
 grep -E "^(tensorboard|csv_monitor):|note: .*wandb" "$TMP/a.out" | sed 's/^/       /'
 check "the run (exit $rc)" $rc
-grep -q "note: .*wandb: .*wandb sync --sync-tensorboard -p zeroc-test -e me $TMP/tb/job" "$TMP/a.out"
-check "the wandb block: one note naming the upload line" $?
+grep -q "note: .*wandb: no effect here: .*wandb sync --sync-tensorboard -p zeroc-test -e me $TMP/tb/job" "$TMP/a.out"
+check "the wandb block: one note, that it does nothing, naming the upload line" $?
+# a wandb block never turns the tensorboard block on
+$B $M --steps 1 --config "$(printf '{"wandb": {"enabled": true}, "tensorboard": {"enabled": false, "output_path": "%s"}}' "$TMP/tbw" > "$TMP/w.json"; echo "$TMP/w.json")" > "$TMP/w.out" 2>&1
+st=$?
+[ $st -eq 0 ] && [ ! -e "$TMP/tbw" ] && grep -q "wandb: no effect here" "$TMP/w.out"
+check "wandb enabled with tensorboard disabled: no event files written (exit $st)" $?
 decode "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job"; st=$?
 check "every record decoded, CRCs verified, equal to the log: DeepSpeed's tags at the samples seen" $st
 head -c 40 "$TMP/csv/job/Train_Samples_train_loss.csv" | od -c | head -2 | sed 's/^/       /'
@@ -66,6 +74,23 @@ printf '\x30\x00\x00\x00\x00\x00\x00\x00\x01\x02' >> "$ev"   # a record cut off 
 $B $M --fp16 1 --tensorboard "$TMP/fp" --steps 4 --resume "$TMP/ck16" --log "$TMP/fp16.jsonl" --quiet 1 2> /dev/null
 decode "$TMP/fp16.jsonl" --tensorboard "$TMP/fp/DeepSpeedJobName"; st=$?
 check "Train/Samples/loss_scale with fp16, DeepSpeedJobName by default, the torn record gone" $st
+
+echo "== a second live run in the same job is refused and touches nothing of the first's (issue 33)"
+L="--tensorboard $TMP/live --csv-monitor $TMP/live --job-name J"
+$B $M $L --steps 1000000 --log "$TMP/live.jsonl" --quiet 1 > /dev/null 2>&1 &
+first=$!
+wait_train_steps "$TMP/live.jsonl" 2 $first
+ls -i "$TMP/live/J" | grep -v lock | sort > "$TMP/live_before.txt"
+rows_before=$(wc -l < "$TMP/live/J/Train_Samples_train_loss.csv")
+expect_error "run B in run A's job directory" "$TMP/live/J is in use by another run \\(pid $first on host .*choose another --job-name" 1 \
+    $B $M $L --steps 5
+wait_train_steps "$TMP/live.jsonl" $((rows_before + 2)) $first
+ls -i "$TMP/live/J" | grep -v lock | sort | diff "$TMP/live_before.txt" - && [ "$(wc -l < "$TMP/live/J/Train_Samples_train_loss.csv")" -gt "$rows_before" ]
+check "run A's event and CSV files are the same files (same inodes), still growing" $?
+kill -9 $first; wait $first 2> /dev/null; first=""
+$B $M $L --steps 2 --quiet 1 > "$TMP/after.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "note: tensorboard: $TMP/live/J: took over the lock of pid" "$TMP/after.out"
+check "after a kill -9 of run A, the next run takes its lock over with a note" $?
 
 echo "== bad input"
 expect_error "an output_path that cannot be made stops every rank" "$TMP/train.bin/x: cannot create|exists and is not a directory" 2 \

@@ -7,7 +7,8 @@
 #      markdown file, the #anchor is one of its headings (GitHub's slugs);
 #   5. every repository path README.md names in `code` (zero.h, train/loop.h, zero/ ...) exists;
 #   6. every command README.md shows runs as written, or shortened as tests/readme_examples.py states
-#      for each (fewer steps, outputs in a scratch folder, stand-ins for the user's files).
+#      for each (fewer steps, outputs in a scratch folder, stand-ins for the user's files);
+#   7. every output line docs/*.md shows is printed by a run of its example (tests/docs_examples.py).
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 
@@ -80,10 +81,20 @@ echo "$out" | sed 's/^/  /'
 ! echo "$out" | grep -q '^PROBLEM'; st=$((st + $?))
 check "every relative link in README.md and docs/*.md resolves, and every path README.md names exists ($(echo "$out" | head -1))" $st
 
+# what README promises of a resume: bitwise only at the same world size and stage (issue 34)
+grep -q "at any world size and stage" README.md && ! grep -qi "bit-identical.*any world size\|bitwise.*any world size" README.md &&
+    grep -q "^Bitwise at the same world size and stage; at another" README.md && grep -q "agree to float rounding" README.md
+check "README says a resume is bitwise at the same world size and stage, within float rounding at another" $?
+
 make -s all zero-bins prepare_data export_model > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; exit 1; }
 $PY tests/readme_examples.py "$TMP/examples" > "$TMP/examples.out" 2>&1
 st=$?
 sed 's/^/  /' "$TMP/examples.out"
 check "the README's commands run ($(tail -1 "$TMP/examples.out"))" $st
+
+$PY tests/docs_examples.py "$TMP/docs_examples" > "$TMP/docs.out" 2>&1
+st=$?
+sed 's/^/  /' "$TMP/docs.out"
+check "every output line the docs show is printed by its example ($(tail -1 "$TMP/docs.out"))" $st
 
 [ $fails -eq 0 ]

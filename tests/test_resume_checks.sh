@@ -68,6 +68,42 @@ $B $M --steps 6 --resume "$TMP/old" > "$TMP/old.out" 2>&1; rc=$?
 sed 's/^/       /' "$TMP/old.out"
 [ $rc -eq 0 ] && grep -q "note: .*a format-1 manifest" "$TMP/old.out"; check "format 1: resumed, with a note on what cannot be verified" $?
 
+echo "== steps past 99,999,999: nine-digit checkpoint names are scanned, pruned and fallen back to (issue 33)"
+mkdir -p "$TMP/big" && cp -r "$TMP/old" "$TMP/big/ckpt_99999999"
+sed -i 's/"step": 4,/"step": 99999999,/' "$TMP/big/ckpt_99999999/manifest.json"
+$B $M --steps 100000002 --save-every 1 --keep-last 2 --resume "$TMP/big" --save "$TMP/big" > "$TMP/big.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(cd "$TMP/big" && ls -d ckpt_* | tr '\n' ' ')" = "ckpt_100000001 ckpt_100000002 " ]
+check "--keep-last 2 after saves at steps 100000000-100000002: ckpt_100000001 ckpt_100000002 left (exit $rc)" $?
+truncate -s 5000 "$TMP/big/ckpt_100000002/model.bin"
+$B $M --steps 100000003 --resume "$TMP/big" --quiet 0 > "$TMP/big2.out" 2>&1; rc=$?
+grep -E "skipped|resumed from" "$TMP/big2.out" | sed 's/^/       /'
+[ $rc -eq 0 ] && grep -q "resumed from $TMP/big/ckpt_100000001 at step 100000001" "$TMP/big2.out"
+check "latest's ckpt_100000002 damaged: the fall-back takes ckpt_100000001" $?
+
+echo "== an optimizer shard whose CRC was forged still holds only what AdamW writes"
+# forge OUT WHICH VALUE: a copy of C4 with element 5 of m (0) or v (1) set, its CRC recomputed, a format-1 manifest
+forge() {
+    cp -r "$C4" "$TMP/$1"
+    $PY - "$TMP/$1" "$2" "$3" <<'PYEOF'
+import json, sys, zlib, numpy as np
+d, which, value = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+b = bytearray(open(d + "/optim_rank_00000.bin", "rb").read())
+a = np.frombuffer(b, dtype=np.float32, offset=1024)
+a[which * (a.size // 2) + 5] = value
+open(d + "/optim_rank_00000.bin", "wb").write(b)
+m = json.load(open(d + "/manifest.json"))
+m["format"] = 1
+del m["manifest_crc32"], m["train"]["train_tokens"], m["train"]["train_crc32"]
+for f in m["files"]:
+    if f["name"] == "optim_rank_00000.bin": f["crc32"] = "%08x" % zlib.crc32(bytes(b))
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+PYEOF
+}
+forge vneg 1 -1; forge vinf 1 inf; forge mnan 0 nan
+expect_error "a negative v" "vneg/optim_rank_00000.bin: the second moment v holds -1 at element 5 of unit" 1 $B $M --steps 6 --resume "$TMP/vneg"
+expect_error "an infinite v" "vinf/optim_rank_00000.bin: the second moment v holds inf at element 5" 1 $B $M --steps 6 --resume "$TMP/vinf"
+expect_error "a NaN m" "mnan/optim_rank_00000.bin: the first moment m holds nan at element 5" 1 $B $M --steps 6 --resume "$TMP/mnan"
+
 echo "== what a resumed run must share with its checkpoint"
 expect_error "--steps at the checkpoint's step" "--steps 4 is at or below the checkpoint's step 4" 1 $B $M --steps 4 --resume "$TMP/run"
 expect_error "another sequence length" "--seq 8 differs from the checkpoint's sequence length 16" 1 $B $M --steps 6 --seq 8 --resume "$TMP/run"
@@ -117,6 +153,17 @@ expect_error "an explicit flag that disagrees names both values" "--arch gpt2 di
 expect_error "a size flag that disagrees" "--dim 64 disagrees with the checkpoint's width 32" 1 $B --train "$TMP/train.bin" --threads 1 --dim 64 --resume "$C3"
 expect_error "--init of another model: a flag disagrees with the model file" "--layers 2 disagrees with the model file's layers 3" 1 \
     $B --train "$TMP/train.bin" --threads 1 --layers 2 --init "$C3/model.bin" --steps 1
+# without --arch, a llama checkpoint is judged as llama: its --kv-heads and its own preset are not gpt2's
+$B --train "$TMP/train.bin" --threads 1 --quiet 1 --kv-heads 2 --resume "$C3" > "$TMP/kv.out" 2>&1; a=$?
+$B --train "$TMP/train.bin" --threads 1 --quiet 1 --preset tiny --layers 3 --dim 32 --vocab 250 --resume "$C3" > "$TMP/pre.out" 2>&1; b=$?
+grep -h "error" "$TMP/kv.out" "$TMP/pre.out" | sed 's/^/       /'
+[ $a -eq 0 ] && [ $b -eq 0 ]; check "a llama checkpoint resumed with its --kv-heads 2 (exit $a) and with --preset tiny and its sizes (exit $b), no --arch" $?
+# the newest checkpoint, of another model, does not verify: the fall-back's model differs, and the line says so
+mkdir -p "$TMP/mixed" && cp -r "$C3" "$TMP/mixed/ckpt_00000001" && cp -r "$C4" "$TMP/mixed/ckpt_00000002"
+printf '\x01' | dd of="$TMP/mixed/ckpt_00000002/model.bin" bs=1 seek=3000 conv=notrunc 2> /dev/null
+expect_error "a fall-back to a checkpoint of another model: no 'check --arch' when none was given" \
+    "ckpt_00000001: checkpoint has [0-9]+ parameters, this run's model has [0-9]+: the run took its model from the newest readable checkpoint in .*mixed, which did not verify" 1 \
+    $B --train "$TMP/train.bin" --threads 1 --resume "$TMP/mixed" --steps 9
 text() { "$@" 2>&1 | tail -2 | head -1; }   # the sample: the line before "sampled ..."
 s1=$($B --sample 1 --resume "$TMP/m2" --sample-len 6 --seed 5 --threads 1 2>&1); st=$?
 s2=$(text $B --sample 1 --init "$TMP/m2/ckpt_00000006/model.bin" --sample-len 6 --seed 5 --threads 1)

@@ -74,6 +74,32 @@ sed 's/^/       /' "$TMP/export_full.out"
 left=$(ls "$TMP/hf_full" 2> /dev/null | tr '\n' ' ')
 [ $rc -eq 1 ] && grep -q "error: .*model.safetensors.tmp: write failed (File too large)" "$TMP/export_full.out" && [ -z "$left" ]
 check "exit 1 naming the file; nothing left in the output directory${left:+ (found: $left)}" $?
+echo "== export_model writes a new folder and moves it into place: a failure leaves no half export, a re-export never mixes two"
+G="--preset tiny --dim 16 --heads 2 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --threads 1"   # GPT-2's vocabulary: tokenizer files too
+./build/z0/train_gpt_cpu $G --steps 2 --save "$TMP/g" --save-every 1 > /dev/null 2>&1 || exit 1
+ZEROC_FAIL_WRITE=tokenizer.json:last ./build/export_model "$TMP/g/ckpt_00000001" "$TMP/hf_tok" > "$TMP/hf_tok.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && [ ! -e "$TMP/hf_tok" ] && [ -z "$(ls -a "$TMP" | grep "^\..*\.export-")" ] && grep -q "error: .*tokenizer.json.tmp: write failed" "$TMP/hf_tok.out"
+check "tokenizer.json's last write fails: exit $rc, no output folder (not model.safetensors and config.json alone), nothing temporary left" $?
+./build/export_model "$TMP/g/ckpt_00000001" "$TMP/hf_gen" > /dev/null 2>&1 || exit 1
+before=$(cd "$TMP/hf_gen" && sha256sum * | sha256sum)
+ZEROC_FAIL_WRITE=tokenizer.json:last ./build/export_model "$TMP/g/ckpt_00000002" "$TMP/hf_gen" > /dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] && [ "$(cd "$TMP/hf_gen" && sha256sum * | sha256sum)" = "$before" ]
+check "a failed re-export of step 2 over step 1's export: exit $rc, every file still step 1's" $?
+./build/export_model "$TMP/ref" "$TMP/hf_gen" > "$TMP/hf_gen.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(ls "$TMP/hf_gen" | tr '\n' ' ')" = "config.json model.safetensors " ] && grep -q "note: .*hf_gen: removed vocab.json, merges.txt, tokenizer.json" "$TMP/hf_gen.out"
+check "a re-export of a model without GPT-2's vocabulary: the old export's tokenizer files removed, with a note (exit $rc)" $?
+if mount -t tmpfs -o size=$(( $(stat -c %s "$TMP/g/ckpt_00000001/model.bin") / 1024 + 256 ))k tmpfs "$TMP/mnt" 2> /dev/null; then
+    ./build/export_model "$TMP/g/ckpt_00000001" "$TMP/mnt/hf" > "$TMP/hf_tmpfs.out" 2>&1; rc=$?
+    left=$(ls -A "$TMP/mnt" | tr '\n' ' ')
+    [ $rc -eq 1 ] && [ -z "$left" ] && grep -q "No space left on device" "$TMP/hf_tmpfs.out"
+    check "a real full tmpfs (room for the model, not the tokenizer files): exit $rc, nothing left${left:+ (found: $left)}" $?
+    umount "$TMP/mnt"
+else
+    echo "  skip the real full tmpfs (mounting needs root); the write hook above covers the same path"
+fi
+./build/export_model > "$TMP/usage.out" 2>&1
+grep -q "usage: .*CKPT OUT_DIR \[--dtype fp32|bf16\] \[--tokenizer FILE\]" "$TMP/usage.out"
+check "export_model's usage line names --tokenizer" $?
 echo "== a --log file that cannot be written (/dev/full): one warning, the run goes on"
 ./build/z0/train_gpt_cpu $M --steps 3 --log /dev/full > "$TMP/devfull.out" 2>&1; rc=$?
 grep warning "$TMP/devfull.out" | sed 's/^/       /'

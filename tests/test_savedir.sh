@@ -3,7 +3,7 @@
 # directory that cannot be written refused at once, and a lock file: a second run saving
 # into the same directory refuses to start, naming the first run's pid and host; the lock
 # of a dead process on this host (a zombie too) is taken over with a note, by one run only
-# when two find it at once.
+# when two find it at once; so is one whose pid runs but whose kernel lock is free (issue 33).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 first=""
@@ -62,6 +62,16 @@ $B $M --quiet 1 --steps 1 --save "$TMP/zombie" > "$TMP/zombie.out" 2>&1; rc=$?
 kill $reaper 2> /dev/null
 sed 's/^/       /' "$TMP/zombie.out"
 [ $rc -eq 0 ] && grep -q "note: .*took over the lock of pid $z" "$TMP/zombie.out"; check "the zombie's lock is taken over with a note" $?
+echo "== the kernel lock is the truth: a lock naming a live pid whose flock is free is taken (a restarted container reuses pids)"
+mkdir -p "$TMP/reused"
+bash -c 'echo "$$ $(hostname)" > "$0/.lock"; exec "$@"' "$TMP/reused" $B $M --quiet 1 --steps 1 --save "$TMP/reused" > "$TMP/reused.out" 2>&1; rc=$?
+sed 's/^/       /' "$TMP/reused.out"
+[ $rc -eq 0 ] && grep -q "note: .*took over the lock of pid [0-9]*.*whose kernel lock is free" "$TMP/reused.out"
+check "a lock naming the run's own pid (exec after writing it): taken over with a note" $?
+echo "1 $(hostname)" > "$TMP/reused/.lock"
+$B $M --quiet 1 --steps 2 --save "$TMP/reused" --resume "$TMP/reused" > "$TMP/reused1.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "note: .*took over the lock of pid 1 " "$TMP/reused1.out"
+check "a lock naming pid 1 (an entrypoint trainer before the restart): taken over, the run resumes" $?
 mkdir -p "$TMP/remote" && echo "4242 some-other-host" > "$TMP/remote/.lock"
 expect_error "a lock held on another host" "in use by another run \\(pid 4242 on host some-other-host.*remove the lock file" 1 \
     $B $M --steps 1 --save "$TMP/remote"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Outside input read as strictly as its format's reference reader does, each problem one line:
 #   1. JSON (formats/json.h) in a DeepSpeed config, a config.json and a safetensors header: trailing
-#      data, a NUL byte or a \u0000 escape, a number beyond a double, a duplicate key are refused; a
-#      syntax error says FILE:LINE:COL; --config of a directory says so
+#      data, a NUL byte or a \u0000 escape, a number beyond a double, a duplicate key, 01, 1., a
+#      byte-order mark and nesting past 1000 levels are refused; a syntax error says FILE:LINE:COL;
+#      --config of a directory says so
 #   2. every value checked in the type it is used in: a float setting as a 32-bit float (eps 1e-46 is
 #      0 there, layer_norm_epsilon 1e300 is inf), an integer within its field's range; a model too
 #      large to allocate names where its sizes came from
@@ -27,16 +28,27 @@ expect_error "1e400 is reported as what it is" "t4.json:1:34: the number 1e400 i
 expect_error "a syntax error: file, line and column" "t5.json:3:14: syntax error at ', 3\]'" 1 \
     $CT lr --config "$(cfg t5 '{\n  "a": 1,\n  "b": [1, 2,, 3]\n}')"
 expect_error "a document that ends early" "t6.json:3:1: the document ends early" 1 $CT lr --config "$(cfg t6 '{\n  "a": {"b": 1,\n')"
+expect_error "01: a leading zero (Python's json refuses it)" "t7.json:1:7: 01 is not a JSON number" 1 $CT lr --config "$(cfg t7 '{"a": 01}')"
+expect_error "1.: no digit after the point" "t8.json:1:7: 1. is not a JSON number" 1 $CT lr --config "$(cfg t8 '{"a": 1.}')"
+expect_error "a byte-order mark" "t9.json:1:1: a byte-order mark" 1 $CT lr --config "$(cfg t9 '\xEF\xBB\xBF{}')"
+$PY -c "print('[' * 100000 + ']' * 100000)" > "$TMP/deep.json"
+expect_error "100k-deep arrays: the depth limit, not a syntax error" "deep.json:1:1001: nested more than 1000 levels deep" 1 $CT lr --config "$TMP/deep.json"
 expect_error "--config of a directory" "$TMP: a directory, not a JSON file" 1 $CT lr --config "$TMP"
 
 echo "== 2. values in the type they are used in"
-expect_error "eps 1e-46 (0 as a float)" "optimizer.params.eps: 1e-46 is 0 as the 32-bit float it is used as: expected a number > 0" 1 \
+expect_error "eps 1e-46 (0 as a float)" "optimizer.params.eps: 1e-46 is below the smallest 32-bit float, 1.4e-45, so it would be read as 0: expected a number > 0" 1 \
     $CT lr --config "$(cfg v1 '{"optimizer": {"params": {"eps": 1e-46}}}')"
 expect_error "beta2 0.99999999999 (1 as a float)" "optimizer.params.betas: 0.99999999999 is 1 as the 32-bit float" 1 \
     $CT lr --config "$(cfg v2 '{"optimizer": {"params": {"betas": [0.9, 0.99999999999]}}}')"
-expect_error "gradient_clipping 1e-46 (would turn clipping off)" "gradient_clipping: 1e-46 is 0 as the 32-bit float" 1 \
+expect_error "gradient_clipping 1e-46 (would turn clipping off)" "gradient_clipping: 1e-46 is below the smallest 32-bit float, 1.4e-45, so it would be read as 0: write 0 if 0 is meant" 1 \
     $CT lr --config "$(cfg v3 '{"gradient_clipping": 1e-46}')"
-expect_error "--clip 1e-46" "--clip: '1e-46' is 0 as the 32-bit float" 1 $CT lr --clip 1e-46
+expect_error "--clip 1e-46" "--clip: '1e-46' is below the smallest 32-bit float" 1 $CT lr --clip 1e-46
+# the range a message states is the range applied: FLT_MAX is taken, 1e39 is beyond the stated top
+$CT lr --lr 3.4028235e38 > /dev/null 2>&1 && $CT lr --config "$(cfg v5 '{"optimizer": {"params": {"lr": 3.4028235e38}}}')" > /dev/null 2>&1
+check "--lr and optimizer.params.lr 3.4028235e38 (FLT_MAX) are taken" $?
+expect_error "--lr 1e39: the message names the float's top" "--lr: expected a number >= 0, at most 3.4028235e38 \\(the largest 32-bit float\\), got '1e39'" 1 $CT lr --lr 1e39
+expect_error "--lr 1e-400 (below even a double): as 1e-50, not 'expected >= 0'" "--lr: '1e-400' is below the smallest 32-bit float" 1 $CT lr --lr 1e-400
+expect_error "--lr 1e-50: 0 is allowed, so the message says to write 0" "--lr: '1e-50' is below the smallest 32-bit float, 1.4e-45, so it would be read as 0: write 0 if 0 is meant" 1 $CT lr --lr 1e-50
 expect_error "number_checkpoints 9e18 (an int field)" "number_checkpoints: expected an integer in \\[1, 1024\\], got 9e\\+18" 1 \
     $CT lr --config "$(cfg v4 '{"activation_checkpointing": {"number_checkpoints": 9e18}}')"
 # a config.json beside a safetensors file (the export of a tiny model)

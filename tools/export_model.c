@@ -33,7 +33,7 @@ typedef struct {
 
 static void model_reader_open(ModelReader *r, const char *path) {
     snprintf(r->path, sizeof(r->path), "%s", path);
-    r->f = fopen_or_die(path, "rb");
+    r->f = fopen_regular_or_die(path, "rb", "a model file");
     long long size = file_size_or_die(r->f, path);
     int32_t h[256], want[256];
     fread_or_die(h, 4, 256, r->f, path, "the model file header");
@@ -117,6 +117,57 @@ static int export_tokenizer_open(Tokenizer *t, const char *flag_path, const Mode
     return 0;
 }
 
+// ----------------------------------------------------------------------------
+// The export is written into a new folder beside OUT_DIR and moved into place only when every file is
+// complete: a full disk or any other failure leaves OUT_DIR as it was, and the folder is removed on
+// the way out. Into an existing OUT_DIR each file is renamed over its old version, which needs no
+// space, and an export file of an older export that this one does not write is removed, so the
+// folder never mixes two exports. Other files in OUT_DIR are left alone.
+
+static const char *EXPORT_FILES[] = {"model.safetensors", "config.json", "vocab.json", "merges.txt", "tokenizer.json",
+                                     "tokenizer_config.json", "special_tokens_map.json"};
+#define N_EXPORT_FILES ((int)(sizeof(EXPORT_FILES) / sizeof(EXPORT_FILES[0])))
+static char g_stage[1200];   // the folder being written; "" once moved into place
+
+static void export_stage_remove(void) { if (g_stage[0]) rm_tree(g_stage); }
+
+// a new, empty folder beside out_dir, into stage; out_dir itself checked to be a folder if it exists
+static void export_stage_open(const char *out_dir, char *stage, size_t n) {
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s", out_dir);
+    for (size_t k = strlen(dir); k > 1 && dir[k - 1] == '/'; k--) dir[k - 1] = 0;
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) fatal("%s: %s, not a directory to export into", out_dir, file_kind(sb.st_mode));
+    const char *base = path_base(dir);
+    snprintf(stage, n, "%.*s.%s.export-%d", (int)(base - dir), dir, base, (int)getpid());
+    atexit(export_stage_remove);
+    if (mkdir(stage, 0755) != 0) fatal("%s: cannot create directory (%s)", stage, strerror(errno));
+    snprintf(g_stage, sizeof(g_stage), "%s", stage);
+}
+
+// the complete export in stage moved to out_dir (see above)
+static void export_stage_commit(const char *stage, const char *out_dir) {
+    char err[1300];
+    if (rename(stage, out_dir) != 0) {
+        if (errno != EEXIST && errno != ENOTEMPTY) fatal("%s: cannot rename into place as %s (%s)", stage, out_dir, strerror(errno));
+        char stale[200] = "";
+        for (int i = 0; i < N_EXPORT_FILES; i++) {
+            char from[1400], to[1400];
+            snprintf(from, sizeof(from), "%s/%s", stage, EXPORT_FILES[i]);
+            snprintf(to, sizeof(to), "%s/%s", out_dir, EXPORT_FILES[i]);
+            int written = access(from, F_OK) == 0, had = access(to, F_OK) == 0;
+            if (written ? rename(from, to) != 0 : had && unlink(to) != 0) fatal("%s: cannot replace (%s)", to, strerror(errno));
+            if (!written && had) snprintf(stale + strlen(stale), sizeof(stale) - strlen(stale), "%s%s", stale[0] ? ", " : "", EXPORT_FILES[i]);
+        }
+        rmdir(stage);
+        if (stale[0]) diag("note", "%s: removed %s of an older export, which this one does not write", out_dir, stale);
+    }
+    g_stage[0] = 0;
+    char any[1400];
+    snprintf(any, sizeof(any), "%s/config.json", out_dir);
+    if (!fsync_parent_dir(any, err, sizeof(err)) || !fsync_parent_dir(out_dir, err, sizeof(err))) fatal("%s", err);
+}
+
 int main(int argc, char **argv) {
     const char *ckpt = NULL, *out_dir = NULL, *tok_path = NULL;
     int dtype = ST_F32;
@@ -141,20 +192,21 @@ int main(int argc, char **argv) {
         } else if (!strncmp(argv[i], "--", 2)) fatal("unknown flag '%s' (see --help)", argv[i]);
         else if (!ckpt) ckpt = argv[i];
         else if (!out_dir) out_dir = argv[i];
-        else fatal("unexpected argument '%s' (usage: %s CKPT OUT_DIR [--dtype fp32|bf16])", argv[i], argv[0]);
+        else fatal("unexpected argument '%s' (usage: %s CKPT OUT_DIR [--dtype fp32|bf16] [--tokenizer FILE])", argv[i], argv[0]);
     }
-    if (!out_dir) fatal("usage: %s CKPT OUT_DIR [--dtype fp32|bf16]", argv[0]);
+    if (!out_dir) fatal("usage: %s CKPT OUT_DIR [--dtype fp32|bf16] [--tokenizer FILE]", argv[0]);
 
-    char model_path[1100], st_path[1100], cfg_path[1100];
+    char model_path[1100], st_path[1300], cfg_path[1300];
     resolve_model_file(ckpt, model_path, sizeof(model_path));
     ModelReader r;
     model_reader_open(&r, model_path);
     const ModelLayout *L = &r.L;
     Tokenizer tok;
     int with_tokenizer = export_tokenizer_open(&tok, tok_path, &L->cfg, out_dir);
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) fatal("%s: cannot create directory (%s)", out_dir, strerror(errno));
-    snprintf(st_path, sizeof(st_path), "%s/model.safetensors", out_dir);
-    snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", out_dir);
+    char stage[1200];
+    export_stage_open(out_dir, stage, sizeof(stage));
+    snprintf(st_path, sizeof(st_path), "%s/model.safetensors", stage);
+    snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", stage);
 
     HFTensor *map = (HFTensor *)xmalloc(sizeof(HFTensor) * hf_max_tensors(L), "tensor map");
     int n = hf_tensors(L, map);
@@ -192,11 +244,12 @@ int main(int argc, char **argv) {
     atomic_commit(&a);
     const ModelConfig *mc = &L->cfg;
     hf_config_write(mc, cfg_path, dtype == ST_BF16 ? "bfloat16" : "float32");
-    printf("%s -> %s (%s, %d tensors, %zu parameters: %s vocabulary %d of %d rows%s) + config.json (%s)\n",
-           model_path, st_path, ST_DTYPE_NAMES[dtype], n, exported, arch_name(mc->arch), mc->vocab_size, mc->padded_vocab,
+    if (with_tokenizer) hf_tokenizer_write(&tok, stage, mc->max_seq);
+    export_stage_commit(stage, out_dir);
+    printf("%s -> %s/model.safetensors (%s, %d tensors, %zu parameters: %s vocabulary %d of %d rows%s) + config.json (%s)\n",
+           model_path, out_dir, ST_DTYPE_NAMES[dtype], n, exported, arch_name(mc->arch), mc->vocab_size, mc->padded_vocab,
            mc->arch == ARCH_GPT2 ? ", head tied to wte" : "", mc->arch == ARCH_GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
     if (with_tokenizer) {
-        hf_tokenizer_write(&tok, out_dir, mc->max_seq);
         printf("%s -> %s/{vocab.json, merges.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json}\n", tok.path, out_dir);
         tokenizer_free(&tok);
     }

@@ -47,9 +47,7 @@ static void usage(FILE *f) {
 // whole-file and whole-stdin reading
 
 static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen_or_die(path, "rb");
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", path);
+    FILE *f = fopen_regular_or_die(path, "rb", "a text file");
     long long n = file_size_or_die(f, path);
     char *buf = (char *)xmalloc((size_t)n + 1, path);
     fread_or_die(buf, 1, (size_t)n, f, path, "text");
@@ -358,11 +356,11 @@ static void encode_file(Encoder *e, const char *text, size_t len) {
 
 // an input file, memory-mapped (read-only; never copied whole into memory)
 static const char *map_text(const char *path, size_t *len) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) fatal("%s: cannot open (%s)", path, strerror(errno));
+    char err[1400];
+    int fd = open_regular(path, O_RDONLY, "a text file (an input is read whole: a regular file)", err, sizeof(err));
+    if (fd < 0) fatal("%s", err);
     struct stat st;
     if (fstat(fd, &st) != 0) fatal("%s: cannot stat (%s)", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) fatal("%s: is a directory, not a file", path);
     if (st.st_size == 0) fatal("%s: empty file: no text to tokenize", path);
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) fatal("%s: cannot memory-map (%s)", path, strerror(errno));
@@ -400,13 +398,18 @@ static void run_input(char **inputs, int n_inputs, const char *prefix, double va
     // Either way neither split is ever empty.
     ShardWriter train, val;
     char path[1100];
-    long long period = val_fraction > 0 ? llround(1.0 / val_fraction) : 0;
+    // 1/X past what a count holds (X = 1e-300 or 5e-324) is a period no input reaches, never an overflow
+    double inv = val_fraction > 0 ? 1.0 / val_fraction : 0;
+    long long period = val_fraction <= 0 ? 0 : inv >= 9e18 ? LLONG_MAX : llround(inv);
     if (val_fraction > 0 && period < 2) period = 2;
     int split_tokens = val_fraction > 0 && docs < period;
     if (split_tokens && shard_tokens)
-        fatal("%s: --val-fraction %g with --shard-tokens sends one document in %lld to validation, and the input has %lld "
+        fatal("%s: --val-fraction %g with --shard-tokens sends one document in %.4g to validation, and the input has %lld "
               "document%s (separated by %s): the validation split would be empty; without --shard-tokens the tokens are split instead",
-              inputs[0], val_fraction, period, docs, docs == 1 ? "" : "s", EOT_TEXT);
+              inputs[0], val_fraction, (double)period, docs, docs == 1 ? "" : "s", EOT_TEXT);
+    if (!split_tokens && val_fraction > 0 && fabs(period * val_fraction - 1) > 1e-9)
+        fprintf(stderr, "note: --val-fraction %g: one document in %lld goes to validation, a fraction of %.4g (documents are "
+                "sent whole, one in round(1/X), at least one in 2)\n", val_fraction, period, 1.0 / period);
     if (val_fraction > 0) {
         snprintf(path, sizeof(path), "%s_train", prefix);
         writer_init(&train, path, shard_tokens, quiet);
@@ -432,7 +435,11 @@ static void run_input(char **inputs, int n_inputs, const char *prefix, double va
                 n_inputs, e.bytes_total / 1e6, e.docs, N, secs, e.bytes_total / 1e6 / (secs > 0 ? secs : 1e-9), N / (secs > 0 ? secs : 1e-9));
     if (split_tokens) {   // too few documents: the last round(X * N) tokens (all still in train's buffer) to val
         long long nv = llround(val_fraction * N);
-        if (nv < 1) nv = 1;
+        if (nv < 1) {
+            nv = 1;
+            fprintf(stderr, "note: --val-fraction %g of %lld tokens rounds to none: 1 token goes to validation (no split is left empty)\n",
+                    val_fraction, N);
+        }
         if (nv >= N) fatal("--val-fraction %g leaves no training tokens out of %lld", val_fraction, N);
         int *tail = (int *)xmalloc(sizeof(int) * nv, "val tokens");
         for (long long i = 0; i < nv; i++) tail[i] = train.buf[N - nv + i];

@@ -63,20 +63,11 @@ static void model_header(int32_t h[256], const ModelConfig *c, size_t num_params
     h[14] = (int32_t)(uint32_t)(num_params & 0xFFFFFFFFu); h[15] = (int32_t)(uint32_t)(num_params >> 32);
 }
 
-// 0 with err when path exists but is no regular file: a FIFO would block the reads
-static int model_path_regular(const char *path, char *err, size_t errn) {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return 1;
-    snprintf(err, errn, "%s: %s, not a model file", path, file_kind(sb.st_mode));
-    return 0;
-}
-
 // The model a zeroc model file's header describes (with its parameter count). Returns 1,
 // or 0 with a one-line err.
 static int model_file_config(const char *path, ModelConfig *m, long long *num_params, char *err, size_t errn) {
-    if (!model_path_regular(path, err, errn)) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    FILE *f = fopen_regular(path, "rb", "a model file", err, errn);
+    if (!f) return 0;
     int32_t h[256];
     int got = fread(h, 4, 256, f) == 256;
     fclose(f);
@@ -125,7 +116,6 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
     size_t num_params = L->num_params;
     *s = params_from_init(L, 0);
     snprintf(s->path, sizeof(s->path), "%s", path);
-    if (!model_path_regular(path, err, errn)) return 0;
     if (st_sniff(path)) {
         HFSource *h = (HFSource *)xmalloc(sizeof(HFSource), "safetensors source");
         if (!hf_source_open(h, path, c, err, errn)) { free(h); return 0; }
@@ -151,8 +141,8 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
             snprintf(err, errn, "%s: the file's model has %s %.9g, this run's %.9g", path, chk[i].name, chk[i].file, chk[i].run);
             return 0;
         }
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    FILE *f = fopen_regular(path, "rb", "a model file", err, errn);
+    if (!f) return 0;
     fseeko(f, 0, SEEK_END);
     long long size = ftello(f);
     long long expect = 1024 + 4LL * (long long)num_params;
@@ -236,8 +226,8 @@ static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW
 
 // size and CRC-32 of a file. Returns 1, or 0 with a one-line err.
 static int file_crc(const char *path, long long *size, uint32_t *crc, char *err, size_t errn) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return 0; }
+    FILE *f = fopen_regular(path, "rb", "a checkpoint file", err, errn);
+    if (!f) return 0;
     static char buf[1 << 16];
     size_t n;
     *crc = 0;
@@ -249,10 +239,16 @@ static int file_crc(const char *path, long long *size, uint32_t *crc, char *err,
     return 1;
 }
 
-// "ckpt_00000012" -> 12; -1 for any other name
+// "ckpt_00000012" -> 12, "ckpt_123456789" -> 123456789 (the name ckpt_%08d gives a step: eight digits
+// or more); -1 for any other name
 static int ckpt_step_of(const char *name) {
-    if (strncmp(name, "ckpt_", 5) != 0 || strlen(name) != 13 || strspn(name + 5, "0123456789") != 8) return -1;
-    return atoi(name + 5);
+    if (strncmp(name, "ckpt_", 5) != 0) return -1;
+    size_t digits = strlen(name) - 5;
+    if (digits < 8 || digits > 10 || strspn(name + 5, "0123456789") != digits) return -1;
+    long long step = atoll(name + 5);
+    char again[32];
+    snprintf(again, sizeof(again), "ckpt_%08lld", step);
+    return step <= INT32_MAX && !strcmp(again, name) ? (int)step : -1;
 }
 
 static int cmp_int_desc(const void *a, const void *b) { return *(const int *)b - *(const int *)a; }
@@ -277,17 +273,24 @@ static int checkpoint_list(const char *dir, int *steps, int max) {
     return n;
 }
 
-// the checkpoint name DIR/latest holds, or "" when there is none or it is not a plain name
-static void checkpoint_latest_name(const char *dir, char *name, size_t n) {
+// The checkpoint name DIR/latest holds, or "" when there is none or it is not a plain name.
+// Returns 0 with err when latest exists but cannot be read (a FIFO: refused, never waited on).
+static int checkpoint_latest_read(const char *dir, char *name, size_t n, char *err, size_t errn) {
     char path[1100];
     snprintf(path, sizeof(path), "%s/latest", dir);
     name[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
+    FILE *f = fopen_regular(path, "rb", "a checkpoint name (a regular file)", err, errn);
+    if (!f) return errno == ENOENT;
     if (!fgets(name, (int)n, f)) name[0] = 0;
     fclose(f);
     name[strcspn(name, "\r\n")] = 0;
     if (strchr(name, '/')) name[0] = 0;
+    return 1;
+}
+// the name alone, "" also when latest cannot be read
+static void checkpoint_latest_name(const char *dir, char *name, size_t n) {
+    char ignored[1400];
+    checkpoint_latest_read(dir, name, n, ignored, sizeof(ignored));
 }
 
 // --keep-last K: rank 0, after a complete save of step `saved`, removes all but the newest
@@ -324,7 +327,7 @@ static int checkpoint_set_aside(const char *dir, int start, char *note, size_t n
         if (errno != EEXIST || k > 1000) { snprintf(err, errn, "%s: cannot create (%s)", aside, strerror(errno)); return 0; }
         snprintf(aside, sizeof(aside), "%s/abandoned_%08d_%d", dir, start, k);
     }
-    checkpoint_latest_name(dir, latest, sizeof(latest));
+    if (!checkpoint_latest_read(dir, latest, sizeof(latest), err, errn)) return 0;
     int latest_moved = 0;
     char names[160] = "";
     for (int i = newer - 1; i >= 0; i--) {   // oldest first, for the note
@@ -521,8 +524,8 @@ static void checkpoint_claim_dir(Comm *c, const char *dir, int start) {
 
 // the whole of a small file, NUL-terminated (*len bytes), or NULL with err set
 static char *read_text_file(const char *path, size_t *len, char *err, size_t errn) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); return NULL; }
+    FILE *f = fopen_regular(path, "rb", "a manifest", err, errn);
+    if (!f) return NULL;
     fseeko(f, 0, SEEK_END);
     long long n = ftello(f);
     fseeko(f, 0, SEEK_SET);
@@ -577,7 +580,7 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
     if (stat(path, &sb) == 0) { snprintf(out[0], 1100, "%s", dir); return 1; }
     int n = 0;
     char name[256];
-    checkpoint_latest_name(dir, name, sizeof(name));
+    if (!checkpoint_latest_read(dir, name, sizeof(name), err, errn)) return 0;
     if (name[0]) snprintf(out[n++], 1100, "%s/%s", dir, name);
     int steps[RESUME_MAX_CANDIDATES];
     int k = checkpoint_list(dir, steps, max);
@@ -597,7 +600,9 @@ static int checkpoint_candidates(const char *dir, char (*out)[1100], int max, ch
 static int checkpoint_compatible(const Manifest *m, const char *ck, const ZeroPlan *p, const TrainConfig *tc, const TrainState *data,
                                  int world, int say, char *err, size_t errn) {
     if ((size_t)m->num_params != p->num_params)
-        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu (check --arch/--preset/sizes)", ck, m->num_params, p->num_params);
+        CK_FAIL("%s: checkpoint has %lld parameters, this run's model has %zu: the run took its model from the newest readable "
+                "checkpoint in %s, which did not verify, and this older one is of another model; resume a given ckpt_ directory",
+                ck, m->num_params, p->num_params, tc->resume_dir);
     if (m->align != ZERO_ALIGN) CK_FAIL("%s: alignment %d differs from this build's %d", ck, m->align, ZERO_ALIGN);
     if (!data) return 1;   // sampling (--sample 1): only the weights are read
     if (tc->steps <= m->step)
@@ -654,8 +659,8 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
             size_t b = ((size_t)wp + 1) * w_shard;
             if (b > hi) b = hi;
             snprintf(path, sizeof(path), "%s/optim_rank_%05d.bin", ck, wp);
-            FILE *of = fopen(path, "rb");
-            if (!of) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); ok = 0; break; }
+            FILE *of = fopen_regular(path, "rb", "an optimizer shard", err, errn);
+            if (!of) { ok = 0; break; }
             int32_t h[256];
             ok = fread(h, 4, 256, of) == 256;
             if (!ok) snprintf(err, errn, "%s: short read of the header", path);
@@ -663,8 +668,16 @@ static int checkpoint_read_state(Zero *z, const char *ck, const Manifest *m, cha
             size_t src_off = w_shard_off[i] + (a - (size_t)wp * w_shard), dst = U->shard_off + (a - lo);
             for (int which = 0; which < 2 && ok; which++) {
                 ok = fseeko(of, 1024 + 4 * (off_t)(which * w_shard_elems + src_off), SEEK_SET) == 0 && fread(piece, 4, b - a, of) == b - a;
-                if (ok) zero_optim_write(z, which, dst, b - a, piece);
-                else snprintf(err, errn, "%s: short read", path);
+                if (!ok) { snprintf(err, errn, "%s: short read", path); break; }
+                // a forged CRC must not smuggle in what AdamW never writes: non-finite m or v, or v below 0
+                size_t bad = first_nonfinite(piece, b - a);
+                for (size_t e = 0; which == 1 && e < bad; e++) if (piece[e] < 0) { bad = e; break; }
+                if (bad < b - a) {
+                    snprintf(err, errn, "%s: the %s holds %g at element %zu of unit %s (AdamW's m is finite, its v finite and "
+                             ">= 0): a damaged or edited file", path, which ? "second moment v" : "first moment m", piece[bad],
+                             a + bad, z->layout->units[i].name);
+                    ok = 0;
+                } else zero_optim_write(z, which, dst, b - a, piece);
             }
             fclose(of);
             a = b;
@@ -774,10 +787,11 @@ static void config_from_run_files(TrainConfig *tc, int world, int argc, char **a
         if (!tc->from[FROM_SCHED_TOTAL] && m.lr_total_steps > 0) {
             tc->sched_total = m.lr_total_steps;
             int decays = tc->sched != SCHED_CONSTANT && tc->sched != SCHED_WARMUP_LR;
-            if (say && decays && !tc->sample && tc->steps > tc->sched_total)
+            int first = (m.step > tc->sched_total ? m.step : tc->sched_total) + 1;   // this run's first step past the horizon
+            if (say && decays && !tc->sample && tc->steps >= first)
                 diag("note", "--resume: the learning-rate schedule is the checkpoint's, planned for %d steps: steps %d-%d continue "
-                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, tc->sched_total + 1,
-                     tc->steps, (double)lr_at(tc, tc->sched_total, tc->sched_total), tc->sched_total + 1, tc->steps);
+                     "it past its end (lr %.2e at step %d); --lr-total-steps %d re-plans it", tc->sched_total, first,
+                     tc->steps, (double)lr_at(tc, first - 1, tc->sched_total), first, tc->steps);
         }
         manifest_free(&m);
     } else if (!tc->resume_dir[0] && tc->init_path[0] && !st_sniff(tc->init_path) &&

@@ -3,7 +3,7 @@
 // records (memory, comm, estimate) and hand them to jsonl_record.
 //   {"type":"train", "step", "loss", "lr", "grad_norm", "tokens_per_sec", "ms", "skipped", "skipped_steps",
 //    "elapsed_s", "gflops", "mem_bytes" [, "skip_reason"][, "loss_scale"][, "peak_live_elems"][, "mfu"]
-//    [, "qwz_max_rel_error"][, "qgz_max_rel_error"] (ZeRO++: the worst block's error over its largest value)
+//    [, "qwz_rel_rms_error"][, "qgz_rel_rms_error"] (ZeRO++: the relative RMS error of what each quantizer sent)
 //    [, "forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms": --breakdown 1]}
 //   {"type":"val", "step", "val_loss"}
 //   {"type":"sample", "step", "tokens": [[ids of sample 1], ...]}: --sample-every's samples, as token ids
@@ -19,9 +19,45 @@
 
 typedef struct { FILE *f; const char *path; } JsonLog;   // f == NULL: not logging (no --log, or not rank 0)
 
-static JsonLog jsonl_open(const char *path, int writer, int append) {
+// A resumed run continues the log of the run it resumes: what an earlier run wrote after the
+// checkpoint's step is stale, so the file is cut at the first record past that step, as the
+// TensorBoard and CSV monitors are cut (docs/checkpoints.md). A torn last line goes too; a line
+// that does not parse is kept, since it proves nothing about the steps.
+static void jsonl_cut_after(const char *path, int step) {
+    char err[1400];
+    FILE *f = fopen_regular(path, "r+b", "a regular file for --log", err, sizeof(err));
+    if (!f) return;   // no log yet: nothing to cut (what is not a regular file, jsonl_open refuses)
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    off_t end = 0;
+    long removed = 0;
+    int cutting = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        cJSON *rec = line[len - 1] == '\n' ? cJSON_Parse(line) : NULL;
+        const cJSON *st = cJSON_GetObjectItem(rec, "step");
+        if (line[len - 1] != '\n' || (cJSON_IsNumber(st) && st->valuedouble > step)) cutting = 1;
+        cJSON_Delete(rec);
+        if (cutting) removed++;
+        else end += (off_t)len;
+    }
+    free(line);
+    if (removed && ftruncate(fileno(f), end) != 0) fatal("%s: cannot cut the log at step %d (%s)", path, step, strerror(errno));
+    fclose(f);
+    if (removed) diag("note", "%s: %ld record%s of an earlier run after step %d removed: this run continues from there", path, removed,
+                      removed == 1 ? "" : "s", step);
+}
+
+// resume_step > 0: append after cutting what follows that step; 0: a new log
+static JsonLog jsonl_open(const char *path, int writer, int resume_step) {
     JsonLog l = {NULL, path};
-    if (writer && path[0]) l.f = fopen_or_die(path, append ? "ab" : "wb");
+    struct stat sb;
+    // a terminal, /dev/null or /dev/full takes a stream; a FIFO would block the open: refused with anything else not a file
+    if (writer && path[0] && stat(path, &sb) == 0 && S_ISCHR(sb.st_mode)) l.f = fopen_or_die(path, "wb");
+    else if (writer && path[0]) {
+        if (resume_step > 0) jsonl_cut_after(path, resume_step);
+        l.f = fopen_regular_or_die(path, resume_step > 0 ? "ab" : "wb", "a regular file for --log");
+    }
     return l;
 }
 static void jsonl_close(JsonLog *l) { if (l->f) fclose(l->f); l->f = NULL; }
@@ -60,7 +96,7 @@ typedef struct {
     double mem_bytes;           // memory in use: the GPU's (all of it), or this process's resident memory
     double elapsed_s, eta_s;    // since the loop started; to the last step at this run's mean pace
     double phase_ms[4];         // --breakdown: forward, backward, communication wait, optimizer; [0] < 0: off
-    float quant_error[2];       // ZeRO++: the step's worst block error, qwZ's int8 and qgZ's int4; < 0: off
+    float quant_error[2];       // ZeRO++: the step's relative RMS error, qwZ's int8 and qgZ's int4; < 0: off
 } StepStats;
 static const char *const PHASE_NAMES[4] = {"forward_ms", "backward_ms", "comm_wait_ms", "optimizer_ms"};
 
@@ -79,8 +115,8 @@ static void jsonl_train(JsonLog *l, const StepStats *s) {
     cJSON_AddNumberToObject(r, "skipped_steps", (double)s->skipped_steps);
     if (s->loss_scale > 0) cJSON_AddNumberToObject(r, "loss_scale", s->loss_scale);
     if (s->peak_live_elems >= 0) cJSON_AddNumberToObject(r, "peak_live_elems", (double)s->peak_live_elems);
-    if (s->quant_error[0] >= 0) jsonl_add_number(r, "qwz_max_rel_error", s->quant_error[0]);
-    if (s->quant_error[1] >= 0) jsonl_add_number(r, "qgz_max_rel_error", s->quant_error[1]);
+    if (s->quant_error[0] >= 0) jsonl_add_number(r, "qwz_rel_rms_error", s->quant_error[0]);
+    if (s->quant_error[1] >= 0) jsonl_add_number(r, "qgz_rel_rms_error", s->quant_error[1]);
     cJSON_AddNumberToObject(r, "elapsed_s", s->elapsed_s);
     cJSON_AddNumberToObject(r, "gflops", s->gflops);
     if (s->mfu >= 0) cJSON_AddNumberToObject(r, "mfu", s->mfu);

@@ -52,6 +52,8 @@ static void model_alloc_context(const TrainConfig *tc) {
 // arithmetic alone, allocates nothing, and ends the run.
 static int train_startup(Comm *comm, TrainConfig *tc, int *argc, char ***argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   // progress lines reach a redirected file as they are printed
+    // armed before MPI_Init, which waits for every rank: one stopped before joining must not hang the job
+    comm_watchdog_start(NULL, -1, flags_prescan_timeout(*argc, *argv));
     comm_init_world(comm, argc, argv);
     parse_args(tc, *argc, *argv, comm->rank == 0);
     // the model of --resume's checkpoint or --init's model file (and what else the checkpoint's run sets)
@@ -186,7 +188,7 @@ typedef struct {
     double seconds;        // the whole step
     double end;            // wall_time() when it ended
     double phase_s[4];     // forward, backward, communication wait, optimizer
-    float quant_error[2];  // ZeRO++'s worst block errors (zero_quant_errors)
+    float quant_error[2];  // ZeRO++'s relative RMS errors (zero_quant_errors)
 } StepResult;
 
 // Phase p of the step (forward 0, backward 1, optimizer 3) ends now. With --breakdown
@@ -272,6 +274,7 @@ typedef struct {
     long long comm_intra[N_COLL], comm_cross[N_COLL];   // the same, inside nodes and across them
     int last_applied;          // the last step applied (1-based; 0: none yet, the initial parameters)
     const char *ended_skipped; // why the last step was skipped, when it was a skip --max-skips counts
+    char stop_note[1700];      // a signal's stop, said last
 } TrainRun;
 
 // The state after optimizer step `done` (1-based), as a checkpoint records it.
@@ -302,9 +305,17 @@ static void train_data_report(const TrainRun *R, cJSON *data) {
         return;
     }
     dataloader_describe(&R->val, text, sizeof(text));
-    if (R->say) printf("       val:   %s%s | %d batches of %d sequences every %d steps\n", text,
+    // more batches than the set holds wrap around to its start: the repeats are said, not hidden
+    long long per_batch = (long long)tc->B * R->m->comm->world, reads = per_batch * tc->val_batches;
+    char repeats[200] = "";
+    long long once = R->val.n_seq / per_batch;   // the batches that read each sequence at most once
+    if (reads > R->val.n_seq)
+        snprintf(repeats, sizeof(repeats), " = %lld reads of the set's %lld sequences, %lld of them repeats (%s%lld%s)", reads,
+                 R->val.n_seq, reads - R->val.n_seq, once ? "--val-batches " : "a batch of at most ", once ? once : R->val.n_seq,
+                 once ? " reads each once" : " sequences over all ranks reads each once");
+    if (R->say) printf("       val:   %s%s | %d batches of %lld sequences every %d steps%s\n", text,
                        default_val ? " (the default, Brown's validation split: --val PATH for another)" : "",
-                       tc->val_batches, tc->B * R->m->comm->world, tc->val_every);
+                       tc->val_batches, per_batch, tc->val_every, repeats);
     cJSON_AddNumberToObject(data, "val_shards", R->val.n_shards);
     cJSON_AddNumberToObject(data, "val_tokens", (double)R->val.n_tokens);
     if (default_val && strcmp(tc->train_path, DEFAULT_TRAIN_PATH) && R->m->comm->rank == 0)
@@ -339,7 +350,7 @@ static void train_open(TrainRun *R, GPT *m, const TrainConfig *tc, const char *n
     if (tc->save_dir[0]) checkpoint_claim_dir(comm, tc->save_dir, R->st.step);   // another run's newer checkpoints set aside
     R->last_applied = R->st.step - R->st.guard.consecutive;   // a resumed run's skips since its last applied step
     R->sample_rng.state = R->st.rng;
-    R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step > 0);
+    R->log = jsonl_open(tc->log_path, comm->rank == 0, R->st.step);
     cJSON *config = config_json_record(tc);   // {"type":"config"}: the resolved configuration and what the data holds
     train_data_report(R, cJSON_GetObjectItem(config, "data"));
     jsonl_record(&R->log, config);
@@ -452,9 +463,12 @@ static int train_signals(TrainRun *R, int done, int last, int save_due, float lo
         else if (name[0]) snprintf(what, sizeof(what), "no checkpoint of that step (its loss is not finite); --resume %s continues from %s",
                                    tc->save_dir, name);
         else snprintf(what, sizeof(what), "no checkpoint of that step (its loss is not finite), and none in %s", tc->save_dir);
-        if (comm->rank == 0)
-            diag("note", "stopped by %s after step %d of %d: %s; exit status %d", preempt_signal_name(req), done, tc->steps, what,
-                 EXIT_PREEMPTED);
+        // said after the end-of-run reports (train()), so that it is the run's last line; mpirun turns a
+        // Ctrl-C into a SIGTERM to each rank, so under mpirun the note says which keys that may have been
+        int by_mpirun = (req & PREEMPT_SIGTERM) && getenv("OMPI_COMM_WORLD_SIZE") && !getenv("SLURM_STEP_ID");
+        snprintf(R->stop_note, sizeof(R->stop_note), "stopped by %s after step %d of %d: %s; exit status %d%s",
+                 preempt_signal_name(req), done, tc->steps, what, EXIT_PREEMPTED,
+                 by_mpirun ? " (mpirun passes a Ctrl-C, or a SIGTERM to itself, to the ranks as SIGTERM)" : "");
         return 1;
     }
     if (!tc->save_dir[0] && comm->rank == 0) diag("warning", "SIGUSR1 asks for a checkpoint, but there is no --save directory");
@@ -491,9 +505,9 @@ static void train_close(TrainRun *R) {
 
 // A run whose last step was skipped, a skip --max-skips counts (a non-finite loss or
 // gradients), did not train to its end: one line on every rank says so, since which
-// step, and which checkpoint holds its parameters, those of R->last_applied.
-// Returns the exit status, 1.
-static int train_ended_skipped(const TrainRun *R) {
+// step, and which checkpoint holds its parameters, those of R->last_applied; `bad`, when
+// not NULL, says those parameters are not finite. Returns the exit status, 1.
+static int train_ended_skipped(const TrainRun *R, const char *bad) {
     const TrainConfig *tc = R->tc;
     int applied = R->last_applied, n = tc->steps - applied;
     char first[32], held[1400] = "", name[256] = "";
@@ -504,8 +518,22 @@ static int train_ended_skipped(const TrainRun *R) {
     else if (ckpt_step_of(name) >= applied)   // saved at or after it: a skipped step changes nothing
         snprintf(held, sizeof(held), "the latest checkpoint, %s/%s, holds them", tc->save_dir, name);
     else snprintf(held, sizeof(held), "the latest checkpoint is %s/%s, of step %d", tc->save_dir, name, ckpt_step_of(name));
-    diag("error", "the run ended on %d skipped step%s (%s, %s): its parameters are those of step %d, the last applied one; %s",
-         n, n > 1 ? "s" : "", first, R->ended_skipped, applied, held);
+    char finite[600] = "";
+    if (bad) snprintf(finite, sizeof(finite), ", and they are not finite: %s", bad);
+    diag("error", "the run ended on %d skipped step%s (%s, %s): its parameters are those of step %d, the last applied one%s; %s",
+         n, n > 1 ? "s" : "", first, R->ended_skipped, applied, finite, held);
+    return 1;
+}
+
+// The end of a run: its parameters checked as a save checks them (an applied step with a
+// finite loss can still overflow them, as --lr 3e38 does), so the exit status does not
+// depend on --save. Collective. Returns 0, or 1 after one line on every rank.
+static int train_ended_nonfinite(GPT *m, const TrainRun *R) {
+    char bad[512] = "";
+    if (step_guard_master_finite(&m->zero, bad, sizeof(bad))) return R->ended_skipped ? train_ended_skipped(R, NULL) : 0;
+    if (R->ended_skipped) return train_ended_skipped(R, bad);
+    diag("error", "step %d: the run ended with parameters that are not finite: %s (a checkpoint of them would be refused; "
+         "lower the learning rate)", R->tc->steps, bad);
     return 1;
 }
 
@@ -521,6 +549,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     preempt_install();
     comm_watchdog_steps(1);   // any stall in the steps counts, not only waits
     R.t0 = wall_time();
+    int first = R.st.step;
     for (int step = R.st.step; step < tc->steps; step++) {
         StepResult r = train_step(m, tc, &R.train, &R.st.guard, step);
         // everything that follows now is just diagnostics: reports, validation, samples, checkpoints, signals
@@ -540,8 +569,9 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
     comm_watchdog_steps(0);
     comm_phase("the end-of-run reports", tc->steps);
     test_stop_point("shutdown");
-    if (status == 0 && R.ended_skipped) status = train_ended_skipped(&R);
+    if (status == 0 && tc->steps > first) status = train_ended_nonfinite(m, &R);
     train_close(&R);
+    if (R.stop_note[0] && m->comm->rank == 0) diag("note", "%s", R.stop_note);
     return status;
 }
 

@@ -19,7 +19,9 @@
 #include "train/jsonl.h"
 #include "config/train_config.h"
 #include "comm/comm.h"
+#include "train/savedir.h"
 #include <dirent.h>
+#include <sys/mman.h>
 
 // What the monitors write. at_start: the metric belongs to the model before the step
 // (its loss, the lr and loss scale it trains with), so it goes at the samples seen then.
@@ -54,13 +56,14 @@ typedef struct {
 // what a resumed run keeps of the files
 
 // A record an earlier run wrote is kept when it is about a step at or before `start`,
-// the step this run continues from: the rest, this run writes again.
+// the step this run continues from: the rest, this run writes again. A tag zeroc does
+// not write is another writer's: kept.
 typedef struct { long long start_samples; } MonitorCut;
 static int monitor_keeps(int64_t step, const char *tag, void *ctx) {
     long long s = ((MonitorCut *)ctx)->start_samples;
     for (int i = 0; i < N_MON; i++)
         if (strcmp(tag, MONITOR_METRICS[i].tag) == 0) return MONITOR_METRICS[i].at_start ? step < s : step <= s;
-    return step <= s;
+    return 1;
 }
 
 // the CSV file name DeepSpeed's csvMonitor gives a tag: '/' and ' ' become '_'
@@ -70,45 +73,72 @@ static void csv_file_name(char *out, size_t n, const char *dir, const char *tag)
     snprintf(out + k, n - k, ".csv");
 }
 
-// Cuts a metric's CSV file after its last row to keep (a torn last row too); removes
-// it when no row is left, so the next value starts it with its header again.
-static int csv_truncate(const char *path, int metric, MonitorCut *cut, long *kept, long *removed, char *err, size_t errn) {
-    FILE *f = fopen(path, "r+b");
-    *kept = *removed = 0;
-    if (!f) return errno == ENOENT ? 1 : (snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)), 0);
-    char line[512];
-    off_t end = 0;
-    int header = 1, cutting = 0;
-    while (fgets(line, sizeof(line), f)) {
-        size_t len = strlen(line);
-        if (len == 0 || line[len - 1] != '\n') break;   // torn: a crash while writing it
-        if (!header && (cutting || !monitor_keeps(strtoll(line, NULL, 10), MONITOR_METRICS[metric].tag, cut))) cutting = 1;
-        if (!header) { if (cutting) (*removed)++; else (*kept)++; }
-        if (!cutting) end += (off_t)len;
-        header = 0;
+// Cuts from a metric's CSV file the rows after `cut` and a torn last row (a crash while
+// writing it), whatever their length or order; a row that does not read as "step,value"
+// stays, counted in *unread. A file left without rows goes, so that the next value starts
+// it with its header again. Returns 1, or 0 with err (a path that is not a regular file).
+static int csv_cut(const char *path, int metric, MonitorCut *cut, long *removed, long *unread, char *err, size_t errn) {
+    *removed = *unread = 0;
+    int fd = open_regular(path, O_RDWR, "a CSV file", err, errn);
+    if (fd < 0) return errno == ENOENT;
+    struct stat sb;
+    off_t size = fstat(fd, &sb) == 0 ? sb.st_size : 0;
+    const char *m = size ? (const char *)mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+    if (m == MAP_FAILED) { snprintf(err, errn, "%s: cannot memory-map (%s)", path, strerror(errno)); close(fd); return 0; }
+    ByteRanges drop = {0};
+    long kept = 0;
+    for (off_t at = 0; at < size;) {
+        const char *nl = (const char *)memchr(m + at, '\n', (size_t)(size - at));
+        if (!nl) { ranges_add(&drop, at, size); break; }   // torn
+        off_t next = nl - m + 1;
+        if (at > 0) {   // the header is kept
+            char num[24];
+            size_t n = (size_t)(next - at) < sizeof(num) ? (size_t)(next - at) : sizeof(num) - 1;
+            memcpy(num, m + at, n);
+            num[n] = 0;
+            char *end;
+            long long samples = strtoll(num, &end, 10);
+            if (end == num || *end != ',') (*unread)++;
+            else if (monitor_keeps(samples, MONITOR_METRICS[metric].tag, cut)) kept++;
+            else (*removed)++, ranges_add(&drop, at, next);
+        }
+        at = next;
     }
-    int ok = fflush(f) == 0 && ftruncate(fileno(f), end) == 0;
-    fclose(f);
-    if (ok && *kept == 0) ok = unlink(path) == 0;
-    if (!ok) snprintf(err, errn, "%s: cannot truncate (%s)", path, strerror(errno));
+    int ok = 1;
+    if (kept == 0 && *unread == 0) {
+        if (unlink(path) != 0) ok = 0, snprintf(err, errn, "%s: cannot remove (%s)", path, strerror(errno));
+    } else {
+        ok = file_cut_ranges(path, fd, (const uint8_t *)m, size, &drop, err, errn);
+    }
+    free(drop.r);
+    if (m) munmap((void *)m, (size_t)size);
+    close(fd);
     return ok;
 }
 
-// Every event file in dir cut after `cut`'s step; one that keeps no scalar goes.
-static int tb_truncate_dir(const char *dir, MonitorCut *cut, long *kept, long *removed, char *err, size_t errn) {
+// Every event file in dir cut after `cut`'s step (tfevents_cut), each damaged one named
+// in a warning. An entry named like an event file that is not a regular file (a FIFO) is
+// left alone with a warning: TensorBoard's test for an event file is the name alone.
+static int tb_cut_dir(const char *dir, MonitorCut *cut, long *removed, char *err, size_t errn) {
     DIR *d = opendir(dir);
-    *kept = *removed = 0;
+    *removed = 0;
     if (!d) { snprintf(err, errn, "%s: cannot read (%s)", dir, strerror(errno)); return 0; }
     int ok = 1;
     for (struct dirent *e; ok && (e = readdir(d));) {
         if (!strstr(e->d_name, "tfevents")) continue;   // TensorBoard's own test for an event file
         char path[1400];
-        long k, r;
+        struct stat sb;
+        TfCut c;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        ok = tfevents_truncate(path, monitor_keeps, cut, &k, &r, err, errn);
-        if (ok && k == 0 && unlink(path) != 0) ok = 0, snprintf(err, errn, "%s: cannot remove (%s)", path, strerror(errno));
-        *kept += k;
-        *removed += r;
+        if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            diag("warning", "tensorboard: %s: %s, not an event file: left alone", path, file_kind(sb.st_mode));
+            continue;
+        }
+        ok = tfevents_cut(path, monitor_keeps, cut, &c, err, errn);
+        if (ok && c.damaged)
+            diag("warning", "tensorboard: %s: %lld bytes from offset %lld do not read as records (damaged): kept as they are, "
+                 "with the %ld records around them (TensorBoard stops reading the file there)", path, c.damaged, c.first_damage, c.kept);
+        *removed += c.cut;
     }
     closedir(d);
     return ok;
@@ -152,8 +182,10 @@ static double unix_time(void) {
 }
 
 // Collective: the monitors tc asks for, continuing from step `start` (0 for a new run;
-// the checkpoint's step for --resume). Rank 0 makes each job's directory, cuts what
-// an earlier run wrote there after `start` (with a note), and opens a new event file.
+// the checkpoint's step for --resume). Rank 0 makes each job's directory and locks it
+// as --save's (train/savedir.h: a second live run in the job is refused before it
+// touches anything), cuts what an earlier run wrote there after `start` (with a note),
+// and opens a new event file.
 // A directory that cannot be made or a file that cannot be written stops every rank.
 static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int start, int say) {
     memset(mon, 0, sizeof(*mon));
@@ -165,20 +197,27 @@ static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int st
     if (comm->rank == 0) {
         if (tc->tensorboard) monitor_job_dir(tb_dir, sizeof(tb_dir), tc->tb_path, tc->tb_job);
         if (tc->csv_monitor) monitor_job_dir(mon->csv_dir, sizeof(mon->csv_dir), tc->csv_path, tc->csv_job);
-        long kept = 0, removed = 0;
-        if (tb_dir[0]) {
-            ok = mkdir_p(tb_dir, err, sizeof(err)) && tb_truncate_dir(tb_dir, &cut, &kept, &removed, err, sizeof(err)) &&
-                 tfevents_open(&mon->tb, tb_dir, unix_time(), err, sizeof(err));
+        long removed = 0;
+        char note[2400] = "";
+        // each job directory locked before anything in it is cut: another live run's files are never touched
+        if (tb_dir[0]) ok = mkdir_p(tb_dir, err, sizeof(err)) && dir_lock(tb_dir, "choose another --job-name", err, sizeof(err), note, sizeof(note));
+        if (note[0]) diag("note", "tensorboard: %s", note), note[0] = 0;
+        if (ok && mon->csv_dir[0])
+            ok = mkdir_p(mon->csv_dir, err, sizeof(err)) && dir_lock(mon->csv_dir, "choose another --job-name", err, sizeof(err), note, sizeof(note));
+        if (note[0]) diag("note", "csv_monitor: %s", note);
+        if (ok && tb_dir[0]) {
+            ok = tb_cut_dir(tb_dir, &cut, &removed, err, sizeof(err)) && tfevents_open(&mon->tb, tb_dir, unix_time(), err, sizeof(err));
             if (ok && removed) monitor_say_cut("tensorboard", tb_dir, removed, "records", start, cut.start_samples);
         }
         if (ok && mon->csv_dir[0]) {
-            ok = mkdir_p(mon->csv_dir, err, sizeof(err));
-            long csv_removed = 0;
+            long csv_removed = 0, unread = 0;
             for (int i = 0; ok && i < N_MON; i++) {
                 char path[1400];
                 csv_file_name(path, sizeof(path), mon->csv_dir, MONITOR_METRICS[i].tag);
-                ok = csv_truncate(path, i, &cut, &kept, &removed, err, sizeof(err));
+                ok = csv_cut(path, i, &cut, &removed, &unread, err, sizeof(err));
                 csv_removed += removed;
+                if (ok && unread)
+                    diag("warning", "csv_monitor: %s: %ld row%s not of the form step,value, kept as found", path, unread, unread == 1 ? "" : "s");
             }
             if (ok && csv_removed) monitor_say_cut("csv_monitor", mon->csv_dir, csv_removed, "rows", start, cut.start_samples);
         }
@@ -195,27 +234,34 @@ static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int st
 // writing
 
 // a write failed: say so once, and that monitor stops; training goes on (as the --log file does)
-static void monitor_failed(const char *path, FILE **f) {
+static void monitor_failed(const char *path) {
     diag("warning", "%s: write failed (%s): this monitor stops here, training goes on", path, strerror(errno));
-    if (*f) fclose(*f);
-    *f = NULL;
+}
+static void monitor_csv_stop(Monitor *mon) {
+    for (int i = 0; i < N_MON; i++) if (mon->csv[i]) fclose(mon->csv[i]), mon->csv[i] = NULL;
+    mon->csv_dir[0] = 0;   // every metric's file: one warning, not one per metric and step
 }
 
 // One value of a metric at `samples`, to each monitor that is on.
 static void monitor_write(Monitor *mon, int metric, double value, long long samples) {
     const char *tag = MONITOR_METRICS[metric].tag;
-    if (mon->tb.f && !tfevents_scalar(&mon->tb, tag, (float)value, samples, unix_time())) monitor_failed(mon->tb.path, &mon->tb.f);
+    if (mon->tb.f && !tfevents_scalar(&mon->tb, tag, (float)value, samples, unix_time())) monitor_failed(mon->tb.path), tfevents_close(&mon->tb);
     if (!mon->csv_dir[0]) return;
     char path[1400], num[64];
     csv_file_name(path, sizeof(path), mon->csv_dir, tag);
     FILE **f = &mon->csv[metric];
     if (!*f) {   // the header, "step,<the tag's last part>", where the file starts
-        *f = fopen(path, "ab");
-        if (!*f) { diag("warning", "%s: cannot open (%s): no CSV for this metric", path, strerror(errno)); mon->csv_dir[0] = 0; return; }
-        if (fseeko(*f, 0, SEEK_END) == 0 && ftello(*f) == 0 && fprintf(*f, "step,%s\r\n", strrchr(tag, '/') + 1) < 0) { monitor_failed(path, f); return; }
+        char err[1500];
+        *f = fopen_regular(path, "ab", "a CSV file", err, sizeof(err));
+        if (!*f) { diag("warning", "%s: this monitor stops here, training goes on", err); monitor_csv_stop(mon); return; }
+        if (fseeko(*f, 0, SEEK_END) == 0 && ftello(*f) == 0 && fprintf(*f, "step,%s\r\n", strrchr(tag, '/') + 1) < 0) {
+            monitor_failed(path);
+            monitor_csv_stop(mon);
+            return;
+        }
     }
     python_float_text(value, num, sizeof(num));
-    if (fprintf(*f, "%lld,%s\r\n", samples, num) < 0 || fflush(*f) != 0) monitor_failed(path, f);
+    if (fprintf(*f, "%lld,%s\r\n", samples, num) < 0 || fflush(*f) != 0) monitor_failed(path), monitor_csv_stop(mon);
 }
 
 // A step's values (s->step: 1-based, done), DeepSpeed's first.

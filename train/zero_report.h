@@ -217,7 +217,8 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     cJSON *padb = cJSON_AddObjectToObject(rec, "padding_bytes");
     if (print) {
         printf("ZeRO stage %d, %d rank%s: per-rank bytes, measured from the allocations\n", ZERO_STAGE, p->world, p->world > 1 ? "s" : "");
-        printf("| %-16s | %14s | %14s | %10s | %s\n", "model state", "measured", "formula", "padding", "formula");
+        printf("| %-16s | %14s | %14s | %10s | %s (Ψ = %.0f parameters, N = %d ranks)\n", "memory", "measured", "expected", "padding",
+               "the paper's formula, or what it is", psi, p->world);
     }
     static const char *FORMULA_TEXT[4][3] = {
         {"%gΨ", "%gΨ", "%gΨ"}, {"%gΨ", "%gΨ", "%gΨ/N"}, {"%gΨ", "%gΨ/N", "%gΨ/N"}, {"%gΨ/N", "%gΨ/N", "%gΨ/N"}};
@@ -252,8 +253,10 @@ static cJSON *zero_memory_report(Zero *z, int print) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
         cJSON_AddNumberToObject(meas, MEM_NAMES[k], measured);
         cJSON_AddNumberToObject(form, MEM_NAMES[k], formula);
-        if (print && (measured || formula))
+        if (print && formula)
             printf("| %-16s | %14.0f | %14.0f |            | %s\n", MEM_NAMES[k], measured, formula, WHAT[k]);
+        else if (print && measured)   // the KV cache: sized by the sampling flags, outside the plan's estimate
+            printf("| %-16s | %14.0f | %14s |            | %s, not in the estimate\n", MEM_NAMES[k], measured, "-", WHAT[k]);
     }
     if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
     // ZeRO-Infinity: the states in this rank's NVMe files instead of memory
@@ -372,23 +375,32 @@ static cJSON *zero_comm_report(const Zero *z, int K, int print) {
         if (print) printf("| %-15s | %14lld | %14.0f | %6lld | %14lld | %14lld | %14.0f |\n", COLL_NAMES[k], c->bytes[k], theory.total[k],
                           c->calls[k], c->intra_bytes[k], c->cross_bytes[k], theory.cross[k]);
     }
-    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b, paper_cross = zero_paper_cross_bytes(&z->plan, &z->place, z->comm, K);
+    double paper = (ZERO_STAGE == 3 ? 3.0 : 2.0) * psi_b, paper_m = 2.0 * z->plan.num_params;   // the paper's M: fp16
+    double paper_cross_m = ZERO_STAGE == 3 && c->n_nodes > 1 ? zero_paper_cross_m(&z->place) : 0;
     cJSON_AddNumberToObject(rec, "total_bytes", total);
     cJSON_AddNumberToObject(rec, "intra_node_total_bytes", intra);
     cJSON_AddNumberToObject(rec, "cross_node_total_bytes", cross);
     cJSON_AddNumberToObject(rec, "theory_cross_node_total_bytes", theory_cross);
     cJSON_AddNumberToObject(rec, "paper_bytes", paper);
-    cJSON_AddNumberToObject(rec, "paper_cross_node_bytes", paper_cross);
+    cJSON_AddNumberToObject(rec, "paper_m_bytes", paper_m);
+    cJSON_AddNumberToObject(rec, "paper_cross_node_m", paper_cross_m);   // per iteration, in M
+    cJSON_AddNumberToObject(rec, "cross_node_m", cross / paper_m);
     cJSON_AddNumberToObject(rec, "psi_bytes", psi_b);
     // overlap: the units whose boundary reduction started inside the backward; all of them with DDP-style buckets
     cJSON_AddNumberToObject(rec, "units", z->plan.n_units);
     cJSON_AddNumberToObject(rec, "reduced_in_backward", z->reduced_in_backward);
-    if (print) printf("| %-15s | %14.0f | %.2fΨ (paper: %dΨ with Ψ = %.0f bytes; padding and K = %d micro-steps included)\n",
-                      "total", total, total / psi_b, ZERO_STAGE == 3 ? 3 : 2, psi_b, K);
+    if (print) printf("| %-15s | %14.0f | %.2fΨ of %d-byte values (paper: %dΨ; Ψ = %lld parameters; padding and K = %d micro-steps "
+                      "included)\n", "total", total, total / psi_b, (int)elem_bytes, ZERO_STAGE == 3 ? 3 : 2, (long long)z->plan.num_params, K);
+    // stage 3 below the paper's 3Ψ: the paper gathers every parameter twice, for the forward and the backward
+    double gathered = (double)c->bytes[COLL_ALL_GATHER] / psi_b;
+    if (print && ZERO_STAGE == 3 && K == 1 && gathered < 1.95)
+        printf("  below 3Ψ: the paper gathers every parameter for the forward and again for the backward; here the all-gather moved "
+               "%.2fΨ: persistent units are gathered once, after the step, and a backward step that reuses the forward's gather or "
+               "reads no weights gathers nothing (zero_fetch_order, zero/plan.h)\n", gathered);
     if (print && c->n_nodes > 1 && ZERO_STAGE == 3)
-        printf("cross-node: %.0f bytes counted, %.0f by the plan; the ZeRO++ paper's count %.0f = %.3gM per micro-step, M = Ψ = the "
-               "model's %d-bit bytes (no padding, block scales, persistent units, loss or norm; docs/zero.md)\n", cross, theory_cross,
-               paper_cross, paper_cross / K / psi_b, (int)(8 * elem_bytes));
+        printf("cross-node: %.0f bytes counted, %.0f by the plan: %.3gM per step of %d micro-steps, where the ZeRO++ paper counts "
+               "%.3gM per iteration, M = 2Ψ = %.0f bytes, the model in fp16 (docs/zero.md)\n", cross, theory_cross, cross / paper_m, K,
+               paper_cross_m, paper_m);
     if (print) printf("gradient reductions started inside the backward, as each unit's gradient was complete: %d of %d units\n",
                       z->reduced_in_backward, z->plan.n_units);
     return rec;

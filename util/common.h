@@ -61,6 +61,17 @@ static size_t first_nonfinite(const float *v, size_t n) {
     return i;
 }
 
+// The rank the launcher gave this process (Open MPI, PMIx, MPICH, Slurm), or -1: what a
+// line can name before MPI_Init has said it.
+static int launcher_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 4; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v >= '0' && *v <= '9') return atoi(v);
+    }
+    return -1;
+}
+
 // Tests only: ZEROC_TEST_STOP=NAME (or NAME:RANK) stops the process (or that rank) with
 // SIGSTOP at the point the code calls NAME, so that a test acts while it is stopped exactly
 // there, not after a sleep that may or may not land (tests/test_savedir.sh, test_watchdog.sh).
@@ -68,7 +79,8 @@ static void test_stop_point(const char *name) {
     const char *s = getenv("ZEROC_TEST_STOP");
     size_t n = strlen(name);
     if (!s || strncmp(s, name, n) != 0 || (s[n] != 0 && s[n] != ':')) return;
-    if (s[n] == ':' && atoi(s + n + 1) != (g_error_rank < 0 ? 0 : g_error_rank)) return;
+    int rank = g_error_rank >= 0 ? g_error_rank : launcher_rank();
+    if (s[n] == ':' && atoi(s + n + 1) != (rank < 0 ? 0 : rank)) return;
     kill(getpid(), SIGSTOP);
 }
 
@@ -129,6 +141,46 @@ static const char *file_kind(mode_t m) {
            S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISREG(m) ? "a regular file" : "not a regular file";
 }
 
+// Every file the programs open goes through open_regular: it refuses what is not a regular
+// file (a FIFO, a device, a socket, a directory) with one line naming `what` and the path.
+// It opens with O_NONBLOCK and then looks with fstat, so that a FIFO never blocks the open
+// (a reader would wait for a writer, and a writer for a reader). Returns the descriptor, or
+// -1 with err ("PATH: a FIFO (named pipe), not a model file") and errno: open's, or EINVAL.
+static int open_regular(const char *path, int flags, const char *what, char *err, size_t errn) {
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);   // fopen's mode, less the umask
+    struct stat sb;
+    if (fd < 0) {
+        int e = errno;   // a FIFO opened for writing with no reader fails (ENXIO): say what it is
+        if (e == ENXIO && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) snprintf(err, errn, "%s: %s, not %s", path, file_kind(sb.st_mode), what);
+        else snprintf(err, errn, "%s: cannot %s (%s)", path, flags & O_CREAT ? "create" : "open", strerror(e));
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errn, "%s: %s, not %s", path, file_kind(sb.st_mode), what);
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+// open_regular as stdio: mode "rb", "wb", "ab" or "r+b". Returns NULL with err.
+static FILE *fopen_regular(const char *path, const char *mode, const char *what, char *err, size_t errn) {
+    int flags = mode[0] == 'r' ? (strchr(mode, '+') ? O_RDWR : O_RDONLY) : O_WRONLY | O_CREAT | (mode[0] == 'a' ? O_APPEND : O_TRUNC);
+    int fd = open_regular(path, flags, what, err, errn);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, mode);
+    if (fd >= 0 && !f) { snprintf(err, errn, "%s: cannot open (%s)", path, strerror(errno)); close(fd); }
+    return f;
+}
+
+static FILE *fopen_regular_or_die(const char *path, const char *mode, const char *what) {
+    char err[1400];
+    FILE *f = fopen_regular(path, mode, what, err, sizeof(err));
+    if (!f) fatal("%s", err);
+    return f;
+}
+
 // ----------------------------------------------------------------------------
 // checked writes: every write, flush, fsync, close and rename is checked, and the
 // first failure is kept as one line naming the file and the OS error, for the caller
@@ -184,9 +236,8 @@ static int out_open(OutFile *o, const char *path, int atomic) {
     snprintf(o->path, sizeof(o->path), "%s", path);
     snprintf(o->tmp, sizeof(o->tmp), atomic ? "%s.tmp" : "%s", o->path);
     o->atomic = atomic;
-    o->f = fopen(o->tmp, "wb");
-    if (!o->f) return out_fail(o, "cannot create", errno);
-    return 1;
+    o->f = fopen_regular(o->tmp, "wb", "a file to write", o->err, sizeof(o->err));
+    return o->f != NULL;
 }
 
 // After a failure further writes do nothing: the caller checks once, at the end.
@@ -204,9 +255,8 @@ static int out_open_existing(OutFile *o, const char *path) {
     memset(o, 0, sizeof(*o));
     snprintf(o->path, sizeof(o->path), "%s", path);
     snprintf(o->tmp, sizeof(o->tmp), "%s", path);
-    o->f = fopen(path, "r+b");
-    if (!o->f) return out_fail(o, "cannot open for writing", errno);
-    return 1;
+    o->f = fopen_regular(path, "r+b", "a file to write", o->err, sizeof(o->err));
+    return o->f != NULL;
 }
 static int out_seek(OutFile *o, off_t offset) {
     if (o->err[0] || !o->f) return 0;
@@ -289,6 +339,51 @@ static int mkdir_p(const char *dir, char *err, size_t errn) {
         if (c == 0) return 1;
         *s = c;
     }
+}
+
+// ----------------------------------------------------------------------------
+// cutting byte ranges out of a file in place: a resumed run's monitors remove an
+// earlier run's records after its checkpoint and nothing else (train/monitor.h)
+
+typedef struct { off_t lo, hi; } ByteRange;
+typedef struct { ByteRange *r; int n, cap; } ByteRanges;
+
+// [lo, hi) added after the ranges so far, joined to the last one when they touch
+static void ranges_add(ByteRanges *rs, off_t lo, off_t hi) {
+    if (rs->n && rs->r[rs->n - 1].hi == lo) { rs->r[rs->n - 1].hi = hi; return; }
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? 2 * rs->cap : 16;
+        rs->r = (ByteRange *)realloc(rs->r, rs->cap * sizeof(ByteRange));
+        if (!rs->r) fatal("out of memory listing byte ranges");
+    }
+    rs->r[rs->n].lo = lo;
+    rs->r[rs->n++].hi = hi;
+}
+
+// Removes the ranges rs (in order, disjoint) from the file at path, open as fd, `size`
+// bytes mapped at map. A cut at the end is a truncation; otherwise the rest is written
+// to DIR/.cut.tmp, synced and renamed over the file. Returns 1, or 0 with err.
+static int file_cut_ranges(const char *path, int fd, const uint8_t *map, off_t size, const ByteRanges *rs, char *err, size_t errn) {
+    if (rs->n == 0) return 1;
+    if (rs->n == 1 && rs->r[0].hi == size) {
+        if (ftruncate(fd, rs->r[0].lo) == 0 && fsync(fd) == 0) return 1;
+        snprintf(err, errn, "%s: cannot truncate (%s)", path, strerror(errno));
+        return 0;
+    }
+    char tmp[1100];
+    const char *base = path_base(path);
+    snprintf(tmp, sizeof(tmp), "%.*s.cut.tmp", (int)(base - path), path);
+    OutFile o;
+    off_t at = 0;
+    if (out_open(&o, tmp, 0))
+        for (int i = 0; i <= rs->n; i++) {
+            off_t end = i < rs->n ? rs->r[i].lo : size;
+            out_write(&o, map + at, (size_t)(end - at));
+            if (i < rs->n) at = rs->r[i].hi;
+        }
+    if (!out_finish(&o)) { snprintf(err, errn, "%s", o.err); unlink(tmp); return 0; }
+    if (rename(tmp, path) != 0) { snprintf(err, errn, "%s: cannot rename %s over it (%s)", path, tmp, strerror(errno)); unlink(tmp); return 0; }
+    return fsync_parent_dir(path, err, errn);
 }
 
 // The forms for tools, where a failed write ends the program (fatal: exit). The

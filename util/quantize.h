@@ -34,14 +34,13 @@ static int8_t zq_code_at(const uint8_t *codes, size_t i, int bits) {
     return (int8_t)((int8_t)(uint8_t)((i & 1 ? b >> 4 : b) << 4) >> 4);   // the nibble, sign-extended
 }
 
-// Block k of x[0..n) quantized into out (a run's message); returns the block's error, the
-// largest |x - dequantized| over the block's largest |x| (0 for an all-zero block).
-static float zq_quantize_block(const float *x, size_t n, int bits, uint8_t *out, size_t k) {
+// Block k of x[0..n) into out, a run's message; adds its squared error and squares to sums.
+static void zq_quantize_block(const float *x, size_t n, int bits, uint8_t *out, size_t k, double sums[2]) {
     size_t lo = k * ZQ_BLOCK, hi = lo + ZQ_BLOCK < n ? lo + ZQ_BLOCK : n;
     float amax = 0;
     for (size_t i = lo; i < hi; i++) amax = fmaxf(amax, fabsf(x[i]));
     int qmax = zq_qmax(bits);
-    float scale = amax / (float)qmax, err = 0;
+    float scale = amax / (float)qmax;
     ((float *)(out + n * (size_t)bits / 8))[k] = scale;
     for (size_t i = lo; i < hi; i++) {
         float q = scale > 0 ? rintf(x[i] / scale) : 0.0f;   // rintf: to nearest, ties to even
@@ -49,18 +48,21 @@ static float zq_quantize_block(const float *x, size_t n, int bits, uint8_t *out,
         if (bits == 8) out[i] = (uint8_t)(int8_t)q;
         else if (i & 1) out[i / 2] |= (uint8_t)(((int)q & 15) << 4);
         else out[i / 2] = (uint8_t)((int)q & 15);
-        err = fmaxf(err, fabsf(x[i] - q * scale));
+        float d = x[i] - q * scale;
+        sums[0] += (double)d * d; sums[1] += (double)x[i] * x[i];
     }
-    return amax > 0 ? err / amax : 0.0f;
 }
 
-// x[0..n) into out (zq_bytes(n, bits)); returns the largest block error. The blocks are
-// independent, so the threads' order changes nothing.
-static float zq_quantize(const float *x, size_t n, int bits, uint8_t *out) {
-    float err = 0;
-    #pragma omp parallel for reduction(max : err)
-    for (size_t k = 0; k < zq_blocks(n); k++) err = fmaxf(err, zq_quantize_block(x, n, bits, out, k));
-    return err;
+// x[0..n) into out, zq_bytes(n, bits); the blocks are independent of the threads' order.
+static void zq_quantize(const float *x, size_t n, int bits, uint8_t *out, double sums[2]) {
+    double err2 = 0, x2 = 0;
+    #pragma omp parallel for reduction(+ : err2, x2)
+    for (size_t k = 0; k < zq_blocks(n); k++) {
+        double b[2] = {0, 0};
+        zq_quantize_block(x, n, bits, out, k, b);
+        err2 += b[0]; x2 += b[1];
+    }
+    sums[0] += err2; sums[1] += x2;
 }
 
 // A message of n values back to fp32: into y, or added to y (add), so that a reduction

@@ -60,7 +60,7 @@ static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, si
 static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out);   // int8 or int4 blocks
 static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add);   // y (+)= values
 static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s);   // lands where zb_accumulate_reduced reads
-static void zb_quant_errors(ZeroBackend *b, float out[2]);   // the worst block errors since the last call
+static void zb_quant_sums(ZeroBackend *b, double out[4]);   // int8, int4: squared error, squares; since the last call
 // reports
 static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out);            // 0 without NVMe
 static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total);   // 0 without a device

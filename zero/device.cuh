@@ -44,7 +44,7 @@ struct ZeroBackend {
     int n_runs, norm_grid, adam_grid;
     uint32_t *decay_mask;        // the lean AdamW's weight-decay bits, ZBUF_DECAY_MASK
     unsigned int *norm_blocks_done;
-    unsigned int *quant_error;   // ZeRO++: the worst block errors as float bits, int8 and int4
+    float *quant_sums;           // ZeRO++: squared error and squares quantized, int8 and int4
 };
 
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what) {
@@ -76,8 +76,8 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     for (int i = 0; i < n_slots; i++) cudaCheck(cudaEventCreateWithFlags(&b->slot_free[i], cudaEventDisableTiming));
     cudaCheck(cudaMalloc(&b->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
-    cudaCheck(cudaMalloc(&b->quant_error, 2 * sizeof(unsigned int)));
-    cudaCheck(cudaMemset(b->quant_error, 0, 2 * sizeof(unsigned int)));
+    cudaCheck(cudaMalloc(&b->quant_sums, 4 * sizeof(float)));
+    cudaCheck(cudaMemset(b->quant_sums, 0, 4 * sizeof(float)));
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
     b->host_x = (uint16_t *)staging_params;
@@ -90,7 +90,7 @@ static void zb_destroy(ZeroBackend *b) {
     zero_infinity_close(&b->state);
     for (int i = 0; i < b->n_slots; i++) cudaCheck(cudaEventDestroy(b->slot_free[i]));
     free(b->slot_free);
-    cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch)); cudaCheck(cudaFree(b->quant_error));
+    cudaCheck(cudaFree(b->norm_dev)); cudaCheck(cudaFree(b->norm_scratch)); cudaCheck(cudaFree(b->quant_sums));
     if (b->runs) { cudaCheck(cudaFree(b->runs)); cudaCheck(cudaFree(b->norm_blocks_done)); }
     zb_free(b, b->host_grad, ZMEM_HOST); zb_free(b, b->host_x, ZMEM_HOST);
 }
@@ -329,9 +329,9 @@ static int zb_device_memory(ZeroBackend *b, size_t *used, size_t *total) {
 // ZeRO++: cuda/quantize.cuh's kernels on the compute stream, which comm/nodes.h's staged
 // collectives synchronize with. Not yet run on a GPU.
 static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out) {
-    unsigned int *err = b->quant_error + (bits == 8 ? 0 : 1);
-    if (x_floatX) zq_quantize_gpu((const floatX *)x, n, bits, out, err, b->stream);
-    else zq_quantize_gpu((const float *)x, n, bits, out, err, b->stream);
+    float *sums = b->quant_sums + (bits == 8 ? 0 : 2);
+    if (x_floatX) zq_quantize_gpu((const floatX *)x, n, bits, out, sums, b->stream);
+    else zq_quantize_gpu((const float *)x, n, bits, out, sums, b->stream);
 }
 static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add) {
     if (y_floatX) zq_dequantize_gpu(in, n, bits, (floatX *)y, add, b->stream);
@@ -348,12 +348,12 @@ static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t
     cudaCheck(cudaEventRecord(scaled, b->reduce_stream));
     cudaCheck(cudaStreamWaitEvent(b->stream, scaled, 0));
 }
-static void zb_quant_errors(ZeroBackend *b, float out[2]) {
-    unsigned int bits[2];
-    cudaCheck(cudaMemcpyAsync(bits, b->quant_error, sizeof(bits), cudaMemcpyDeviceToHost, b->stream));
+static void zb_quant_sums(ZeroBackend *b, double out[4]) {
+    float sums[4];
+    cudaCheck(cudaMemcpyAsync(sums, b->quant_sums, sizeof(sums), cudaMemcpyDeviceToHost, b->stream));
     cudaCheck(cudaStreamSynchronize(b->stream));
-    memcpy(out, bits, sizeof(bits));
-    cudaCheck(cudaMemsetAsync(b->quant_error, 0, sizeof(bits), b->stream));
+    for (int i = 0; i < 4; i++) out[i] = sums[i];
+    cudaCheck(cudaMemsetAsync(b->quant_sums, 0, sizeof(sums), b->stream));
 }
 
 // C++ takes a definition that differs from its prototype in zero/backend.h as an overload:
@@ -365,4 +365,4 @@ static void *const zb_defined_as_declared[] = {
     (void *)&zb_sumsq_add, (void *)&zb_sumsq_take, (void *)&zb_adamw_partition, (void *)&zb_lean_init, (void *)&zb_lean_sumsq,
     (void *)&zb_lean_adamw, (void *)&zb_state_init, (void *)&zb_state_read, (void *)&zb_state_write, (void *)&zb_state_write_floatX,
     (void *)&zb_pass_begin, (void *)&zb_param_slice_to, (void *)&zb_quantize, (void *)&zb_dequantize, (void *)&zb_scale_to_floatX,
-    (void *)&zb_quant_errors, (void *)&zb_nvme_stats, (void *)&zb_device_memory};
+    (void *)&zb_quant_sums, (void *)&zb_nvme_stats, (void *)&zb_device_memory};

@@ -19,7 +19,7 @@ struct ZeroBackend {
     int fp16;                    // fp16 mode
     ZeroInfinity state;          // the partition's state planes
     AdamWParams ap;              // the step's hyperparameters
-    float quant_error[2];        // ZeRO++: the worst block errors, int8 and int4
+    double quant_sums[2][2];     // ZeRO++: squared error and squares quantized, int8 and int4
 };
 
 static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
@@ -165,8 +165,7 @@ static void zb_param_slice_to(ZeroBackend *b, floatX *dst, const floatX *src, si
 
 // ZeRO++'s block quantization, util/quantize.h. The CPU's floatX is fp32.
 static void zb_quantize(ZeroBackend *b, const void *x, int x_floatX, size_t n, int bits, uint8_t *out) {
-    float e = zq_quantize((const float *)x, n, bits, out), *worst = &b->quant_error[bits == 8 ? 0 : 1];
-    if (e > *worst) *worst = e;
+    zq_quantize((const float *)x, n, bits, out, b->quant_sums[bits == 8 ? 0 : 1]);
 }
 static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits, void *y, int y_floatX, int add) {
     zq_dequantize(in, n, bits, (float *)y, add);
@@ -175,9 +174,9 @@ static void zb_dequantize(ZeroBackend *b, const uint8_t *in, size_t n, int bits,
 static void zb_scale_to_floatX(ZeroBackend *b, const float *x, floatX *y, size_t n, float s) {
     for (size_t i = 0; i < n; i++) y[i] = x[i] * s;
 }
-static void zb_quant_errors(ZeroBackend *b, float out[2]) {
-    out[0] = b->quant_error[0]; out[1] = b->quant_error[1];
-    b->quant_error[0] = b->quant_error[1] = 0;
+static void zb_quant_sums(ZeroBackend *b, double out[4]) {
+    memcpy(out, b->quant_sums, sizeof(b->quant_sums));
+    memset(b->quant_sums, 0, sizeof(b->quant_sums));
 }
 
 static int zb_nvme_stats(ZeroBackend *b, ZeroNvmeStats *out) { return zero_infinity_take_stats(&b->state, out); }

@@ -298,7 +298,7 @@ static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err,
     if (!want_direct) snprintf(why, sizeof(why), "ZEROC_AIO=%s", force);
     for (int i = 0; i < s->n_files; i++) {
         NvmeFile *f = &s->file[i];
-        f->fd = want_direct ? open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600) : -1;
+        f->fd = want_direct ? open_regular(f->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, "an NVMe swap file", err, errn) : -1;
         f->direct = f->fd >= 0;
         if (f->fd >= 0) {   // some filesystems accept the flag and refuse the I/O: probe one aligned write
             void *probe = nvme_aligned_alloc(NVME_ALIGN, "O_DIRECT probe");
@@ -312,8 +312,9 @@ static int nvme_store_open(NvmeStore *s, int fast_init, void *bounce, char *err,
         } else if (want_direct && errno == EINVAL) {
             snprintf(why, sizeof(why), "the filesystem refuses O_DIRECT");
         }
-        if (f->fd < 0) f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        if (f->fd < 0) { snprintf(err, errn, "%s: cannot create (%s)", f->path, strerror(errno)); return 0; }
+        if (f->fd < 0) f->fd = open_regular(f->path, O_RDWR | O_CREAT | O_TRUNC, "an NVMe swap file", err, errn);
+        if (f->fd < 0) return 0;
+        fchmod(f->fd, 0600);   // the optimizer state: its owner's alone
         if (ftruncate(f->fd, f->size) != 0) { snprintf(err, errn, "%s: cannot size to %lld bytes (%s)", f->path, (long long)f->size, strerror(errno)); return 0; }
     }
     // the engine

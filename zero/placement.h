@@ -54,6 +54,11 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     return pl;
 }
 
+// qgZ as DeepSpeed: plain on one node, and for units of 1-D tensors only
+static int zero_qg_applies(const ZeroPlacement *pl, const ZeroPlan *p, int n_nodes, int u) {
+    return pl->qg && n_nodes > 1 && p->u[u].has_matrix;
+}
+
 // hpZ's secondary partition: 1/hpz of every gathered unit
 static size_t zero_hpz_elems(const ZeroPlan *p, int hpz) {
     size_t n = 0;
@@ -68,6 +73,10 @@ static ZeroZppStaging zero_zpp_staging(const ZeroPlan *p, const ZeroPlacement *p
     size_t s = p->max_shard, P = (size_t)p->P, q8 = round_up(zq_bytes(s, 8), 16), q4 = round_up(zq_bytes(s, 4), 16);
     ZeroZppStaging z = {0, 0, 0};
     if (pl->qw) { z.send = q8; z.recv = P * q8; }
+    if (pl->qw && pl->hpz) {   // hpZ's int8 gather
+        size_t h = round_up(zq_bytes(p->max_padded / pl->hpz, 8), 16);
+        z.send = h > z.send ? h : z.send; z.recv = pl->hpz * h > z.recv ? pl->hpz * h : z.recv;
+    }
     if (pl->qg) { z.send = P * q4 > z.send ? P * q4 : z.send; z.recv = P * q4 > z.recv ? P * q4 : z.recv; z.work = (P + 1) * s * 4; }
     return z;
 }
@@ -104,18 +113,20 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
 }
 
-// ZeRO++'s hierarchy needs nodes of equal, consecutive ranks, and hpZ's partition one node
+// qgZ's hierarchy needs nodes of equal, consecutive ranks; hpZ's groups divide the world
 static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Comm *c, const TrainConfig *cfg) {
-    if ((pl->hpz || pl->qg) && !c->node_size)
-        fatal("ZeRO++ %s: the nodes here are not blocks of consecutive ranks of one size (comm/launch.h prints them); "
-              "launch with the same number of ranks on every node, placed by node", pl->hpz ? "hpZ" : "qgZ");
-    if (pl->hpz && pl->hpz != c->node_size)
-        fatal("zero_hpz_partition_size %d (--zero-hpz-partition-size): the secondary partition spans one node, and the nodes "
-              "here have %d rank%s each (comm/launch.h)", pl->hpz, c->node_size, c->node_size == 1 ? "" : "s");
+    if (pl->qg && !c->node_size && c->n_nodes > 1)
+        fatal("ZeRO++ qgZ: the nodes here are not blocks of consecutive ranks of one size (comm/launch.h prints them); "
+              "launch with the same number of ranks on every node, placed by node");
+    if (pl->hpz && c->world % pl->hpz)
+        fatal("zero_hpz_partition_size %d (--zero-hpz-partition-size): the secondary partition's group size must divide the "
+              "world of %d ranks", pl->hpz, c->world);
     if (c->rank == 0 && !cfg->quiet && (pl->qw || pl->hpz || pl->qg))
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
-               pl->hpz ? " hpZ (the backward gathers inside the node)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+               pl->hpz ? " hpZ (a unit's later gathers in a step from a secondary partition)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+    if (c->rank == 0 && pl->qg && c->n_nodes == 1)
+        printf("note: ZeRO++ qgZ: one node, so the gradients are reduce-scattered plainly, as DeepSpeed does\n");
     // with every unit persistent, qwZ and hpZ have nothing to act on
     if (c->rank == 0 && (pl->qw || pl->hpz) && p->n_fetch_fwd == 0)
         printf("note: ZeRO++ %s: every unit here has at most %lld elements, so all stay whole (stage3_param_persistence_threshold, "

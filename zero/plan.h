@@ -20,6 +20,7 @@ typedef struct {
     int persistent;     // stage 3: small enough to stay whole, stage3_param_persistence_threshold
     int grad_slot;      // stages 2-3: the slot it owns, or -1 for one of the two alternating slots
     int last_grad_step; // the backward step after which its gradient is complete
+    int has_matrix;     // holds a 2-D tensor; ZeRO++'s qgZ skips units of 1-D ones
 } ZeroUnit;
 
 // AdamW walks the shard as segments: each tensor clipped to this rank's slice
@@ -170,6 +171,7 @@ static void zero_plan_build(ZeroPlan *p, const ModelLayout *L, int stage, int wo
         for (int k = 0; k < L->units[i].n_tensors; k++) {
             const TensorSpec *t = &L->units[i].t[k];
             size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+            p->u[i].has_matrix |= t->decay;   // decay: the 2-D weights and embeddings
             if (a >= b) continue;
             p->seg[p->n_seg++] = (ZeroSegment){i, a, b - a, t->decay};
         }

@@ -33,6 +33,7 @@ typedef struct {
     uint32_t *decay_mask;       // the lean AdamW's weight-decay bits
     floatX *hpz_params;         // ZeRO++ hpZ: the secondary partition, unit u at hpz_off[u]
     size_t *hpz_off;
+    unsigned char *hpz_valid;   // unit u's secondary part holds this step's parameters
     uint8_t *zpp_staging;       // ZeRO++: quantized messages and qgZ's sums
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments
     int lean;                   // what the backend runs lean, LEAN_*; -1: not asked yet
@@ -99,6 +100,8 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
     z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
     z->hpz_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "hpZ offsets");
+    z->hpz_valid = (unsigned char *)xcalloc(p->n_units, "hpZ offsets");
+    if (z->place.hpz) comm_split_groups(comm, z->place.hpz);
     for (int i = 0; i < p->n_units; i++)
         z->hpz_off[i + 1] = z->hpz_off[i] + (z->place.hpz && !p->u[i].persistent ? p->u[i].padded / z->place.hpz : 0);
     // parameters that never move: stages 0-2, stage 3's persistent units, a whole shard
@@ -116,7 +119,7 @@ static void zero_free(Zero *z) {
     zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
     for (int i = 0; i < ZBUF_STAGING_GRAD; i++) zb_free(&z->be, *ptr[i], b[i].where);
     free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
-    free(z->grad_reduce); free(z->grad_reducing); free(z->hpz_off);
+    free(z->grad_reduce); free(z->grad_reducing); free(z->hpz_off); free(z->hpz_valid);
     zero_plan_free(&z->plan);
 }
 

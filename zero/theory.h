@@ -30,7 +30,7 @@ typedef struct { double total[N_COLL], intra[N_COLL], cross[N_COLL]; } CommTheor
 
 static void theory_add(CommTheory *t, const Comm *c, CollKind k, double bytes, CommScope scope) {
     t->total[k] += bytes;
-    (scope == SCOPE_ACROSS || (scope == SCOPE_WORLD && c->n_nodes > 1) ? t->cross : t->intra)[k] += bytes;
+    (comm_scope_crosses(c, scope) ? t->cross : t->intra)[k] += bytes;
 }
 
 static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, const Comm *c, int K) {
@@ -44,30 +44,31 @@ static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, c
     theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : K * psi, SCOPE_WORLD);
     theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
 #elif ZERO_STAGE == 3
-    // each micro-step's gather order; persistent units once, after the step
-    for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
-        const ZeroUnit *U = &p->u[p->fetch_train[i]];
-        int backward = i >= p->n_fetch_fwd;
-        if (pl->hpz && backward) theory_add(&t, c, COLL_ALL_GATHER, K * (double)U->padded * eb, SCOPE_NODE);
-        else theory_add(&t, c, COLL_ALL_GATHER, K * (pl->qw ? (double)p->P * zq_bytes(U->shard, 8) : (double)U->padded * eb), SCOPE_WORLD);
-    }
+    // every micro-step's gathers, with hpZ the later ones in the group; persistent units once
+    unsigned char *kept = (unsigned char *)xcalloc(p->n_units, "theory");
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
+            int u = p->fetch_train[i];
+            const ZeroUnit *U = &p->u[u];
+            size_t n = kept[u] ? U->padded / pl->hpz : U->shard;
+            double parts = kept[u] ? pl->hpz : p->P;
+            theory_add(&t, c, COLL_ALL_GATHER, parts * (pl->qw ? zq_bytes(n, 8) : n * eb), kept[u] ? SCOPE_GROUP : SCOPE_WORLD);
+            kept[u] = pl->hpz > 0;
+        }
+    free(kept);
     for (int i = 0; i < p->n_units && !pl->whole; i++) if (p->u[i].persistent) theory_add(&t, c, COLL_ALL_GATHER, (double)p->u[i].padded * eb, SCOPE_WORLD);
     for (int i = 0; i < p->n_units; i++) {
         const ZeroUnit *U = &p->u[i];
-        if (!pl->qg) { theory_add(&t, c, COLL_REDUCE_SCATTER, K * (double)U->padded * eb, SCOPE_WORLD); continue; }
+        if (!zero_qg_applies(pl, p, c->n_nodes, i)) { theory_add(&t, c, COLL_REDUCE_SCATTER, K * (double)U->padded * eb, SCOPE_WORLD); continue; }
         if (c->node_size > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)p->P * zq_bytes(U->shard, 4), SCOPE_NODE);   // hop 1
-        if (c->n_nodes > 1) theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)c->n_nodes * zq_bytes(U->shard, 4), SCOPE_ACROSS);   // hop 2
+        theory_add(&t, c, COLL_ALL_TO_ALL, K * (double)c->n_nodes * zq_bytes(U->shard, 4), SCOPE_ACROSS);   // hop 2
     }
 #endif
     return t;
 }
 
-// The ZeRO++ paper's cross-node bytes of a rank per step, M = eΨ, no padding or scales:
-// 3M per micro-step for ZeRO-3; qwZ a byte per parameter, hpZ's backward 0, qgZ M/(4L).
-static double zero_paper_cross_bytes(const ZeroPlan *p, const ZeroPlacement *pl, const Comm *c, int K) {
-    if (ZERO_STAGE != 3 || c->n_nodes < 2) return 0;
-    double psi = (double)p->num_params, e = sizeof(floatX);
-    double fwd = pl->qw ? psi : psi * e, bwd = pl->hpz ? 0 : fwd;
-    double grads = pl->qg ? psi / 2 / (c->node_size > 0 ? c->node_size : 1) : psi * e;
-    return K * (fwd + bwd + grads);
+// The ZeRO++ paper's cross-node bytes of an iteration in M, the fp16 model: 3M for ZeRO-3,
+// qwZ's forward 0.5M, hpZ's backward 0, qgZ's gradients 0.25M.
+static double zero_paper_cross_m(const ZeroPlacement *pl) {
+    return (pl->qw ? 0.5 : 1) + (pl->hpz ? 0 : 1) + (pl->qg ? 0.25 : 1);
 }

@@ -1,16 +1,10 @@
-// zero/zeropp.h: ZeRO++ (Wang et al., 2023), stage 3 with less traffic between nodes.
-// zero.h calls one hook per collective it changes; each returns 0 where ZeRO++ is off.
-//
-// The link between nodes is many times slower than inside one, and stage 3 sends the
-// model over it three times per micro-step. Each part is switched on by itself:
-//   qwZ  zero_quantized_weights: all-gathers of int8 blocks, one scale per block,
-//        util/quantize.h, instead of 16-bit weights: half the bytes.
-//   hpZ  zero_hpz_partition_size = L ranks per node: the forward's gather also keeps this
-//        rank's 1/L of the unit, so the backward gathers it inside the node.
-//   qgZ  zero_quantized_gradients: the reduce-scatter becomes two all-to-alls of int4
-//        blocks, inside the node, then across nodes, each followed by an fp32 sum.
-// With M the model's 16-bit bytes, 3M across nodes per micro-step becomes 0.5M + 0 + 0.25M.
-// These collectives block: they save bytes, not time.
+// zero/zeropp.h: ZeRO++ (Wang et al., 2023): stage 3 sends less between nodes. zero.h
+// calls a hook per collective it changes; each returns 0 where ZeRO++ is off.
+//   qwZ  zero_quantized_weights: parameter gathers of int8 blocks, util/quantize.h.
+//   hpZ  zero_hpz_partition_size = L: a unit's first gather in a step keeps this
+//        rank's 1/L; its later gathers stay in a group of L ranks.
+//   qgZ  zero_quantized_gradients: two int4 all-to-alls, inside then across nodes.
+// Across nodes, 3M per iteration becomes 0.5M + 0 + 0.25M. They block: bytes, not time.
 #pragma once
 #include "zero/rank.h"
 #include "comm/nodes.h"
@@ -20,37 +14,39 @@ static void zero_zpp_buffers(Zero *z, uint8_t **send, uint8_t **recv, float **su
     *send = z->zpp_staging; *recv = *send + st.send; *sums = (float *)(*recv + st.recv);
 }
 
-// qwZ: each rank dequantizes every slice, its own too, so all hold the same weights
-static void zero_qw_gather(Zero *z, int u, floatX *full, const floatX *mine) {
-    size_t s = z->plan.u[u].shard, q = zq_bytes(s, 8);
+// qwZ: parts of n values over scope; all ranks dequantize all parts, alike
+static void zero_qw_gather(Zero *z, CommScope scope, floatX *full, const floatX *mine, size_t n) {
+    size_t q = zq_bytes(n, 8);
     uint8_t *send, *recv; float *sums;
     zero_zpp_buffers(z, &send, &recv, &sums);
-    zb_quantize(&z->be, mine, 1, s, 8, send);
-    comm_group_all_gather(z->comm, SCOPE_WORLD, send, recv, q);
-    for (int r = 0; r < z->plan.P; r++) zb_dequantize(&z->be, recv + r * q, s, 8, full + (size_t)r * s, 1, 0);
+    zb_quantize(&z->be, mine, 1, n, 8, send);
+    comm_group_all_gather(z->comm, scope, send, recv, q);
+    for (int r = 0; r < comm_group_size(z->comm, scope); r++) zb_dequantize(&z->be, recv + r * q, n, 8, full + r * n, 1, 0);
 }
 
 // hpZ: this rank's part of unit u's secondary partition, in the gathered unit
 static floatX *zero_hpz_part(Zero *z, int u, floatX *full) {
-    return full + (size_t)z->comm->node_rank * (z->plan.u[u].padded / z->place.hpz);
+    return full + (size_t)comm_group_rank(z->comm, SCOPE_GROUP) * (z->plan.u[u].padded / z->place.hpz);
 }
 
-// Unit order[pos] with qwZ or hpZ on. With hpZ the backward gathers inside the node; the
-// forward's gather is quantized with qwZ, and with hpZ keeps this rank's secondary part.
+// hpZ as DeepSpeed: the first gather in a step keeps the part; later ones use it
 static CommRequest zero_zpp_gather_unit(Zero *z, int pos, floatX *full, floatX *mine) {
     int u = z->order[pos];
-    size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0;
+    size_t part = z->place.hpz ? z->plan.u[u].padded / z->place.hpz : 0, shard = z->plan.u[u].shard;
+    floatX *own = z->place.hpz ? zero_hpz_part(z, u, full) : NULL, *kept = z->hpz_params + z->hpz_off[u];
     CommRequest r = {0};
-    if (z->place.hpz && z->training && pos >= z->plan.n_fetch_fwd) {   // the backward's gather, inside the node
-        zb_copy(&z->be, zero_hpz_part(z, u, full), z->hpz_params + z->hpz_off[u], part * sizeof(floatX));
-        comm_group_all_gather(z->comm, SCOPE_NODE, zero_hpz_part(z, u, full), full, part * sizeof(floatX));
+    if (z->place.hpz && z->hpz_valid[u]) {
+        zb_copy(&z->be, own, kept, part * sizeof(floatX));
+        if (z->place.qw) zero_qw_gather(z, SCOPE_GROUP, full, own, part);
+        else comm_group_all_gather(z->comm, SCOPE_GROUP, own, full, part * sizeof(floatX));
         return r;
     }
-    if (z->place.qw) zero_qw_gather(z, u, full, mine);
-    else r = comm_iall_gather(z->comm, mine, full, z->plan.u[u].shard, ZPARAM_DT);
-    if (z->place.hpz && z->training) {   // a training forward keeps the secondary partition
+    if (z->place.qw) zero_qw_gather(z, SCOPE_WORLD, full, mine, shard);
+    else r = comm_iall_gather(z->comm, mine, full, shard, ZPARAM_DT);
+    if (z->place.hpz) {
         comm_wait(z->comm, &r);
-        zb_copy(&z->be, z->hpz_params + z->hpz_off[u], zero_hpz_part(z, u, full), part * sizeof(floatX));
+        zb_copy(&z->be, kept, own, part * sizeof(floatX));
+        z->hpz_valid[u] = 1;
     }
     return r;
 }
@@ -62,11 +58,13 @@ static int zero_zpp_gather(Zero *z, int pos, floatX *full, floatX *mine, CommReq
     return 1;
 }
 
-// qgZ: unit u's gradient g averaged over the ranks, this rank's slice into out. With L
-// ranks per node and N nodes, rank n*L + k owns slice n*L + k. Hop 1 sends node rank k the
-// slices of every node's rank k, in node order: the paper's tensor slice reordering. Summed,
-// they are its node's partial sums of exactly the slices hop 2 sends across, to node n the
-// slice of rank n*L + k.
+// the optimizer step hook: hpZ's parts go stale, as DeepSpeed
+static void zero_zpp_step_end(Zero *z) {
+    if (z->place.hpz) memset(z->hpz_valid, 0, z->plan.n_units);
+}
+
+// qgZ: rank n*L + k owns slice n*L + k. Hop 1 sends node rank k every node's slice k,
+// the paper's slice reordering, so its sums are what hop 2 sends to node n.
 static void zero_qg_reduce_scatter_unit(Zero *z, int u, const floatX *g, floatX *out) {
     const Comm *c = z->comm;
     int L = c->node_size, N = c->n_nodes;
@@ -81,30 +79,30 @@ static void zero_qg_reduce_scatter_unit(Zero *z, int u, const floatX *g, floatX 
         for (int k = 0; k < L; k++)
             for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)(k * N + n) * q, s, 4, sums + (size_t)n * s, 0, k > 0);
     }
-    if (N > 1) {   // hop 2, across nodes: the partial sums requantized
-        for (int n = 0; n < N; n++) {
-            const void *piece = L > 1 ? (const void *)(sums + (size_t)n * s) : (const void *)(g + (size_t)n * s);
-            zb_quantize(&z->be, piece, L == 1, s, 4, send + (size_t)n * q);
-        }
-        comm_group_all_to_all(z->comm, SCOPE_ACROSS, send, recv, q);
-        for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)n * q, s, 4, mine, 0, n > 0);
-    } else mine = sums;   // one node: hop 1 summed it all
+    // hop 2, across nodes: the sums requantized
+    for (int n = 0; n < N; n++) {
+        const void *piece = L > 1 ? (const void *)(sums + (size_t)n * s) : (const void *)(g + (size_t)n * s);
+        zb_quantize(&z->be, piece, L == 1, s, 4, send + (size_t)n * q);
+    }
+    comm_group_all_to_all(z->comm, SCOPE_ACROSS, send, recv, q);
+    for (int n = 0; n < N; n++) zb_dequantize(&z->be, recv + (size_t)n * q, s, 4, mine, 0, n > 0);
     zb_scale_to_floatX(&z->be, mine, out, s, 1.0f / (float)z->plan.P);
 }
 
 // The reduce-scatter hook: unit u's averaged slice into out, done on return.
 static int zero_zpp_reduce_scatter(Zero *z, int u, const floatX *g, floatX *out) {
-    if (!z->place.qg) return 0;
+    if (!zero_qg_applies(&z->place, &z->plan, z->comm->n_nodes, u)) return 0;
     zero_qg_reduce_scatter_unit(z, u, g, out);
     return 1;
 }
 
-// the step's worst block error, |x - dequantized| over the block's max |x|; -1: off
+// the step's relative RMS error of what qwZ and qgZ sent, all ranks; -1: off
 static void zero_quant_errors(Zero *z, float err[2]) {
+    double s[4];
     err[0] = err[1] = -1;
     if (!z->place.qw && !z->place.qg) return;
-    zb_quant_errors(&z->be, err);
-    comm_control_max(z->comm, err, 2);
-    if (!z->place.qw) err[0] = -1;
-    if (!z->place.qg) err[1] = -1;
+    zb_quant_sums(&z->be, s);
+    comm_control_sum(z->comm, s, 4);
+    if (z->place.qw) err[0] = s[1] > 0 ? (float)sqrt(s[0] / s[1]) : 0;
+    if (z->place.qg) err[1] = s[3] > 0 ? (float)sqrt(s[2] / s[3]) : 0;
 }
