@@ -42,7 +42,7 @@ enum { JT_BLOCK, JT_OPEN, JT_BOOL, JT_INT, JT_NUM, JT_STR, JT_PAIR };
 
 // what an honoured key sets: handled in ds_apply()
 enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP_COMM, K_PERSISTENCE,
-       K_MAX_LIVE, K_HPZ, K_QUANT_WEIGHTS, K_QUANT_GRADS, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_OPT_TYPE, K_LR, K_BETAS,
+       K_MAX_LIVE, K_HPZ, K_QUANT_WEIGHTS, K_QUANT_GRADS, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_DPU, K_DPU_WARMUP, K_OPT_TYPE, K_LR, K_BETAS,
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
        K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
        K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
@@ -95,7 +95,9 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.stage3_max_live_parameters", "max_live_parameters", DS_HONOURED, JT_INT, &R_COUNT, K_MAX_LIVE, NULL, "`--max-live`: cap on gathered parameter elements"},
     {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload (GPU trainer) and ZeRO-Infinity (both trainers) of the optimizer state"},
     {"zero_optimization.offload_optimizer.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_OPT_DEVICE, NULL, "`--offload`: \"cpu\": optimizer state and step on the CPU (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-nvme DIR`): ZeRO-Infinity, the state in each rank's file under `nvme_path`, streamed through CPU-Adam in tiles (both trainers; the CPU trainer's fp32 parameters are its master and stay in memory: m and v move); \"none\": off"},
-    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "1 only: all of the optimizer state is offloaded (partial offload is an error)"},
+    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "`--offload-ratio`: Twin-Flow, stage 3 with offload (a note elsewhere): the fraction of the optimizer partition CPU-Adam updates, DeepSpeed's last sub-groups (`sub_group_size`); the CPU trainer counts the split and computes what 1 computes"},
+    {"zero_optimization.offload_optimizer.delayed_update", NULL, DS_HONOURED, JT_BOOL, NULL, K_DPU, NULL, "zeroc's key, not DeepSpeed's (DeepSpeed has no DPU; remove it before giving the file to DeepSpeed): `--offload-dpu`, ZeRO-Offload's delayed parameter update (docs/offload.md)"},
+    {"zero_optimization.offload_optimizer.delayed_update_warmup", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_DPU_WARMUP, NULL, "zeroc's key, not DeepSpeed's: `--dpu-warmup`, applied steps before the delay starts (default 40)"},
     {"zero_optimization.offload_optimizer.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
     {"zero_optimization.offload_optimizer.nvme_path", NULL, DS_HONOURED, JT_STR, NULL, K_NVME_OPT_PATH, NULL, "device \"nvme\" (required there): the directory of each rank's file (`--offload-nvme DIR`)"},
     {"zero_optimization.offload_optimizer.buffer_count", NULL, DS_HONOURED, JT_INT, &R_BUFFERS, K_NVME_BUFFERS, NULL, "NVMe: tiles of the optimizer step in memory at once (default 4, as DeepSpeed's): one being updated, the others read ahead and written behind; at least 1 + pipeline_read + pipeline_write"},
@@ -425,9 +427,9 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_AIO_THREADS: c->aio_thread_count = (int)d; ds_nvme_key(c, FROM_AIO, path); break;
     case K_AIO_SINGLE_SUBMIT: c->aio_single_submit = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_AIO_OVERLAP_EVENTS: c->aio_overlap_events = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
-    case K_OFFLOAD_RATIO:
-        if (d < 1) report_at(x->r, MSG_ERROR, path, "partial optimizer offload (%g) is not supported: all of the optimizer state is offloaded (remove the key or set 1)", d);
-        break;
+    case K_OFFLOAD_RATIO: c->offload_ratio = d; c->from[FROM_RATIO] = path; break;
+    case K_DPU: c->offload_dpu = cJSON_IsTrue(v); c->from[FROM_DPU] = path; break;
+    case K_DPU_WARMUP: c->dpu_warmup = (int)d; c->from[FROM_DPU_WARMUP] = path; break;
     case K_OPT_TYPE:
         if (strcasecmp(v->valuestring, "adam") == 0) c->opt_type = OPT_ADAM;
         else if (strcasecmp(v->valuestring, "adamw") == 0) c->opt_type = OPT_ADAMW;

@@ -36,6 +36,7 @@ typedef struct {
     int lean_adamw;             // GPU, --lean-step 1: AdamW in one launch, with a weight-decay mask
     int whole;                  // stage 3 at one rank, the shard in working memory: units used in place
     int qw, hpz, qg;            // ZeRO++ at stage 3 with several ranks: qwZ, hpZ's partition size or 0, qgZ
+    int dpu;                    // ZeRO-Offload's delayed update: its copies of the gradient and the parameters
 } ZeroPlacement;
 
 // x: the bytes of a floatX
@@ -51,6 +52,7 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     pl.qw = zpp && cfg->zpp_quantized_weights;
     pl.hpz = zpp && cfg->zpp_hpz_size > 1 ? cfg->zpp_hpz_size : 0;
     pl.qg = zpp && cfg->zpp_quantized_gradients;
+    pl.dpu = cfg->offload_dpu;
     return pl;
 }
 
@@ -75,7 +77,7 @@ static ZeroZppStaging zero_zpp_staging(const ZeroPlan *p, const ZeroPlacement *p
 // The buffer table. Staging: offload's pinned copies of the reduced gradient and of CPU-Adam's output.
 enum { ZBUF_PARAMS, ZBUF_MASTER, ZBUF_OPT_M, ZBUF_OPT_V, ZBUF_RESIDENT, ZBUF_ARENA, ZBUF_GRADS, ZBUF_GRAD_SHARD,
        ZBUF_GRAD_SLOTS, ZBUF_RS_SCRATCH, ZBUF_NVME_BUFFERS, ZBUF_DECAY_MASK, ZBUF_HPZ, ZBUF_ZPP_STAGING,
-       ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
+       ZBUF_DPU_GRAD, ZBUF_DPU_PARAMS, ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
 static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
@@ -99,9 +101,12 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     ZeroZppStaging zs = zero_zpp_staging(p, pl);
     b[ZBUF_HPZ] = (ZeroBuffer){zero_hpz_elems(p, pl->hpz) * x, MEM_GATHER, ZMEM_WORK};
     b[ZBUF_ZPP_STAGING] = (ZeroBuffer){zs.send + zs.recv + zs.work, MEM_SCRATCH, ZMEM_WORK};
+    // DPU's copies of the gradient and parameters; they replace offload's parameter staging
+    b[ZBUF_DPU_GRAD] = (ZeroBuffer){pl->dpu ? shard * grad_x : 0, MEM_GRADS, opt};
+    b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_PARAMS, opt};
     b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     // with the parameter shard on NVMe, CPU-Adam writes into the shard's tiles instead
-    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
 }
 
 // ZeRO++'s hierarchy needs nodes of equal, consecutive ranks, and hpZ's partition one node

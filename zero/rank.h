@@ -1,6 +1,7 @@
 // zero/rank.h: what one rank holds, the Zero struct, and zero_init, which allocates its
 // buffers from zero/placement.h's table. Every pointer is one allocation of the table.
 #pragma once
+#include <pthread.h>
 #include "zero/placement.h"
 #ifdef __CUDACC__
 #include "zero/device.cuh"
@@ -34,6 +35,11 @@ typedef struct {
     floatX *hpz_params;         // ZeRO++ hpZ: the secondary partition, unit u at hpz_off[u]
     size_t *hpz_off;
     uint8_t *zpp_staging;       // ZeRO++: quantized messages and qgZ's sums
+    zgrad_t *dpu_grad;          // DPU, zero/dpu.h: the delayed update's gradient
+    floatX *dpu_params;         // and the parameters it writes
+    pthread_t dpu_thread;
+    int dpu_running, dpu_threads;
+    AdamWParams dpu_ap;
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments
     int lean;                   // what the backend runs lean, LEAN_*; -1: not asked yet
     // what the trainer's views read: a unit's parameters while fetched, its gradient while open
@@ -64,7 +70,8 @@ static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, v
     void **p[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                         (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
                         (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
-                        (void **)&z->hpz_params, (void **)&z->zpp_staging, staging_grad, staging_params};
+                        (void **)&z->hpz_params, (void **)&z->zpp_staging, (void **)&z->dpu_grad, (void **)&z->dpu_params,
+                        staging_grad, staging_params};
     memcpy(ptr, p, sizeof(p));
 }
 
