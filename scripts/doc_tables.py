@@ -88,7 +88,7 @@ def gpt2_table(tmp):
             "+ `--cpu-checkpointing`: device; host |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in range(4):
         e = plain[f"stage{s}"]
-        work = e["gathered_params"] + e["grad_buckets"] + e["nvme_buffers"]
+        work = e["gathered_params"] + e["grad_buckets"] + e["nvme_buffers"] + e.get("dpu_copies", 0)
         c = cpu[f"stage{s}"]
         rows.append(f"| {s} | {gb(e['model_states'])} | {gb(work) if work else '0'} | {gb(e['activations'])} | "
                     f"{gb(e['scratch'])} | {gb(e['total'])} | {gb(rec[f'stage{s}']['total'])} | "

@@ -155,6 +155,7 @@ class TrainConfig:
         self.eps, self.weight_decay, self.grad_clip = f32(1e-8), f32(0.1), f32(1.0)
         self.adam_w_mode = 1
         self.offload_dpu, self.dpu_warmup = 0, 40   # ZeRO-Offload's delayed parameter update (zero/dpu.h)
+        self.skip_steps = set()   # steps whose update is skipped, as the C trainers' guard skips them
         self.sched, self.warmup, self.warmup_log, self.min_lr_frac = SCHED_COSINE, 0, 1, f32(0.1)
         self.warmup_min_lr, self.warmup_min_ratio, self.cos_min_ratio = f32(0.0), f32(0.0), f32(1e-4)
         self.sched_total = 0
@@ -270,6 +271,8 @@ reference only
   --offload-dpu 0|1 --dpu-warmup N   the delayed parameter update (zero/dpu.h): after N updates, step t's
                            forward and backward read the parameters before update t-1, and the gradient is
                            applied to the parameters after it (the C trainers' semantics, written out here)
+  --skip-steps S,S,...     no update at these steps (1-based), as the C trainers' step guard skips a non-finite
+                           one (--inject-nonfinite): neither the lr schedule nor Adam's t advances
 """
 
 _INT_CHARS = set("0123456789")
@@ -501,6 +504,11 @@ def parse_args(argv):
         elif a == "--clip": c.grad_clip = f32(flag_number(a, v, R_CLIP))
         elif a == "--offload-dpu": c.offload_dpu = parse_int_or_die(a, v, 0, 1)
         elif a == "--dpu-warmup": c.dpu_warmup = int(flag_number(a, v, R_COUNT))
+        elif a == "--skip-steps":
+            try:
+                c.skip_steps = {int(x) for x in v.split(",")}
+            except ValueError:
+                fatal("--skip-steps: expected step numbers separated by commas, got '%s'" % v)
         elif a == "--adam-w-mode": c.adam_w_mode = parse_int_or_die(a, v, 0, 1)
         elif a == "--lr-schedule":
             c.sched = sched_from_name(a, v)
@@ -1722,6 +1730,7 @@ def run(argv):
     # DPU: `stale` holds the parameters before the last update while that update is delayed;
     # the passes read them, their gradient goes to the current parameters' update
     stale = None
+    applied = 0
     for step in range(1, c.steps + 1):
         sync(device)
         t0 = time.perf_counter()
@@ -1737,11 +1746,14 @@ def run(argv):
                 p.grad = q.grad
         step_loss = loss_sum / c.accum
         norm = clip_and_norm(model, c.grad_clip)
-        lr = lr_at(c, step - 1, lr_total_steps(c))
+        lr = lr_at(c, applied, lr_total_steps(c))
         set_lr(opt, lr)
-        delayed = c.offload_dpu and step > c.dpu_warmup
+        skip = step in c.skip_steps
+        delayed = c.offload_dpu and applied + 1 > c.dpu_warmup and not skip
         stale = [p.detach().clone().requires_grad_(True) for p in model.params] if delayed else None
-        opt.step()
+        if not skip:
+            opt.step()
+            applied += 1
         sync(device)
         dt = time.perf_counter() - t0
         tps = tokens_per_step / dt if dt > 0 else 0.0

@@ -186,7 +186,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
                 printf("| %-13s | %5d | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f |  %.2f GiB",
                        TRAINER_NAMES[tr], s, f.work[MEM_PARAMS] + f.host[MEM_PARAMS] + f.nvme[MEM_PARAMS],
                        f.work[MEM_GRADS] + f.host[MEM_GRADS], f.work[MEM_OPTIM] + f.host[MEM_OPTIM] + f.nvme[MEM_OPTIM],
-                       footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS) + f.work[MEM_NVME_BUFFERS],
+                       footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS) + f.work[MEM_NVME_BUFFERS] + f.work[MEM_DPU],
                        f.work[MEM_ACTIVATIONS] + f.host[MEM_ACTIVATIONS], f.work[MEM_SCRATCH], total, host, in_files,
                        total / 1073741824.0);
                 if (!f.fits) printf("  (needs --max-live >= %zu)", f.gather_need);
@@ -246,7 +246,8 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan; + hpZ's secondary partition)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (train/activations.h)",
         "backward and kernel scratch (train/activations.h)", "sampling's KV cache (train/sample.h)",
-        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/infinity.h)"};
+        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/infinity.h)",
+        "DPU: the delayed update's gradient and parameters (zero/dpu.h; with offload in pinned host memory)"};
     if (print) printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
     for (int k = MEM_GATHER; k < N_MEM; k++) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];

@@ -24,9 +24,9 @@
 
 // kinds of memory, as the reports count them
 enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE,
-       MEM_NVME_BUFFERS, N_MEM };
+       MEM_NVME_BUFFERS, MEM_DPU, N_MEM };
 static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations",
-                                            "scratch", "kv_cache", "nvme_buffers"};
+                                            "scratch", "kv_cache", "nvme_buffers", "dpu_copies"};
 
 typedef struct {
     int separate_master;        // an fp32 master beside floatX parameters: the GPU, the CPU's fp16 mode
@@ -102,8 +102,8 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZBUF_HPZ] = (ZeroBuffer){zero_hpz_elems(p, pl->hpz) * x, MEM_GATHER, ZMEM_WORK};
     b[ZBUF_ZPP_STAGING] = (ZeroBuffer){zs.send + zs.recv + zs.work, MEM_SCRATCH, ZMEM_WORK};
     // DPU's copies of the gradient and parameters; they replace offload's parameter staging
-    b[ZBUF_DPU_GRAD] = (ZeroBuffer){pl->dpu ? shard * grad_x : 0, MEM_GRADS, opt};
-    b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_PARAMS, opt};
+    b[ZBUF_DPU_GRAD] = (ZeroBuffer){pl->dpu ? shard * grad_x : 0, MEM_DPU, opt};
+    b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_DPU, opt};
     b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     // with the parameter shard on NVMe, CPU-Adam writes into the shard's tiles instead
     b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
