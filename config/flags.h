@@ -93,6 +93,7 @@ static void print_help(FILE *f, const char *prog) {
            "  --dpu-warmup N           applied steps updated in place before the delay starts (default 40)\n"
            "  --offload-ratio R        Twin-Flow, stage 3: the fraction of the optimizer partition CPU-Adam updates,\n"
            "                           the last sub-groups (default 1: all; the CPU trainer counts the split only)\n"
+           "  --sub-group-size N       Twin-Flow's sub-groups of the optimizer partition, elements (default 1e9)\n"
            "  --nvme-tile N            elements per tile of the streamed optimizer step (default 1048576)\n"
            "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
            "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
@@ -227,6 +228,9 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
     else if (!TRAINER_IS_GPU)
         report_at(r, MSG_NOTE, ratio, "%g: the CPU trainer updates both sides on its CPU: the split is counted, the numbers "
                   "are those of 1", c->offload_ratio);
+    else
+        report_at(r, MSG_ERROR, ratio, "%g: Twin-Flow's device side is not in train_gpt yet (the CPU trainer and "
+                  "--estimate-memory count the split): use 1", c->offload_ratio);
     if (ZERO_STAGE != 3 || (TRAINER_IS_GPU && !c->offload)) c->offload_ratio = 1;
 }
 
@@ -565,6 +569,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--offload-dpu")) { c->offload_dpu = flag_int(a, v, 0, 1); c->from[FROM_DPU] = "--offload-dpu"; }
         else if (!strcmp(a, "--dpu-warmup")) { c->dpu_warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_DPU_WARMUP] = a; }
         else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRACTION); c->from[FROM_RATIO] = "--offload-ratio"; }
+        else if (!strcmp(a, "--sub-group-size")) c->sub_group_size = (long long)flag_number(a, v, &R_TILE);
         else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);

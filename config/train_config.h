@@ -132,6 +132,7 @@ typedef struct {
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
     int offload_dpu, dpu_warmup;    // ZeRO-Offload's delayed parameter update after dpu_warmup applied steps (zero/dpu.h)
     double offload_ratio;           // Twin-Flow, stage 3: the fraction of the optimizer partition CPU-Adam updates
+    long long sub_group_size;       // Twin-Flow's sub-groups of the partition, in elements (DeepSpeed's sub_group_size)
     // ZeRO++ (zero.h), stage 3: DeepSpeed's zero_quantized_weights (qwZ), zero_hpz_partition_size
     // (hpZ; 1: off) and zero_quantized_gradients (qgZ)
     int zpp_quantized_weights, zpp_hpz_size, zpp_quantized_gradients;
@@ -226,6 +227,7 @@ static void train_config_defaults(TrainConfig *c) {
     c->offload = OFFLOAD;
     c->dpu_warmup = 40;       // the paper enables DPU after a few tens of steps
     c->offload_ratio = 1.0;   // DeepSpeed's default: all of it
+    c->sub_group_size = 1000000000LL;   // DeepSpeed's default
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero/device.cuh)
     c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults
     c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's; DeepSpeed's default is false

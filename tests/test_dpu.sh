@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO-Offload's delayed parameter update (DPU, zero/dpu.h) on the CPU trainer:
+# ZeRO-Offload's delayed parameter update (DPU, zero/dpu.h) and Twin-Flow on the CPU trainer:
 #   1. its losses equal the PyTorch reference's delayed update (scripts/train_gpt.py --offload-dpu 1)
 #      to float rounding at stages 1-3, 1 and 4 ranks, clipping and the lr schedule on, while DPU off
 #      differs by far more (so the comparison can fail)
@@ -7,6 +7,8 @@
 #      skipping the same step (--skip-steps) computes the same losses
 #   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it
 #   4. DPU's buffers are in the memory report; bad combinations are one error line
+#   5. Twin-Flow (--offload-ratio, stage 3): bitwise the numbers of ratio 1; each side counted, by
+#      DeepSpeed's rule: sub-groups i >= int((1 - ratio) * n) on CPU-Adam's side
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 if ! $PY -c "import torch" 2>/dev/null; then echo "skip: $PY cannot import torch"; exit 77; fi
@@ -69,4 +71,39 @@ sys.exit(0 if c["dpu_copies"] > 0 and c["host"]["dpu_copies"] == 0 and g["dpu_co
 PYEOF
 check "--estimate-memory counts DPU's copies" $?
 expect_error "--offload-dpu with NVMe offload" "offload-dpu.*NVMe" 1 build/z1/train_gpt_cpu $M --batch 4 --offload-nvme "$TMP"
+
+echo "== 5. Twin-Flow: the split is counted, the numbers are those of ratio 1"
+T="$M --batch 2 --offload-dpu 0 --sub-group-size 4000"
+$MPIRUN -np 2 build/z3/train_gpt_cpu $T --save "$TMP/tw1" --log "$TMP/tw1.jsonl" > /dev/null 2>&1 || exit 1
+$MPIRUN -np 2 build/z3/train_gpt_cpu $T --offload-ratio 0.5 --save "$TMP/tw5" --log "$TMP/tw5.jsonl" > "$TMP/tw5.out" 2>&1 || exit 1
+a=$(grep '"type":"train"' "$TMP/tw1.jsonl" | grep -o '"loss":[^,]*'); b=$(grep '"type":"train"' "$TMP/tw5.jsonl" | grep -o '"loss":[^,]*')
+[ -n "$a" ] && [ "$a" = "$b" ] && cmp -s "$TMP/tw1/ckpt_00000012/model.bin" "$TMP/tw5/ckpt_00000012/model.bin" &&
+    cmp -s "$TMP/tw1/ckpt_00000012/optim_rank_00000.bin" "$TMP/tw5/ckpt_00000012/optim_rank_00000.bin"
+check "--offload-ratio 0.5: 12 losses, model.bin and optimizer state bitwise those of ratio 1" $?
+for ratio in 0.5 0.25 0; do
+    build/z3/train_gpt_cpu $T --quiet 0 --steps 0 --offload-ratio $ratio --log "$TMP/twm.jsonl" > "$TMP/twm.out" 2>&1 || exit 1
+    $PY - "$TMP/twm.jsonl" $ratio "$TMP/twm.out" <<'PYEOF'
+import json, re, sys
+mem = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "memory"][0]
+tw, ratio = mem["twin_flow"], float(sys.argv[2])
+line = [l for l in open(sys.argv[3]) if l.startswith("Twin-Flow")][0]
+host_off, shard = map(int, re.search(r"\[(\d+), (\d+)\) on CPU-Adam", line).groups())
+n, first = tw["sub_groups"], int((1 - ratio) * tw["sub_groups"])
+dev, host = tw["device_side_optimizer_bytes"], tw["cpu_adam_side_optimizer_bytes"]
+ok = dev + host == mem["measured_bytes"]["optimizer"] and dev == 8 * host_off and (host_off == shard) == (first >= n) and (first == 0) == (host_off == 0)
+print("       ratio %g: %d sub-groups, CPU-Adam from group %d: device side %d bytes, CPU-Adam's %d" % (ratio, n, first, dev, host))
+sys.exit(0 if ok and n > 2 else 1)
+PYEOF
+    check "ratio $ratio: each side's optimizer bytes in the memory report" $?
+done
+build/z0/train_gpt_cpu $T --estimate-memory 4 --offload 1 --offload-ratio 0.5 --log "$TMP/twe.jsonl" > /dev/null 2>&1
+build/z0/train_gpt_cpu $T --estimate-memory 4 --offload 1 --log "$TMP/twe1.jsonl" > /dev/null 2>&1
+$PY - "$TMP/twe.jsonl" "$TMP/twe1.jsonl" <<'PYEOF'
+import json, sys
+a, b = (list(map(json.loads, open(p)))[-1]["train_gpt"]["stage3"] for p in sys.argv[1:])
+moved = b["host"]["optimizer"] - a["host"]["optimizer"]
+print("       train_gpt, stage 3: %d bytes of optimizer state move from host (pinned) to the device at ratio 0.5" % moved)
+sys.exit(0 if moved > 0 and a["total"] - b["total"] == moved and a["optimizer"] == b["optimizer"] else 1)
+PYEOF
+check "--estimate-memory: train_gpt's stage-3 row puts the device side in device memory" $?
 [ $fails -eq 0 ]

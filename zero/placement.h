@@ -37,7 +37,29 @@ typedef struct {
     int whole;                  // stage 3 at one rank, the shard in working memory: units used in place
     int qw, hpz, qg;            // ZeRO++ at stage 3 with several ranks: qwZ, hpZ's partition size or 0, qgZ
     int dpu;                    // ZeRO-Offload's delayed update: its copies of the gradient and the parameters
+    int twin_groups;            // Twin-Flow at stage 3: the partition's sub-groups, 0 when off
+    size_t twin_host_off;       // where CPU-Adam's side of the shard starts; the device updates the rest
 } ZeroPlacement;
+
+// Twin-Flow, DeepSpeed's offload_optimizer.ratio: this rank's segments grouped, a group
+// closed once it reaches `group` elements, and groups i >= (int)((1 - ratio) * n) given to
+// CPU-Adam. Its side is the shard's end, from the returned offset.
+static size_t zero_twin_host_off(const ZeroPlan *p, double ratio, long long group, int *n_groups) {
+    int n = 0, k = 0;
+    size_t in = 0, off = p->shard_elems;
+    for (int s = 0; s < p->n_seg; s++) {
+        in += p->seg[s].n;
+        if (in >= (size_t)group || s == p->n_seg - 1) { n++; in = 0; }
+    }
+    int first = (int)((1 - ratio) * n);
+    for (int s = 0; s < p->n_seg && off == p->shard_elems && first < n; s++) {
+        if (in == 0 && k == first) off = zero_seg_shard_off(p, &p->seg[s]);
+        in += p->seg[s].n;
+        if (in >= (size_t)group) { k++; in = 0; }
+    }
+    *n_groups = n;
+    return first <= 0 ? 0 : off;
+}
 
 // x: the bytes of a floatX
 static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
@@ -53,6 +75,7 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     pl.hpz = zpp && cfg->zpp_hpz_size > 1 ? cfg->zpp_hpz_size : 0;
     pl.qg = zpp && cfg->zpp_quantized_gradients;
     pl.dpu = cfg->offload_dpu;
+    if (p->stage == 3 && cfg->offload_ratio < 1) pl.twin_host_off = zero_twin_host_off(p, cfg->offload_ratio, cfg->sub_group_size, &pl.twin_groups);
     return pl;
 }
 
