@@ -93,6 +93,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
         if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;
         else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
     }
+    if (z->place.dpu && !staging_params) staging_params = z->dpu_params;   // offload's parameter staging, on the GPU
     zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
     // the partition's state planes by shard offset: the buffers above, or NVMe
     void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
