@@ -704,6 +704,14 @@ static cJSON *config_json_record(const TrainConfig *c) {
         cJSON_AddBoolToObject(oo, "fast_init", c->nvme_fast_init);
         cJSON_AddNumberToObject(zo, "nvme_tile", (double)c->nvme_tile);
     }
+    if (c->offload_dpu) {   // zeroc's keys: DeepSpeed has no delayed update
+        cJSON_AddBoolToObject(oo, "delayed_update", 1);
+        cJSON_AddNumberToObject(oo, "delayed_update_warmup", c->dpu_warmup);
+    }
+    if (c->offload_ratio < 1) {
+        cJSON_AddNumberToObject(oo, "ratio", c->offload_ratio);
+        cJSON_AddNumberToObject(zo, "sub_group_size", (double)c->sub_group_size);
+    }
     cJSON_AddStringToObject(op_, "device", c->nvme_param_dir[0] ? "nvme" : c->offload_param ? "cpu" : "none");
     if (c->nvme_param_dir[0]) {
         cJSON_AddStringToObject(op_, "nvme_path", c->nvme_param_dir);
