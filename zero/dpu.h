@@ -7,8 +7,8 @@
 //   a skipped step         installs w(t), starts nothing
 //   a checkpoint           installs first: it holds w(t+1), which the next step reads
 //
-// g(t) is taken at w(t-1): one step stale. Clipping, the loss scaler, the NaN guard
-// and the lr schedule judge g(t) before its update starts, as without the delay.
+// g(t) is taken at w(t-1): one step stale. The clip norm, loss scaler and NaN guard judge
+// g(t) before its update starts; the lr counts applied updates, as without the delay.
 #pragma once
 #include "zero/rank.h"
 
