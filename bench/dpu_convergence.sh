@@ -8,24 +8,28 @@
 # over the last 50 steps and the validation losses; plots each pair (scripts/plot_losses.py). Nothing
 # here is timed: the CPU trainer runs the update on a thread beside the next step on the same cores.
 # Writes bench/dpu_convergence.txt and bench/dpu_convergence_{demo,deep}.png.
-#   bash bench/dpu_convergence.sh            (STEPS=300 NP=4; BIN=build/z3/train_gpt_cpu)
+#   bash bench/dpu_convergence.sh            (STEPS=300 NP=4 LR=5e-3 MODELS="demo deep"; BIN=build/z3/train_gpt_cpu)
+#   TAG=_x names another record and plots: bench/dpu_convergence_x.txt, bench/dpu_convergence_x_{demo,deep}.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 STEPS=${STEPS:-300}
 NP=${NP:-4}
 BIN=${BIN:-build/z3/train_gpt_cpu}
+LR=${LR:-5e-3}
+MODELS=${MODELS:-demo deep}
+TAG=${TAG:-}
 [ -f data/brown/train.bin ] || bash scripts/prepare_data.sh
 [ "$BIN" = build/z3/train_gpt_cpu ] && make -s build/z3/train_gpt_cpu
-bench_init dpu_convergence
-bench_header "DPU convergence: ZeRO-3 with and without the delayed parameter update (--dpu-warmup 40), $STEPS steps, $NP ranks" \
+bench_init dpu_convergence$TAG
+bench_header "DPU convergence: ZeRO-3 with and without the delayed parameter update (--dpu-warmup 40), $STEPS steps, $NP ranks, lr $LR" \
     "convergence only, nothing timed"
-for model in demo deep; do
+for model in $MODELS; do
     layers=""; [ $model = deep ] && layers="--layers 8"
     for dpu in 0 1; do
         t0=$(date +%s)
         mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np "$NP" "$BIN" \
-            --arch llama --preset mini $layers --batch $((32 / NP)) --seq 64 --steps "$STEPS" --lr 5e-3 --warmup 20 --shuffle 1 \
+            --arch llama --preset mini $layers --batch $((32 / NP)) --seq 64 --steps "$STEPS" --lr "$LR" --warmup 20 --shuffle 1 \
             --val-every 50 --val-batches 8 --quiet 1 --threads 1 --offload-dpu $dpu --log "$BENCH_OUT/${model}_dpu$dpu.jsonl" \
             > "$BENCH_OUT/${model}_dpu$dpu.out" 2>&1
         say "# $model${layers:+ ($layers)}, DPU $dpu: $(( $(date +%s) - t0 )) s"
@@ -48,9 +52,9 @@ print(f"{sys.argv[3]}: mean loss over the last {len(tail)} steps: no DPU {sum(a[
 print(f"{sys.argv[3]}: val loss (step: no DPU, DPU): " + ", ".join(f"{s}: {va[s]:.4f}, {vb[s]:.4f}" for s in sorted(set(va) & set(vb))))
 PYEOF
     $BENCH_PY scripts/plot_losses.py "$BENCH_OUT/${model}_dpu0.jsonl" "$BENCH_OUT/${model}_dpu1.jsonl" --labels "ZeRO-3,ZeRO-3 + DPU (from update 41)" \
-        --title "$model model${layers:+ ($layers)}, $NP ranks: the delayed parameter update" --out "bench/dpu_convergence_$model.png" \
+        --title "$model model${layers:+ ($layers)}, $NP ranks: the delayed parameter update" --out "bench/dpu_convergence${TAG}_$model.png" \
         | tail -1 | sed "s/^/# plot $model: /" | tee -a "$BENCH_RECORD"
 done
 say "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-cp "$BENCH_RECORD" bench/dpu_convergence.txt
-echo "written: bench/dpu_convergence.txt, bench/dpu_convergence_demo.png, bench/dpu_convergence_deep.png"
+cp "$BENCH_RECORD" "bench/dpu_convergence$TAG.txt"
+echo "written: bench/dpu_convergence$TAG.txt and its plots, bench/dpu_convergence${TAG}_*.png"
