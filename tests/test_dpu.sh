@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ZeRO-Offload's delayed parameter update (DPU, zero/dpu.h) and Twin-Flow on the CPU trainer:
 #   1. its losses equal the PyTorch reference's delayed update (scripts/train_gpt.py --offload-dpu 1)
-#      to float rounding at stages 1-3, 1 and 4 ranks, clipping and the lr schedule on, while DPU off
+#      to float rounding at stages 1-3, 1 and 4 ranks (gpt2; llama at stage 3 with accumulation), clipping
+#      and the lr schedule on, while DPU off
 #      differs by far more (so the comparison can fail)
 #   2. a skipped step (--inject-nonfinite) installs the pending update and starts none: the reference
 #      skipping the same step (--skip-steps) computes the same losses
@@ -39,6 +40,11 @@ for sr in $STAGES; do
     ok "$d" "< 2e-5"; check "stage $s, $n rank(s): max |loss - reference| $d over 12 steps (DPU off differs by $far)" $?
 done
 ok "$far" "> 1e-3"; check "the reference's delay changes the losses ($far): the comparison can fail" $?
+L="${M/--arch gpt2/--arch llama} --kv-heads 2 --accum 2"
+$PY scripts/train_gpt.py $L --batch 2 --log "$TMP/py_llama.jsonl" > /dev/null 2>&1 || exit 1
+$MPIRUN -np 2 build/z3/train_gpt_cpu $L --batch 1 --log "$TMP/c_llama.jsonl" > "$TMP/c.out" 2>&1 || { cat "$TMP/c.out"; exit 1; }
+d=$(maxdiff "$TMP/c_llama.jsonl" "$TMP/py_llama.jsonl")
+ok "$d" "< 2e-5"; check "llama, stage 3, 2 ranks, accumulation 2: max |loss - reference| $d" $?
 
 echo "== 2. a skipped step with DPU: the pending update lands, none starts"
 $MPIRUN -np 2 build/z2/train_gpt_cpu $M --batch 2 --inject-nonfinite 7:1 --log "$TMP/c_skip.jsonl" > "$TMP/c.out" 2>&1 || { cat "$TMP/c.out"; exit 1; }
