@@ -5,6 +5,7 @@
 #pragma once
 #include "zero/rank.h"
 #include "zero/zeropp.h"
+#include "zero/dpu.h"
 
 // ============================================================================
 // Stage 0: plain data parallel
@@ -271,6 +272,7 @@ static void zero_micro_step_end(Zero *z) { z->micro++; }
 //             copied back on the compute stream.
 //   gather    the parameters' all-gather follows those copies by the stream rule: a
 //             collective waits for all queued on the compute stream.
+//   DPU       zero/dpu.h: the update runs beside the next step, gathered at its end.
 // On the CPU each call is done when it returns, in the same order.
 
 // each rank ends with its partition's averaged gradient
@@ -325,17 +327,29 @@ static float zero_clip_coef(float grad_clip, float norm) {
 
 typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; } ZeroOptim;
 
-// AdamW on this rank's partition, in shard order
-static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale) {
+// AdamW on this rank's partition, in shard order; delayed, on DPU's thread
+static void zero_adamw_partition(Zero *z, const ZeroOptim *o, float grad_scale, int delayed) {
     AdamWParams ap = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->t, grad_scale, !z->cfg->adam_w_mode};
     if (zero_lean(z) & LEAN_ADAMW) { zb_lean_adamw(&z->be, ap); return; }
     zero_adam_segments(z, o->weight_decay);
-    zb_adamw_partition(&z->be, z->adam_seg, z->plan.n_seg, ap);
+    if (delayed) zero_dpu_start(z, ap);
+    else zb_adamw_partition(&z->be, z->adam_seg, z->plan.n_seg, ap);
+}
+
+// the updated slices to the ranks that read them
+static void zero_share_params(Zero *z) {
+    if (ZERO_STAGE == 1 || ZERO_STAGE == 2) zero_all_gather_params(z);
+    if (ZERO_STAGE == 3) zero_gather_persistent(z);
 }
 
 // grad_scale: the clip coefficient, over the fp16 loss scale
 static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
-    zero_adamw_partition(z, o, grad_scale);
-    if (ZERO_STAGE == 1 || ZERO_STAGE == 2) zero_all_gather_params(z);
-    if (ZERO_STAGE == 3) zero_gather_persistent(z);
+    int delayed = zero_dpu_delays(z, o->t);
+    zero_adamw_partition(z, o, grad_scale, delayed);
+    if (!delayed) zero_share_params(z);
+}
+
+// DPU: the update in flight lands before the next forward
+static void zero_step_install(Zero *z) {
+    if (zero_dpu_install(z)) zero_share_params(z);
 }

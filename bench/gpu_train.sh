@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_train.sh: GPT-2 124M training speed on one GPU (T = 1024, bf16, micro batch 16; median step
 # after the 5th), zeroc's rows and PyTorch's, parsed and tabled in one place.
-#   bash bench/gpu_train.sh [pairs|torch|llmc|stages|all]      (binaries built: make gpu-all; default all)
+#   bash bench/gpu_train.sh [pairs|torch|llmc|stages|offload|all]   (binaries built: make gpu-all; default all)
 #   scripts/gpu_check.sh runs `pairs`, `llmc` and `torch` as three of its stages (speed, llmc, torch), `stages`
 #   when named
 # pairs   stage 0 without --breakdown (its synchronizations would hide what they measure): the default
@@ -18,6 +18,9 @@
 # stages  with --breakdown (forward, backward, communication wait, optimizer): stage 0, stage 3, stage 2
 #         with optimizer offload, the llama architecture at the same sizes; memory against speed:
 #         --recompute 1, and with --cpu-checkpointing 1 (each row's GPU memory)
+# offload ZeRO-Offload at stage 2 against no offload: CPU-Adam after the step, with the delayed parameter update
+#         (--offload-dpu 1 --dpu-warmup 5: CPU-Adam beside the next step from update 6 on), and Twin-Flow's rows
+#         when train_gpt runs it (not yet: --offload-ratio < 1 is refused); the ratios to no offload
 # Rows collect in $GPU_TRAIN_ROWS (a file; default one for this run alone), so that two invocations
 # (gpu_check's speed and torch stages) make one table; each invocation prints the table of every row so
 # far, the pairs' ratios, and its last line:
@@ -30,7 +33,7 @@
 # bench/gpu_train_<UTC date>_<device>.txt (appended to by each invocation) and, as it is written, to $OUT/.
 cd "$(dirname "$0")/.." || exit 1
 what=${1:-all}
-case $what in pairs|torch|llmc|stages|all) ;; *) echo "error: bench/gpu_train.sh: unknown row set '$what' (pairs, torch, llmc, stages, all)" >&2; exit 2;; esac
+case $what in pairs|torch|llmc|stages|offload|all) ;; *) echo "error: bench/gpu_train.sh: unknown row set '$what' (pairs, torch, llmc, stages, offload, all)" >&2; exit 2;; esac
 timeout 20 nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "SKIP: no GPU found"; exit 77; }
 [ -f data/brown/train.bin ] || { echo "SKIP: no data/brown/train.bin (carry data/)"; exit 77; }
 PEAK=${GPU_TRAIN_PEAK:-989e12}
@@ -156,6 +159,11 @@ if [ "$what" = stages ] || [ "$what" = all ]; then
     run_zeroc recompute "$Z0" --recompute 1
     run_zeroc cpu_ckpt "$Z0" --recompute 1 --cpu-checkpointing 1
 fi
+if [ "$what" = offload ] || [ "$what" = all ]; then
+    run_zeroc z2_no_offload ./build/gpu_z2_o0/train_gpt
+    run_zeroc z2_offload ./build/gpu_z2_o1/train_gpt --offload 1
+    run_zeroc z2_offload_dpu ./build/gpu_z2_o1/train_gpt --offload 1 --offload-dpu 1 --dpu-warmup 5
+fi
 echo
 "$PY" - "$ROWS" "$PEAK" "$LLM_C" "$SHAPE" <<'PYEOF'
 import sys
@@ -186,6 +194,11 @@ if base:
             print(f"pair: default -> {k}: {tok[k][0] / b:.3f}x tokens/s ({b:.0f} -> {tok[k][0]:.0f})")
     if len(base) == 2:
         print(f"drift: default {base[0]:.0f} -> default again {base[1]:.0f} tok/s ({100 * (base[1] / base[0] - 1):+.1f}%)")
+if "z2_no_offload" in tok:   # ZeRO-Offload's rows against no offload (the issue's target: DPU at >= 0.8x)
+    for k in ("z2_offload", "z2_offload_dpu"):
+        if k in tok:
+            print(f"offload: {k} / z2_no_offload: {tok[k][0] / tok['z2_no_offload'][0]:.3f}x tokens/s "
+                  f"({tok['z2_no_offload'][0]:.0f} -> {tok[k][0]:.0f})")
 zs = {k: v[0] for k, v in tok.items() if not k.startswith("torch") and k != "llmc"}
 if "llmc" in tok and zs:
     best = max(zs, key=zs.get)

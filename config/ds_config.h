@@ -44,7 +44,7 @@ enum { JT_BLOCK, JT_OPEN, JT_BOOL, JT_INT, JT_NUM, JT_STR, JT_PAIR };
 
 // what an honoured key sets: handled in ds_apply()
 enum { K_NONE, K_TRAIN_BATCH, K_MICRO_BATCH, K_ACCUM, K_CLIP, K_STAGE, K_OVERLAP_COMM, K_PERSISTENCE,
-       K_MAX_LIVE, K_HPZ, K_QUANT_WEIGHTS, K_QUANT_GRADS, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_OPT_TYPE, K_LR, K_BETAS,
+       K_MAX_LIVE, K_HPZ, K_QUANT_WEIGHTS, K_QUANT_GRADS, K_OFFLOAD_OPT_DEVICE, K_OFFLOAD_PARAM_DEVICE, K_OFFLOAD_RATIO, K_SUB_GROUP, K_DPU, K_DPU_WARMUP, K_OPT_TYPE, K_LR, K_BETAS,
        K_EPS, K_WEIGHT_DECAY, K_ADAM_W_MODE, K_BIAS_CORRECTION, K_AMSGRAD, K_SCHED_TYPE, K_WARMUP_MIN_LR,
        K_WARMUP_MAX_LR, K_WARMUP_STEPS, K_WARMUP_TYPE, K_TOTAL_STEPS, K_WARMUP_MIN_RATIO, K_COS_MIN_RATIO,
        K_LAST_BATCH_ITERATION, K_FP16, K_LOSS_SCALE, K_SCALE_POWER, K_SCALE_WINDOW, K_HYSTERESIS,
@@ -97,7 +97,9 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.stage3_max_live_parameters", "max_live_parameters", DS_HONOURED, JT_INT, &R_COUNT, K_MAX_LIVE, NULL, "`--max-live`: cap on gathered parameter elements"},
     {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload (GPU trainer) and ZeRO-Infinity (both trainers) of the optimizer state"},
     {"zero_optimization.offload_optimizer.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_OPT_DEVICE, NULL, "`--offload`: \"cpu\": optimizer state and step on the CPU (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-nvme DIR`): ZeRO-Infinity, the state in each rank's file under `nvme_path`, streamed through CPU-Adam in tiles (both trainers; the CPU trainer's fp32 parameters are its master and stay in memory: m and v move); \"none\": off"},
-    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "1 only: all of the optimizer state is offloaded (partial offload is an error)"},
+    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "`--offload-ratio`: Twin-Flow, stage 3 with offload (a note elsewhere): the fraction of the optimizer partition CPU-Adam updates, DeepSpeed's last sub-groups (`sub_group_size`); the CPU trainer counts the split and computes what 1 computes"},
+    {"zero_optimization.offload_optimizer.delayed_update", NULL, DS_HONOURED, JT_BOOL, NULL, K_DPU, NULL, "zeroc's key, not DeepSpeed's (DeepSpeed has no DPU; remove it before giving the file to DeepSpeed): `--offload-dpu`, ZeRO-Offload's delayed parameter update (docs/offload.md)"},
+    {"zero_optimization.offload_optimizer.delayed_update_warmup", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_DPU_WARMUP, NULL, "zeroc's key, not DeepSpeed's: `--dpu-warmup`, applied steps before the delay starts (default 40)"},
     {"zero_optimization.offload_optimizer.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
     {"zero_optimization.offload_optimizer.nvme_path", NULL, DS_HONOURED, JT_STR, NULL, K_NVME_OPT_PATH, NULL, "device \"nvme\" (required there): the directory of each rank's file (`--offload-nvme DIR`)"},
     {"zero_optimization.offload_optimizer.buffer_count", NULL, DS_HONOURED, JT_INT, &R_BUFFERS, K_NVME_BUFFERS, NULL, "NVMe: tiles of the optimizer step in memory at once (default 4, as DeepSpeed's): one being updated, the others read ahead and written behind; at least 1 + pipeline_read + pipeline_write"},
@@ -121,7 +123,7 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.elastic_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--resume` always reshards to the current world size and stage"},
     {"zero_optimization.grad_hooks", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "the backward calls the reduction directly"},
     {"zero_optimization.round_robin_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "offload copies each gradient slice to the host as soon as it is reduced"},
-    {"zero_optimization.sub_group_size", NULL, DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "CPU-Adam steps the optimizer partition in fixed tiles (with NVMe offload `--nvme-tile` elements; DeepSpeed's default sub-group of 1e9 elements would hold a whole partition in memory)"},
+    {"zero_optimization.sub_group_size", NULL, DS_HONOURED, JT_INT, &R_ELEMS, K_SUB_GROUP, NULL, "`--sub-group-size`: the sub-groups Twin-Flow's `offload_optimizer.ratio` splits (default 1e9, DeepSpeed's); CPU-Adam itself steps the partition in fixed tiles (with NVMe offload `--nvme-tile` elements)"},
     {"zero_optimization.stage3_prefetch_bucket_size", "prefetch_bucket_size", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "stage 3 prefetches exactly one unit ahead (`overlap_comm`)"},
     {"zero_optimization.stage3_model_persistence_threshold", "model_persistence_threshold", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "units below `stage3_param_persistence_threshold` stay whole without a total cap"},
     {"zero_optimization.stage3_max_reuse_distance", "max_reuse_distance", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "a unit is released after its forward and gathered again for its backward"},
@@ -412,9 +414,10 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_AIO_THREADS: c->aio_thread_count = (int)d; ds_nvme_key(c, FROM_AIO, path); break;
     case K_AIO_SINGLE_SUBMIT: c->aio_single_submit = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_AIO_OVERLAP_EVENTS: c->aio_overlap_events = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
-    case K_OFFLOAD_RATIO:
-        if (d < 1) report_at(x->r, MSG_ERROR, path, "partial optimizer offload (%g) is not supported: all of the optimizer state is offloaded (remove the key or set 1)", d);
-        break;
+    case K_OFFLOAD_RATIO: c->offload_ratio = d; c->from[FROM_RATIO] = path; break;
+    case K_SUB_GROUP: c->sub_group_size = (long long)d; break;
+    case K_DPU: c->offload_dpu = cJSON_IsTrue(v); c->from[FROM_DPU] = path; break;
+    case K_DPU_WARMUP: c->dpu_warmup = (int)d; c->from[FROM_DPU_WARMUP] = path; break;
     case K_OPT_TYPE:
         if (strcasecmp(v->valuestring, "adam") == 0) c->opt_type = OPT_ADAM;
         else if (strcasecmp(v->valuestring, "adamw") == 0) c->opt_type = OPT_ADAMW;
@@ -687,6 +690,14 @@ static cJSON *config_json_record(const TrainConfig *c) {
         cJSON_AddBoolToObject(oo, "pipeline_write", c->nvme_pipeline_write);
         cJSON_AddBoolToObject(oo, "fast_init", c->nvme_fast_init);
         cJSON_AddNumberToObject(zo, "nvme_tile", (double)c->nvme_tile);
+    }
+    if (c->offload_dpu) {   // zeroc's keys: DeepSpeed has no delayed update
+        cJSON_AddBoolToObject(oo, "delayed_update", 1);
+        cJSON_AddNumberToObject(oo, "delayed_update_warmup", c->dpu_warmup);
+    }
+    if (c->offload_ratio < 1) {
+        cJSON_AddNumberToObject(oo, "ratio", c->offload_ratio);
+        cJSON_AddNumberToObject(zo, "sub_group_size", (double)c->sub_group_size);
     }
     cJSON_AddStringToObject(op_, "device", c->nvme_param_dir[0] ? "nvme" : c->offload_param ? "cpu" : "none");
     if (c->nvme_param_dir[0]) {

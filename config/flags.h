@@ -88,6 +88,12 @@ static void print_help(FILE *f, const char *prog) {
            "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
            "                           rank's file under DIR, streamed through the step in tiles (both trainers)\n"
            "  --offload-param-nvme DIR stage 3: the parameter shard in each rank's file under DIR, read one unit ahead\n"
+           "  --offload-dpu 0|1        ZeRO-Offload's delayed parameter update: step t's AdamW on its own thread while\n"
+           "                           step t+1's forward and backward run on the parameters of step t-1 (zero/dpu.h)\n"
+           "  --dpu-warmup N           applied steps updated in place before the delay starts (default 40)\n"
+           "  --offload-ratio R        Twin-Flow, stage 3: the fraction of the optimizer partition CPU-Adam updates,\n"
+           "                           the last sub-groups (default 1: all; the CPU trainer counts the split only)\n"
+           "  --sub-group-size N       Twin-Flow's sub-groups of the optimizer partition, elements (default 1e9)\n"
            "  --nvme-tile N            elements per tile of the streamed optimizer step (default 1048576)\n"
            "  --estimate-memory N      print the per-rank memory of every stage at N ranks (model states, activations\n"
            "                           for --batch/--seq, working buffers), allocate nothing, exit\n"
@@ -194,6 +200,42 @@ static unsigned sched_users(int id) {
     case FROM_SCHED_TOTAL: return 1u << SCHED_COSINE | 1u << SCHED_WARMUP_DECAY_LR | 1u << SCHED_WARMUP_COSINE_LR;
     default: return 0;
     }
+}
+
+// ZeRO-Offload's delayed parameter update, DPU (zero/dpu.h), and Twin-Flow's ratio.
+// DPU runs the host's update beside the next step: on the GPU it needs the optimizer
+// offloaded, and neither NVMe's streamed step nor Twin-Flow's device side joins it.
+// DeepSpeed reads the ratio at stage 3 with offload only; the estimator keeps both.
+static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
+    const char *dpu = c->from[FROM_DPU] ? c->from[FROM_DPU] : "--offload-dpu";
+    const char *ratio = c->from[FROM_RATIO] ? c->from[FROM_RATIO] : "--offload-ratio";
+    if (c->offload_dpu && TRAINER_IS_GPU && !c->offload)
+        report_at(r, MSG_ERROR, dpu, "the delayed update runs CPU-Adam beside the next step: it needs the optimizer offloaded "
+                  "(--offload 1, offload_optimizer device \"cpu\")");
+    else if (c->offload_dpu && (c->nvme_optim_dir[0] || c->nvme_param_dir[0]))
+        report_at(r, MSG_ERROR, dpu, "is not combined with NVMe offload: the streamed step would share the NVMe files with the "
+                  "next step's reads");
+    if (!c->offload_dpu && c->from[FROM_DPU_WARMUP])
+        report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
+    if (c->offload_ratio >= 1 || c->estimate_world) return;
+    if (ZERO_STAGE != 3)
+        report_at(r, MSG_NOTE, ratio, "%g: no effect: DeepSpeed splits the optimizer partition at stage 3 only, and this binary "
+                  "is stage %d", c->offload_ratio, ZERO_STAGE);
+    else if (TRAINER_IS_GPU && !c->offload)
+        report_at(r, MSG_NOTE, ratio, "%g: no effect without the optimizer offloaded (--offload 1): the whole partition is on "
+                  "the device", c->offload_ratio);
+    else if (c->offload_dpu)
+        report_at(r, MSG_ERROR, ratio, "%g: Twin-Flow's device side updates in the step, the delayed update after it: use one "
+                  "of the two", c->offload_ratio);
+    else if (c->nvme_optim_dir[0])
+        report_at(r, MSG_ERROR, ratio, "%g: partial offload with the optimizer on NVMe is not supported", c->offload_ratio);
+    else if (!TRAINER_IS_GPU)
+        report_at(r, MSG_NOTE, ratio, "%g: the CPU trainer updates both sides on its CPU: the split is counted, the numbers "
+                  "are those of 1", c->offload_ratio);
+    else
+        report_at(r, MSG_ERROR, ratio, "%g: Twin-Flow's device side is not in train_gpt yet (the CPU trainer and "
+                  "--estimate-memory count the split): use 1", c->offload_ratio);
+    if (ZERO_STAGE != 3 || (TRAINER_IS_GPU && !c->offload)) c->offload_ratio = 1;
 }
 
 // ZeRO-Infinity's settings, from the config's keys and the flags together. A device
@@ -335,6 +377,7 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
     }
 #endif
     nvme_config_check(c, r);
+    offload_flow_check(c, r);
     // the wandb block writes nothing: W&B can upload the tensorboard block's event files, if that block is on
     if (c->wandb) {
         char dir[700], team[160] = "", group[200] = "";
@@ -553,6 +596,10 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
             copy_str_or_die(c->nvme_param_dir, sizeof(c->nvme_param_dir), a, v); c->from[FROM_NVME_PARAM] = "--offload-param-nvme";
             c->offload_param = 0;
         }
+        else if (!strcmp(a, "--offload-dpu")) { c->offload_dpu = flag_int(a, v, 0, 1); c->from[FROM_DPU] = "--offload-dpu"; }
+        else if (!strcmp(a, "--dpu-warmup")) { c->dpu_warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_DPU_WARMUP] = a; }
+        else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRACTION); c->from[FROM_RATIO] = "--offload-ratio"; }
+        else if (!strcmp(a, "--sub-group-size")) c->sub_group_size = (long long)flag_number(a, v, &R_TILE);
         else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);

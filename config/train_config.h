@@ -38,7 +38,7 @@ static const Range R_BATCH = {1, 1 << 20, 0, 0, 1}, R_ACCUM = {1, 1 << 20, 0, 0,
                    R_STEPS = {0, 1 << 30, 0, 0, 1}, R_STAGE = {0, 3, 0, 0, 1}, R_COUNT = {0, 9e18, 0, 0, 1}, R_HPZ = {1, 1 << 20, 0, 0, 1},
                    R_LR = {0, FLT_BIG, 0, 0, 0}, R_NONNEG = {0, FLT_BIG, 0, 0, 0}, R_BETA = {0, 1, 0, 1, 0},
                    R_EPS = {0, FLT_BIG, 1, 0, 0}, R_WD = {0, FLT_BIG, 0, 0, 0}, R_CLIP = {0, FLT_BIG, 0, 0, 0},
-                   R_FRAC = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0},
+                   R_FRAC = {0, 1, 0, 0, 0}, R_FRACTION = {0, 1, 0, 0, 0}, R_TOP_P = {0, 1, 1, 0, 0}, R_TIMEOUT = {0, 1e7, 0, 0, 0},
                    R_TILE = {1, 1e12, 0, 0, 1}, R_BUDGET = {0, 1 << 30, 1, 0, 0};
 
 static int range_ok(const Range *r, double v) {
@@ -96,7 +96,7 @@ enum { FROM_B, FROM_ACCUM, FROM_TOTAL, FROM_STAGE, FROM_OFFLOAD, FROM_OFFLOAD_PA
        FROM_WARMUP_TYPE, FROM_MIN_LR_FRAC, FROM_WARMUP_MIN_LR, FROM_WARMUP_MAX_LR, FROM_WARMUP_MIN_RATIO,
        FROM_COS_MIN_RATIO, FROM_SCHED_TOTAL, FROM_ADAM_W_MODE, FROM_BF16, FROM_RECOMPUTE, FROM_CPU_CKPT, FROM_FP16,
        FROM_NVME_OPTIM, FROM_NVME_PARAM, FROM_NVME_OPTIM_KEY, FROM_NVME_PARAM_KEY, FROM_NVME_BUFFERS, FROM_NVME_PARAM_BUFFERS,
-       FROM_AIO, FROM_NVME_TILE, FROM_SAMPLE_LEN, FROM_ZEROPP, N_FROM };
+       FROM_AIO, FROM_NVME_TILE, FROM_SAMPLE_LEN, FROM_ZEROPP, FROM_DPU, FROM_DPU_WARMUP, FROM_RATIO, N_FROM };
 
 typedef struct {
     ModelConfig model;
@@ -150,6 +150,9 @@ typedef struct {
     int overlap_reduce;             // stages 0-1: each unit's gradient reduction starts when its backward ends (overlap_comm)
     int offload;                    // optimizer offload to CPU-Adam (GPU trainer)
     int offload_param;              // stage 3: parameter shards in pinned host memory (GPU trainer)
+    int offload_dpu, dpu_warmup;    // ZeRO-Offload's delayed parameter update after dpu_warmup applied steps (zero/dpu.h)
+    double offload_ratio;           // Twin-Flow, stage 3: the fraction of the optimizer partition CPU-Adam updates
+    long long sub_group_size;       // Twin-Flow's sub-groups of the partition, in elements (DeepSpeed's sub_group_size)
     // ZeRO++ (zero.h), stage 3: DeepSpeed's zero_quantized_weights (qwZ), zero_hpz_partition_size
     // (hpZ; 1: off) and zero_quantized_gradients (qgZ)
     int zpp_quantized_weights, zpp_hpz_size, zpp_quantized_gradients;
@@ -244,6 +247,9 @@ static void train_config_defaults(TrainConfig *c) {
     c->overlap_reduce = !TRAINER_IS_GPU;
     c->bias_grad_epilogue = 0;
     c->offload = OFFLOAD;
+    c->dpu_warmup = 40;       // the paper enables DPU after a few tens of steps
+    c->offload_ratio = 1.0;   // DeepSpeed's default: all of it
+    c->sub_group_size = 1000000000LL;   // DeepSpeed's default
     c->nvme_tile = 1 << 20;   // the GPU's CPU-Adam tile (zero/device.cuh)
     c->nvme_buffers = 4; c->nvme_param_buffers = 5;   // DeepSpeed's defaults
     c->nvme_pipeline_read = c->nvme_pipeline_write = 1;   // zeroc's; DeepSpeed's default is false

@@ -7,7 +7,7 @@ Each table sits in a doc between "<!-- doc_tables: NAME -->" and "<!-- /doc_tabl
   python3 scripts/doc_tables.py --check   exit 1 when a committed table differs (tests/test_doc_tables.sh)
 Needs `make zero-bins`. The runs: every stage at 4 ranks, two micro-steps of one step (memory and
 communication per rank), and the estimator (--estimate-memory), which allocates nothing.
-Writes docs/zero.md's, docs/memory.md's and docs/gpu.md's.
+Writes docs/zero.md's, docs/memory.md's, docs/gpu.md's and docs/offload.md's.
 """
 import json, os, re, subprocess, sys, tempfile
 
@@ -17,7 +17,7 @@ RUN = ["--preset", "small", "--batch", "2", "--seq", "64", "--accum", "2", "--st
 RUN_TEXT = "mpirun -np 4 build/zK/train_gpt_cpu --preset small --batch 2 --seq 64 --accum 2 --steps 1"
 GPT2 = ["--preset", "gpt2-124m", "--batch", "16", "--seq", "1024", "--estimate-memory", "4"]
 DOCS = {"zero_memory": "docs/zero.md", "zero_comm": "docs/zero.md", "gpt2_estimate": "docs/zero.md",
-        "demo_states": "docs/memory.md", "flash_estimate": "docs/gpu.md"}
+        "demo_states": "docs/memory.md", "flash_estimate": "docs/gpu.md", "offload_estimate": "docs/offload.md"}
 
 
 def records(path, kind):
@@ -88,7 +88,7 @@ def gpt2_table(tmp):
             "+ `--cpu-checkpointing`: device; host |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in range(4):
         e = plain[f"stage{s}"]
-        work = e["gathered_params"] + e["grad_buckets"] + e["nvme_buffers"]
+        work = e["gathered_params"] + e["grad_buckets"] + e["nvme_buffers"] + e.get("dpu_copies", 0)
         c = cpu[f"stage{s}"]
         rows.append(f"| {s} | {gb(e['model_states'])} | {gb(work) if work else '0'} | {gb(e['activations'])} | "
                     f"{gb(e['scratch'])} | {gb(e['total'])} | {gb(rec[f'stage{s}']['total'])} | "
@@ -111,6 +111,22 @@ def flash_table(tmp):
     return "\n".join(rows)
 
 
+def offload_table(tmp):
+    """train_gpt's GPT-2 124M at stage 3, 4 ranks, with offload: DPU's copies and Twin-Flow's sides."""
+    base = GPT2 + ["--offload", "1", "--sub-group-size", "10000000"]
+    rows = ["`" + " ".join(["./train_gpt_cpu"] + base) + "`, train_gpt's stage-3 row, bytes per rank:", "",
+            "| setting | optimizer state on the device | optimizer state in host (pinned) | DPU's copies | device total | host (pinned) total |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for label, extra in [("offload", []), ("offload + DPU", ["--offload-dpu", "1"]), ("Twin-Flow, ratio 0.75", ["--offload-ratio", "0.75"]),
+                         ("Twin-Flow, ratio 0.5", ["--offload-ratio", "0.5"]), ("Twin-Flow, ratio 0.25", ["--offload-ratio", "0.25"]),
+                         ("Twin-Flow, ratio 0", ["--offload-ratio", "0"])]:
+        e = estimate(tmp, base + extra, "offload_" + label.replace(" ", "_").replace(",", ""))["train_gpt"]["stage3"]
+        dev_opt = e["optimizer"] - e["host"]["optimizer"]
+        rows.append(f"| {label} | {gb(dev_opt)} | {gb(e['host']['optimizer'])} | {gb(e.get('dpu_copies', 0))} | "
+                    f"{gb(e['total'])} | {gb(e['host_total'])} |")
+    return "\n".join(rows)
+
+
 def blocks(text):
     return {m.group(1): m.group(2) for m in re.finditer(r"<!-- doc_tables: (\w+) -->\n(.*?)<!-- /doc_tables -->", text, re.S)}
 
@@ -119,7 +135,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         mem_table, comm_table = measured(tmp)
         tables = {"zero_memory": mem_table, "zero_comm": comm_table, "gpt2_estimate": gpt2_table(tmp),
-                  "demo_states": demo_table(tmp), "flash_estimate": flash_table(tmp)}
+                  "demo_states": demo_table(tmp), "flash_estimate": flash_table(tmp), "offload_estimate": offload_table(tmp)}
     stale = []
     for name, doc in DOCS.items():
         path = os.path.join(ROOT, doc)

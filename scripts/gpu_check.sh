@@ -48,6 +48,9 @@
 #   test_rest       180      60   test_gpu.sh 3-8 (the default path, refactored since it ran), 5 groups in parallel
 #   kernels_rest     90      40   the dev/cuda programs in KERNELS_VALIDATED
 #   nvme             60      45   ZeRO-Infinity on the GPU against CPU offload, bitwise (never run on a GPU)
+#   dpu              90      50   ZeRO-Offload's delayed parameter update (never run on a GPU): with the delay
+#                                 never reached, bitwise offload without it; resume bitwise with it; then
+#                                 GPT-2 124M at stage 2: no offload, offload, offload + DPU (bench/gpu_train.sh offload)
 #   tensorboard      30       5   TensorBoard's own reader on the GPU trainer's event files, every scalar
 #                                 against its JSONL log (scripts/tensorboard_check.py)
 #   hf_export        60      20   transformers loads an exported folder whole (AutoTokenizer and
@@ -79,7 +82,7 @@ cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET:-540}
 PROBE_T=${GPU_CHECK_PROBE_TIMEOUT:-20}
-ORDER="build kernels test_new sanitize speed llmc nccl torch test_rest kernels_rest nvme tensorboard hf_export"
+ORDER="build kernels test_new sanitize speed llmc nccl torch test_rest kernels_rest nvme dpu tensorboard hf_export"
 OPTIONAL="sanitize_default sample fp16 hf bench_stages compare demo"
 # what runs without zeroc's build: a failed build skips every other stage
 NO_BUILD_NEEDED="build llmc torch"
@@ -587,6 +590,31 @@ PYEOF
     return $rc
 }
 
+# ZeRO-Offload's delayed parameter update (zero/dpu.h) at stage 2: --dpu-warmup past the run's end gives
+# offload's numbers bitwise (DPU's copy is then offload's staging); with the delay from update 3 on, a run
+# resumed from its step-4 checkpoint is bitwise the one that saved it; then the speed rows
+dpu_gpu() {
+    source tests/lib.sh
+    PY=$GPU_CHECK_PY
+    make_shard "$TMP/train.bin" 100000 500
+    local rc=0 B=./build/gpu_z2_o1/train_gpt M="--preset tiny --vocab 500 --batch 4 --seq 64 --accum 2 --steps 8 --quiet 1 --offload 1"
+    run_t $B $M --train "$TMP/train.bin" --log "$TMP/off.jsonl" > "$TMP/off.out" 2>&1 &&
+        run_t $B $M --train "$TMP/train.bin" --offload-dpu 1 --dpu-warmup 100 --log "$TMP/late.jsonl" > "$TMP/late.out" 2>&1 &&
+        run_t $B $M --train "$TMP/train.bin" --offload-dpu 1 --dpu-warmup 2 --save "$TMP/ck" --save-every 4 --log "$TMP/dpu.jsonl" \
+            > "$TMP/dpu.out" 2>&1 &&
+        run_t $B $M --train "$TMP/train.bin" --offload-dpu 1 --dpu-warmup 2 --resume "$TMP/ck/ckpt_00000004" --log "$TMP/res.jsonl" \
+            > "$TMP/res.out" 2>&1 || { tail -n 5 "$TMP"/*.out; return 1; }
+    "$PY" - "$TMP/off.jsonl" "$TMP/late.jsonl" "$TMP/dpu.jsonl" "$TMP/res.jsonl" <<'PYEOF' || rc=1
+import json, math, sys
+off, late, dpu, res = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in sys.argv[1:5])
+print("offload %s\nDPU, never delayed %s: %s\nDPU from update 3 %s; resumed at 4 %s: %s" % (off, late, "identical" if off == late else "DIFFERENT",
+      dpu, res, "identical" if dpu[4:] == res else "DIFFERENT"))
+sys.exit(0 if off == late and len(off) == 8 and dpu[4:] == res and all(map(math.isfinite, dpu)) else 1)
+PYEOF
+    bash bench/gpu_train.sh offload || rc=1
+    return $rc
+}
+
 # ----------------------------------------------------------------------------
 
 # llm.c's train_gpt2cu (bench/llmc_build.sh, from the carried .llmc), built in the background once zeroc's
@@ -625,7 +653,7 @@ main() {
     cuda_libs
     facts_libs
     export -f build kernel_list kernels test_sections nccl_stage lib_probe nccl_candidates cs_find cs_memcheck cs_racecheck \
-        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu \
+        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu dpu_gpu \
         llmc_stage out_copy run_t torch_t probe
     export TMPD ZEROC_COMMIT tag dev_name NVCC PY GPU_CHECK_PY NEW_PATHS KERNELS_VALIDATED KERNELS_FIRST GROUPS_LOG LLMC_LOG LLMC_DIR \
         RUN_T CS_T OUT PROBE_T
@@ -645,6 +673,7 @@ main() {
     stage test_rest "test_gpu.sh 3-8: the default path again (refactored since it ran)" 180 60 test_sections test_rest $TEST_REST
     stage kernels_rest "dev/cuda programs that passed on 2026-11-22, unchanged" 90 40 kernels validated
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 60 45 nvme_gpu
+    stage dpu "ZeRO-Offload's delayed parameter update: bitwise checks, GPT-2 124M speed against no offload" 90 50 dpu_gpu
     stage tensorboard "TensorBoard's reader on the trainer's event files (hook)" 30 5 tensorboard_hook
     stage hf_export "transformers loads an exported folder, model and tokenizer (hook)" 60 20 hf_export_hook
     stage sanitize_default "compute-sanitizer on the default path" 150 100 sanitize_default

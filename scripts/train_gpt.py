@@ -154,6 +154,8 @@ class TrainConfig:
         self.lr, self.beta1, self.beta2 = f32(6e-4), f32(0.9), f32(0.95)
         self.eps, self.weight_decay, self.grad_clip = f32(1e-8), f32(0.1), f32(1.0)
         self.adam_w_mode = 1
+        self.offload_dpu, self.dpu_warmup = 0, 40   # ZeRO-Offload's delayed parameter update (zero/dpu.h)
+        self.skip_steps = set()   # steps whose update is skipped, as the C trainers' guard skips them
         self.sched, self.warmup, self.warmup_log, self.min_lr_frac = SCHED_COSINE, 0, 1, f32(0.1)
         self.warmup_min_lr, self.warmup_min_ratio, self.cos_min_ratio = f32(0.0), f32(0.0), f32(1e-4)
         self.sched_total = 0
@@ -266,6 +268,11 @@ reference only
   --device cpu|cuda        (default cpu; TF32 disabled)
   --world N                simulate N data-parallel ranks: micro batch N*B
   --debug-state FILE       one batch: logits, loss, grads and 10 AdamW losses; then exit
+  --offload-dpu 0|1 --dpu-warmup N   the delayed parameter update (zero/dpu.h): after N updates, step t's
+                           forward and backward read the parameters before update t-1, and the gradient is
+                           applied to the parameters after it (the C trainers' semantics, written out here)
+  --skip-steps S,S,...     no update at these steps (1-based), as the C trainers' step guard skips a non-finite
+                           one (--inject-nonfinite): neither the lr schedule nor Adam's t advances
 """
 
 _INT_CHARS = set("0123456789")
@@ -495,6 +502,13 @@ def parse_args(argv):
         elif a == "--eps": c.eps = f32(flag_number(a, v, R_EPS))
         elif a == "--weight-decay": c.weight_decay = f32(flag_number(a, v, R_WD))
         elif a == "--clip": c.grad_clip = f32(flag_number(a, v, R_CLIP))
+        elif a == "--offload-dpu": c.offload_dpu = parse_int_or_die(a, v, 0, 1)
+        elif a == "--dpu-warmup": c.dpu_warmup = int(flag_number(a, v, R_COUNT))
+        elif a == "--skip-steps":
+            try:
+                c.skip_steps = {int(x) for x in v.split(",")}
+            except ValueError:
+                fatal("--skip-steps: expected step numbers separated by commas, got '%s'" % v)
         elif a == "--adam-w-mode": c.adam_w_mode = parse_int_or_die(a, v, 0, 1)
         elif a == "--lr-schedule":
             c.sched = sched_from_name(a, v)
@@ -1709,16 +1723,20 @@ def run(argv):
             logf.write(json.dumps(rec) + "\n")
             logf.flush()
 
-    def evaluate():
+    def evaluate(eval_params):
         val.reset()
         tot = 0.0
         with torch.no_grad():
             for _ in range(c.val_batches):
                 x, y = val.next()
-                tot += model.loss(model.forward(to_device(x, device), vocab=m.vocab_size), to_device(y, device)).item()
+                tot += model.loss(model.forward(to_device(x, device), eval_params, vocab=m.vocab_size), to_device(y, device)).item()
         return tot / max(1, c.val_batches)
 
     tokens_per_step = c.total_batch * c.T
+    # DPU: `stale` holds the parameters before the last update while that update is delayed;
+    # the passes read them, their gradient goes to the current parameters' update
+    stale = None
+    applied = 0
     for step in range(1, c.steps + 1):
         sync(device)
         t0 = time.perf_counter()
@@ -1726,14 +1744,22 @@ def run(argv):
         loss_sum = 0.0
         for _ in range(c.accum):
             x, y = train.next()
-            loss = model.loss(model.forward(to_device(x, device), vocab=m.vocab_size), to_device(y, device))
+            loss = model.loss(model.forward(to_device(x, device), stale, vocab=m.vocab_size), to_device(y, device))
             (loss / c.accum).backward()
             loss_sum += loss.item()
+        if stale is not None:
+            for p, q in zip(model.params, stale):
+                p.grad = q.grad
         step_loss = loss_sum / c.accum
         norm = clip_and_norm(model, c.grad_clip)
-        lr = lr_at(c, step - 1, lr_total_steps(c))
+        lr = lr_at(c, applied, lr_total_steps(c))
         set_lr(opt, lr)
-        opt.step()
+        skip = step in c.skip_steps
+        delayed = c.offload_dpu and applied + 1 > c.dpu_warmup and not skip
+        stale = [p.detach().clone().requires_grad_(True) for p in model.params] if delayed else None
+        if not skip:
+            opt.step()
+            applied += 1
         sync(device)
         dt = time.perf_counter() - t0
         tps = tokens_per_step / dt if dt > 0 else 0.0
@@ -1742,7 +1768,7 @@ def run(argv):
         log("step %d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s"
             % (step, c.steps, step_loss, lr, norm, dt * 1000.0, tps))
         if c.val_every > 0 and (step % c.val_every == 0 or step == c.steps):
-            vl = evaluate()
+            vl = evaluate(stale if step < c.steps else None)   # DPU: the last step's update lands before
             emit({"type": "val", "step": step, "val_loss": vl})
             log("step %d/%d | val loss %.6f" % (step, c.steps, vl))
     if logf:

@@ -228,8 +228,8 @@ expect_error "offload_param nvme below stage 3" 'zero_optimization.offload_param
     $CT lr --config "$(cfg c6 '{"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "'$TMP'"}}}')"
 expect_error "offload_optimizer nvme_path that is no directory" 'offload_optimizer.nvme_path: /nonexistent/nvme: No such file or directory' 1 \
     $CT lr --config "$(cfg c6b '{"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "/nonexistent/nvme"}}}')"
-expect_error "partial optimizer offload" 'offload_optimizer.ratio: partial optimizer offload' 1 \
-    $CT lr --config "$(cfg c7 '{"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.3}}}')"
+expect_error "Twin-Flow's ratio out of range" 'offload_optimizer.ratio: expected a number in \[0, 1\], got 1.5' 1 \
+    $CT lr --config "$(cfg c7 '{"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 1.5}}}')"
 expect_error "duplicate key" 'gradient_clipping: duplicate key' 1 $CT lr --config "$(cfg c8 '{"gradient_clipping": 1, "gradient_clipping": 2}')"
 expect_error "deprecated cpu_offload" 'cpu_offload: not supported: deprecated in DeepSpeed' 1 \
     $CT lr --config "$(cfg c9 '{"zero_optimization": {"cpu_offload": true}}')"

@@ -169,6 +169,7 @@ static double memory_in_use(Zero *z) {
 // every rank stops and the checkpoints already in tc->save_dir stay as they are.
 static void train_save(GPT *m, const TrainConfig *tc, const TrainState *now, FILE *say) {
     comm_phase("checkpoint save", now->step);
+    zero_step_install(&m->zero);   // DPU: a checkpoint holds the pending update applied (zero/dpu.h)
     char where[512] = "";
     if (!step_guard_master_finite(&m->zero, where, sizeof(where)))
         fatal("step %d: not saving a checkpoint to %s: %s (the checkpoints there are left as they were)",
@@ -244,6 +245,7 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     r.loss = gpt_step_loss(m);   // after the norm's synchronization: the GPU reads its loss once per step
     comm_all_reduce_host(m->comm, &r.loss, 1, DT_F32, OP_AVG);
     r.verdict = step_guard_check(guard, m->comm, step + 1, r.loss, scaled_norm, tc->grad_clip);
+    zero_step_install(&m->zero);   // DPU: the last step's update, whose thread ran beside these passes
     if (r.verdict.apply) zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
     zero_quant_errors(&m->zero, r.quant_error);
     // --------------- TRAINING SECTION END -------------------
@@ -556,6 +558,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         report_step(&R, step, &r);
         if (r.verdict.stop[0]) fatal("%s", r.verdict.stop);
         int done = step + 1, last = done == tc->steps;
+        if (last) zero_step_install(&m->zero);   // DPU: the run ends with every update applied
         if (R.do_val && due(done, tc->val_every, last)) train_validate(&R, done);
         if (R.do_sample && due(done, tc->sample_every, last)) {
             gpt_generate(m, &R.sampler, &R.sample_rng, R.say, "sample");
@@ -566,6 +569,7 @@ static int train(GPT *m, const TrainConfig *tc, const char *name, const char *wo
         if (save_due) train_checkpoint(&R, done, r.loss);
         if (train_signals(&R, done, last, save_due, r.loss)) { status = EXIT_PREEMPTED; break; }
     }
+    zero_step_install(&m->zero);   // a stop request ends the loop early
     comm_watchdog_steps(0);
     comm_phase("the end-of-run reports", tc->steps);
     test_stop_point("shutdown");

@@ -24,7 +24,17 @@ static void zero_plan_print(const Zero *z) {
     if (z->place.whole) printf("stage 3 at one rank: the shard is the whole model, every unit is used in place (nothing gathered)\n");
     else printf("stage 3: live cap %zu gathered elements, arena %zu, prefetch %s\n", p->live_cap, p->arena_elems,
                 z->cfg->prefetch ? "one unit ahead" : "off");
+    if (z->place.twin_groups)
+        printf("Twin-Flow, ratio %g: %d sub-group%s, each closed at %lld elements; this rank's shard [0, %zu) on the device side, "
+               "[%zu, %zu) on CPU-Adam's%s\n", z->cfg->offload_ratio, z->place.twin_groups, z->place.twin_groups > 1 ? "s" : "",
+               z->cfg->sub_group_size, z->place.twin_host_off, z->place.twin_host_off, p->shard_elems,
+               TRAINER_IS_GPU ? "" : " (the CPU trainer updates both with CPU-Adam: the split is counted only)");
 #endif
+}
+
+// Twin-Flow: the optimizer state's bytes per element, and the device side's elements
+static double zero_twin_device_bytes(const ZeroPlan *p, const ZeroPlacement *pl) {
+    return pl->twin_groups ? (double)pl->twin_host_off * (pl->separate_master ? 12 : 8) : 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -60,6 +70,10 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     ZeroPlacement pl = zero_placement(&p, cfg, gpu, x);   // the CPU's fp16 mode has a separate master too
     zero_buffers(b, &p, x, &pl);
     for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_NVME ? f.nvme : b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
+    if (pl.offload) {   // Twin-Flow: DeepSpeed keeps the device side's state in device memory
+        f.host[MEM_OPTIM] -= zero_twin_device_bytes(&p, &pl);
+        f.work[MEM_OPTIM] += zero_twin_device_bytes(&p, &pl);
+    }
     const ModelConfig *c = &L->cfg;
     int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing, flash = gpu && gpu_flash_attention(cfg);
     size_t saved[N_ACT_SAVED], cs[N_CPU_SCRATCH], gs[N_GPU_SCRATCH];
@@ -186,7 +200,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
                 printf("| %-13s | %5d | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f | %13.0f |  %.2f GiB",
                        TRAINER_NAMES[tr], s, f.work[MEM_PARAMS] + f.host[MEM_PARAMS] + f.nvme[MEM_PARAMS],
                        f.work[MEM_GRADS] + f.host[MEM_GRADS], f.work[MEM_OPTIM] + f.host[MEM_OPTIM] + f.nvme[MEM_OPTIM],
-                       footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS) + f.work[MEM_NVME_BUFFERS],
+                       footprint_sum(f.work, MEM_GATHER, MEM_GRAD_BUCKETS) + f.work[MEM_NVME_BUFFERS] + f.work[MEM_DPU],
                        f.work[MEM_ACTIVATIONS] + f.host[MEM_ACTIVATIONS], f.work[MEM_SCRATCH], total, host, in_files,
                        total / 1073741824.0);
                 if (!f.fits) printf("  (needs --max-live >= %zu)", f.gather_need);
@@ -197,6 +211,9 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
     if (print) printf("total: in the trainer's working memory (the GPU's for train_gpt); host (pinned): what offload keeps on the host;\n"
                       "nvme (files): what NVMe offload keeps in each rank's files (not memory; its tiles are in \"ZeRO working\", train_gpt's on the host).\n"
                       "Model states and ZeRO's buffers from the plan; activations and scratch for the micro batch (--batch, --seq).\n");
+    if (print && cfg->offload && cfg->offload_ratio < 1)
+        printf("Twin-Flow, offload ratio %g: stage 3's train_gpt row counts the device side's optimizer state in total, CPU-Adam's "
+               "in host (pinned), as DeepSpeed places them (train_gpt itself does not run Twin-Flow yet)\n", cfg->offload_ratio);
     if (cfg->memory_budget > 0) zero_estimate_budget(rec, L, cfg, world, print);
     return rec;
 }
@@ -247,7 +264,8 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     static const char *WHAT[N_MEM] = {"", "", "", "stage 3: gather arena + persistent units (plan; + hpZ's secondary partition)",
         "stages 2-3: gradient slots + reduce-scatter landing (+ offload staging)", "saved for the backward (train/activations.h)",
         "backward and kernel scratch (train/activations.h)", "sampling's KV cache (train/sample.h)",
-        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/infinity.h)"};
+        "NVMe offload: the step's tiles, stage 3's unit reads, staging (zero/infinity.h)",
+        "DPU: the delayed update's gradient and parameters (zero/dpu.h; with offload in pinned host memory)"};
     if (print) printf("| %-16s | %14.0f | %14.0f |            | paper: %.0f bytes\n", "model states", total_m, total_f, paper);
     for (int k = MEM_GATHER; k < N_MEM; k++) {
         double measured = (double)(z->mem[k] + z->host_mem[k]), formula = fp.work[k] + fp.host[k];
@@ -259,6 +277,16 @@ static cJSON *zero_memory_report(Zero *z, int print) {
             printf("| %-16s | %14.0f | %14s |            | %s, not in the estimate\n", MEM_NAMES[k], measured, "-", WHAT[k]);
     }
     if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
+    if (z->place.twin_groups) {   // Twin-Flow's two sides of the optimizer state
+        double dev = zero_twin_device_bytes(p, &z->place), all = (double)(z->mem[MEM_OPTIM] + z->host_mem[MEM_OPTIM]);
+        cJSON *tw = cJSON_AddObjectToObject(rec, "twin_flow");
+        cJSON_AddNumberToObject(tw, "ratio", z->cfg->offload_ratio);
+        cJSON_AddNumberToObject(tw, "sub_groups", z->place.twin_groups);
+        cJSON_AddNumberToObject(tw, "device_side_optimizer_bytes", dev);
+        cJSON_AddNumberToObject(tw, "cpu_adam_side_optimizer_bytes", all - dev);
+        if (print) printf("| %-16s | %14.0f | %14.0f |            | Twin-Flow: optimizer state on the device side, on CPU-Adam's%s\n",
+                          "optimizer split", dev, all - dev, TRAINER_IS_GPU ? "" : " (both in host memory here)");
+    }
     // ZeRO-Infinity: the states in this rank's NVMe files instead of memory
     double in_files = 0;
     cJSON *nv = cJSON_AddObjectToObject(rec, "nvme_bytes");

@@ -33,6 +33,7 @@ struct ZeroBackend {
     float *norm_dev, *norm_scratch;
     int n_sumsq;                 // segments summed into norm_dev this step
     int offload;
+    int delayed;                 // DPU: CPU-Adam on the segments' host copies
     void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
     uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
     ZeroInfinity state;          // the partition's state planes
@@ -214,8 +215,8 @@ static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n,
         return;
     }
     ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
-    const zgrad_t *g = (const zgrad_t *)b->host_grad + s->shard_off + at;
-    if (param_in_tile) {
+    const zgrad_t *g = b->delayed ? s->grad + at : (const zgrad_t *)b->host_grad + s->shard_off + at;
+    if (param_in_tile || b->delayed) {   // DPU's parameters are uploaded when installed
         adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, (uint16_t *)param, n, ap, 0, NULL, NULL);
         return;
     }
@@ -227,6 +228,13 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
     b->ap = ap;
     if (b->state.open) { zero_infinity_adamw(&b->state, seg, n_seg, zb_adamw_piece, b); return; }
     for (int i = 0; i < n_seg; i++) zb_adamw_piece(b, &seg[i], 0, seg[i].n, seg[i].master, seg[i].m, seg[i].v, seg[i].param, 0);
+    b->delayed = 0;
+}
+
+// DPU: the next backward's copies land in host_grad
+static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n) {
+    memcpy(copy, (const zgrad_t *)b->host_grad + shard_off, n * sizeof(zgrad_t));
+    b->delayed = 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -365,4 +373,4 @@ static void *const zb_defined_as_declared[] = {
     (void *)&zb_sumsq_add, (void *)&zb_sumsq_take, (void *)&zb_adamw_partition, (void *)&zb_lean_init, (void *)&zb_lean_sumsq,
     (void *)&zb_lean_adamw, (void *)&zb_state_init, (void *)&zb_state_read, (void *)&zb_state_write, (void *)&zb_state_write_floatX,
     (void *)&zb_pass_begin, (void *)&zb_param_slice_to, (void *)&zb_quantize, (void *)&zb_dequantize, (void *)&zb_scale_to_floatX,
-    (void *)&zb_quant_sums, (void *)&zb_nvme_stats, (void *)&zb_device_memory};
+    (void *)&zb_quant_sums, (void *)&zb_nvme_stats, (void *)&zb_device_memory, (void *)&zb_dpu_take_grad};

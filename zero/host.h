@@ -148,6 +148,11 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
         zb_adamw_piece(b, &seg[i], 0, seg[i].n, seg[i].master ? seg[i].master : (float *)seg[i].param, seg[i].m, seg[i].v, seg[i].param, 0);
 }
 
+// DPU: the update reads a copy, since the next backward writes the gradient
+static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n) {
+    memcpy(copy, slice, n * sizeof(zgrad_t));
+}
+
 // Stage 3: a unit's slice of the parameter shard into the gather arena, from memory, or
 // from NVMe, where the next unit of the pass's order is read ahead.
 static void zb_read_ahead(ZeroBackend *b, const ZeroUnit *U) {

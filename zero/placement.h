@@ -24,9 +24,9 @@
 
 // kinds of memory, as the reports count them
 enum { MEM_PARAMS = 0, MEM_GRADS, MEM_OPTIM, MEM_GATHER, MEM_GRAD_BUCKETS, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_KV_CACHE,
-       MEM_NVME_BUFFERS, N_MEM };
+       MEM_NVME_BUFFERS, MEM_DPU, N_MEM };
 static const char *const MEM_NAMES[N_MEM] = {"params", "grads", "optimizer", "gathered_params", "grad_buckets", "activations",
-                                            "scratch", "kv_cache", "nvme_buffers"};
+                                            "scratch", "kv_cache", "nvme_buffers", "dpu_copies"};
 
 typedef struct {
     int separate_master;        // an fp32 master beside floatX parameters: the GPU, the CPU's fp16 mode
@@ -36,7 +36,30 @@ typedef struct {
     int lean_adamw;             // GPU, --lean-step 1: AdamW in one launch, with a weight-decay mask
     int whole;                  // stage 3 at one rank, the shard in working memory: units used in place
     int qw, hpz, qg;            // ZeRO++ at stage 3 with several ranks: qwZ, hpZ's partition size or 0, qgZ
+    int dpu;                    // ZeRO-Offload's delayed update: its copies of the gradient and the parameters
+    int twin_groups;            // Twin-Flow at stage 3: the partition's sub-groups, 0 when off
+    size_t twin_host_off;       // where CPU-Adam's side of the shard starts; the device updates the rest
 } ZeroPlacement;
+
+// Twin-Flow, DeepSpeed's offload_optimizer.ratio: this rank's segments grouped, a group
+// closed once it reaches `group` elements, and groups i >= (int)((1 - ratio) * n) given to
+// CPU-Adam. Its side is the shard's end, from the returned offset.
+static size_t zero_twin_host_off(const ZeroPlan *p, double ratio, long long group, int *n_groups) {
+    int n = 0, k = 0;
+    size_t in = 0, off = p->shard_elems;
+    for (int s = 0; s < p->n_seg; s++) {
+        in += p->seg[s].n;
+        if (in >= (size_t)group || s == p->n_seg - 1) { n++; in = 0; }
+    }
+    int first = (int)((1 - ratio) * n);
+    for (int s = 0; s < p->n_seg && off == p->shard_elems && first < n; s++) {
+        if (in == 0 && k == first) off = zero_seg_shard_off(p, &p->seg[s]);
+        in += p->seg[s].n;
+        if (in >= (size_t)group) { k++; in = 0; }
+    }
+    *n_groups = n;
+    return first <= 0 ? 0 : off;
+}
 
 // x: the bytes of a floatX
 static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
@@ -51,6 +74,8 @@ static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, i
     pl.qw = zpp && cfg->zpp_quantized_weights;
     pl.hpz = zpp && cfg->zpp_hpz_size > 1 ? cfg->zpp_hpz_size : 0;
     pl.qg = zpp && cfg->zpp_quantized_gradients;
+    pl.dpu = cfg->offload_dpu;
+    if (p->stage == 3 && cfg->offload_ratio < 1) pl.twin_host_off = zero_twin_host_off(p, cfg->offload_ratio, cfg->sub_group_size, &pl.twin_groups);
     return pl;
 }
 
@@ -84,7 +109,7 @@ static ZeroZppStaging zero_zpp_staging(const ZeroPlan *p, const ZeroPlacement *p
 // The buffer table. Staging: offload's pinned copies of the reduced gradient and of CPU-Adam's output.
 enum { ZBUF_PARAMS, ZBUF_MASTER, ZBUF_OPT_M, ZBUF_OPT_V, ZBUF_RESIDENT, ZBUF_ARENA, ZBUF_GRADS, ZBUF_GRAD_SHARD,
        ZBUF_GRAD_SLOTS, ZBUF_RS_SCRATCH, ZBUF_NVME_BUFFERS, ZBUF_DECAY_MASK, ZBUF_HPZ, ZBUF_ZPP_STAGING,
-       ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
+       ZBUF_DPU_GRAD, ZBUF_DPU_PARAMS, ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
 static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
@@ -108,9 +133,12 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     ZeroZppStaging zs = zero_zpp_staging(p, pl);
     b[ZBUF_HPZ] = (ZeroBuffer){zero_hpz_elems(p, pl->hpz) * x, MEM_GATHER, ZMEM_WORK};
     b[ZBUF_ZPP_STAGING] = (ZeroBuffer){zs.send + zs.recv + zs.work, MEM_SCRATCH, ZMEM_WORK};
+    // DPU's copies of the gradient and parameters; they replace offload's parameter staging
+    b[ZBUF_DPU_GRAD] = (ZeroBuffer){pl->dpu ? shard * grad_x : 0, MEM_DPU, opt};
+    b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_DPU, opt};
     b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     // with the parameter shard on NVMe, CPU-Adam writes into the shard's tiles instead
-    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
 }
 
 // qgZ's hierarchy needs nodes of equal, consecutive ranks; hpZ's groups divide the world

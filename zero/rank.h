@@ -1,6 +1,7 @@
 // zero/rank.h: what one rank holds, the Zero struct, and zero_init, which allocates its
 // buffers from zero/placement.h's table. Every pointer is one allocation of the table.
 #pragma once
+#include <pthread.h>
 #include "zero/placement.h"
 #ifdef __CUDACC__
 #include "zero/device.cuh"
@@ -35,6 +36,11 @@ typedef struct {
     size_t *hpz_off;
     unsigned char *hpz_valid;   // unit u's secondary part holds this step's parameters
     uint8_t *zpp_staging;       // ZeRO++: quantized messages and qgZ's sums
+    zgrad_t *dpu_grad;          // DPU, zero/dpu.h: the delayed update's gradient
+    floatX *dpu_params;         // and the parameters it writes
+    pthread_t dpu_thread;
+    int dpu_running, dpu_threads;
+    AdamWParams dpu_ap;
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments
     int lean;                   // what the backend runs lean, LEAN_*; -1: not asked yet
     // what the trainer's views read: a unit's parameters while fetched, its gradient while open
@@ -65,7 +71,8 @@ static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, v
     void **p[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                         (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
                         (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
-                        (void **)&z->hpz_params, (void **)&z->zpp_staging, staging_grad, staging_params};
+                        (void **)&z->hpz_params, (void **)&z->zpp_staging, (void **)&z->dpu_grad, (void **)&z->dpu_params,
+                        staging_grad, staging_params};
     memcpy(ptr, p, sizeof(p));
 }
 
@@ -87,6 +94,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
         if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;
         else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
     }
+    if (z->place.dpu && !staging_params) staging_params = z->dpu_params;   // offload's parameter staging, on the GPU
     zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
     // the partition's state planes by shard offset: the buffers above, or NVMe
     void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
