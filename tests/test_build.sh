@@ -6,6 +6,8 @@
 # and the CPU trainer's build. Builds only the CPU trainer (make -n for the GPU names).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
+# make as a user types it, not as a sub-make of `make test`, whose -w adds "Entering directory" lines
+unset MAKEFLAGS MFLAGS MAKELEVEL
 make -s build/z0/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
 
 out=$(make train_gpt_cpu ZERO=3 2>&1); st=$?
