@@ -11,7 +11,8 @@
 #      scale and the scaler brings it down as DeepSpeed's would; fp16 training follows fp32
 #      closely (the unscaled gradient norm, the losses)
 #   3. a skipped step changes nothing: checkpoints saved before and after it are bitwise
-#      equal (fp16 and fp32); resuming an fp16 run restores the scaler: bitwise identical
+#      equal (fp16 and fp32); resuming an fp16 run restores the scaler: bitwise identical,
+#      shuffled data and temperature-1 samples included
 #   4. non-finite steps without fp16: skipped, counted, logged (JSONL "nan"/"inf" strings);
 #      --max-skips stops the run with one error line and a non-zero exit, no checkpoint is
 #      written from a diverged or non-finite model, the last good one stays the latest; a run
@@ -149,7 +150,9 @@ check "fp16 (parameters and gradients rounded) vs fp32: the unscaled norm and th
 
 echo "== 3. a skipped step changes nothing; an fp16 run resumes with its scaler"
 ck_same() { cmp -s "$1/model.bin" "$2/model.bin" && for f in "$1"/optim_rank_*.bin; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done; }
-run full16 3 3 --config "$TMP/w3h2.json" --steps 12 --inject-nonfinite 2:1,3:1,4:1,9:2 --save "$TMP/r16" --save-every 1 --lr 1e-3
+# shuffled, sampling every 3 steps at temperature 1: the resume below restores what the random state drives too
+RNG="--shuffle 1 --sample-every 3 --sample-len 4"
+run full16 3 3 --config "$TMP/w3h2.json" --steps 12 --inject-nonfinite 2:1,3:1,4:1,9:2 --save "$TMP/r16" --save-every 1 --lr 1e-3 $RNG
 run keep32 3 1 --steps 6 --inject-nonfinite 4:1:nan --save "$TMP/ck32" --save-every 1 --lr 1e-3
 d="$TMP/r16"
 [ "$(cat "$TMP/full16.rc")" = 0 ] && ck_same "$d/ckpt_00000008" "$d/ckpt_00000009" && ! ck_same "$d/ckpt_00000009" "$d/ckpt_00000010" &&
@@ -161,7 +164,7 @@ d="$TMP/ck32"
 check "fp32, ZeRO 1, 3 ranks: the same around skipped step 4 (NaN)" $?
 grep '"type":"train"' "$TMP/keep32.jsonl" | grep -o '"lr":[^,]*' | sed -n '4,5p' | uniq | wc -l | grep -qx 1
 check "the learning rate of step 5 is step 4's (the schedule did not advance)" $?
-run res16 3 3 --config "$TMP/w3h2.json" --steps 12 --inject-nonfinite 2:1,3:1,4:1,9:2 --resume "$TMP/r16/ckpt_00000006" --lr 1e-3
+run res16 3 3 --config "$TMP/w3h2.json" --steps 12 --inject-nonfinite 2:1,3:1,4:1,9:2 --resume "$TMP/r16/ckpt_00000006" --lr 1e-3 $RNG
 $PY - "$TMP/full16.jsonl" "$TMP/res16.jsonl" "$TMP/r16/ckpt_00000006/manifest.json" <<'PYEOF'
 import json, sys
 key = lambda r: (r["step"], r["loss"], r["loss_scale"], r["skipped"], r["skipped_steps"], r["lr"], r["grad_norm"])
@@ -172,6 +175,7 @@ print("       manifest: skipped_steps %s, loss_scaler %s; resumed steps 7-12 %s"
 sys.exit(0 if len(a) == 12 and len(b) >= 6 and a[6:] == b[-6:] and m["skipped_steps"] == 3 else 1)
 PYEOF
 check "fp16 resume (scale, hysteresis, skipped steps in the manifest): steps 7-12 bitwise identical to the unbroken run" $?
+same_samples "$TMP/full16.jsonl" "$TMP/res16.jsonl"; check "... and the samples after the resume (shuffled data, temperature 1) are the unbroken run's" $?
 
 echo "== 4. non-finite steps without fp16: --max-skips, no checkpoint from a diverged model"
 run stop 3 2 --steps 10 --inject-nonfinite 5:2,6:2,7:1:nan,8:2 --max-skips 3 --save "$TMP/stop" --save-every 1 --lr 1e-3

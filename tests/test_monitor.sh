@@ -32,7 +32,8 @@ cat > "$TMP/ds.json" <<EOF
 EOF
 
 echo "== a DeepSpeed config's tensorboard, csv_monitor and wandb blocks, 6 steps, checkpoints at 3 and 6"
-$B $M --config "$TMP/ds.json" --steps 6 --save "$TMP/ck" --save-every 3 --log "$TMP/run.jsonl" > "$TMP/a.out" 2>&1; rc=$?
+RNG="--shuffle 1 --sample-every 2 --sample-len 4"   # what the random state drives: shuffled data, samples at temperature 1
+$B $M $RNG --config "$TMP/ds.json" --steps 6 --save "$TMP/ck" --save-every 3 --log "$TMP/run.jsonl" > "$TMP/a.out" 2>&1; rc=$?
 grep -E "^(tensorboard|csv_monitor):|note: .*wandb" "$TMP/a.out" | sed 's/^/       /'
 check "the run (exit $rc)" $rc
 grep -q "note: .*wandb: no effect here: .*wandb sync --sync-tensorboard -p zeroc-test -e me $TMP/tb/job" "$TMP/a.out"
@@ -51,7 +52,8 @@ grep -q '"tensorboard":{"enabled":true,"output_path":"'"$TMP"'/tb","job_name":"j
 check "the log's config record holds the monitors" $?
 
 echo "== --resume from step 3 after the run reached 6: the job's files hold each step once"
-$B $M --config "$TMP/ds.json" --steps 6 --resume "$TMP/ck/ckpt_00000003" --log "$TMP/run.jsonl" > "$TMP/b.out" 2>&1; rc=$?
+cp "$TMP/run.jsonl" "$TMP/unbroken.jsonl"   # the resume cuts the log after step 3 and appends to it
+$B $M $RNG --config "$TMP/ds.json" --steps 6 --resume "$TMP/ck/ckpt_00000003" --log "$TMP/run.jsonl" > "$TMP/b.out" 2>&1; rc=$?
 grep -E "note: (tensorboard|csv_monitor)" "$TMP/b.out" | sed 's/^/       /'
 check "the resumed run (exit $rc)" $rc
 grep -q "note: tensorboard: $TMP/tb/job: 3[0-9] records of an earlier run after step 3 (6 samples) removed" "$TMP/b.out"
@@ -59,6 +61,9 @@ check "a note says what of the earlier run was removed" $?
 decode "$TMP/run.jsonl" --tensorboard "$TMP/tb/job" --csv "$TMP/csv/job"; st=$?
 [ "$(ls "$TMP"/tb/job/events.out.tfevents.* | wc -l)" = 2 ]; check "two event files: the first run's, cut after step 3, and the resumed run's" $?
 check "steps 1-6 once each, steps 4-6 with the resumed run's values (its timings differ)" $st
+losses() { grep '"type":"train"' "$1" | grep -o '"loss":[^,]*'; }
+[ "$(losses "$TMP/run.jsonl")" = "$(losses "$TMP/unbroken.jsonl")" ] && same_samples "$TMP/unbroken.jsonl" "$TMP/run.jsonl"
+check "the resumed steps 4-6 are the unbroken run's: losses bitwise (shuffled data), samples at temperature 1" $?
 
 echo "== a new run in the same job starts the files over"
 $B $M --tensorboard "$TMP/tb" --csv-monitor "$TMP/csv" --job-name job --steps 2 --log "$TMP/new.jsonl" > "$TMP/c.out" 2>&1; rc=$?

@@ -8,7 +8,7 @@
 #      threads, buffered I/O): the same bits
 #   3. checkpoints stream from and into the NVMe files: a checkpoint of a run without NVMe
 #      resumed with it and the other way round, at another stage and world size, give the same
-#      bits; an fp16 run resumed with NVMe equals its unbroken run
+#      bits; an fp16 run resumed with NVMe equals its unbroken run, shuffled data and samples included
 #   4. memory: the memory record has the offloaded state in its nvme column, the estimator
 #      agrees with every measured byte, and peak RSS falls by at least the offloaded state less the tiles
 #   5. the files: one per rank, named at start-up, gone after the run and after an error
@@ -87,12 +87,14 @@ same r33 rn33 4; check "saved without NVMe, resumed at stage 3 x 3 with the para
 run r22 2 2 $G --accum 3 --steps 4 --resume "$TMP/cn2"
 run rn22 2 2 $G --accum 3 --steps 4 --resume "$TMP/c2" --offload-nvme "$NV" $T
 same r22 rn22 4; check "saved with NVMe, resumed at stage 2 x 2 without it == saved without, resumed with it" $?
-run fu 2 1 $TINY --steps 4 --fp16 1 --offload-nvme "$NV" $T --save-every 2
-run fr 2 1 $TINY --steps 4 --fp16 1 --offload-nvme "$NV" $T --resume "$TMP/fu/ckpt_00000002"
+RNG="--shuffle 1 --sample-every 1 --sample-len 4"   # what the random state drives: shuffled data, samples at temperature 1
+run fu 2 1 $TINY --steps 4 --fp16 1 --offload-nvme "$NV" $T --save-every 2 $RNG
+run fr 2 1 $TINY --steps 4 --fp16 1 --offload-nvme "$NV" $T --resume "$TMP/fu/ckpt_00000002" $RNG
 same fu fr 4 2> /dev/null || { [ "$(trail fr)" == "$(trail fu | cut -d' ' -f3-)" ] && cmp -s "$TMP/fu/ckpt_00000004/model.bin" "$TMP/fr/ckpt_00000004/model.bin" &&
     cmp -s "$TMP/fu/ckpt_00000004/optim_rank_00000.bin" "$TMP/fr/ckpt_00000004/optim_rank_00000.bin" &&
     cmp -s "$TMP/fu/ckpt_00000004/optim_rank_00001.bin" "$TMP/fr/ckpt_00000004/optim_rank_00001.bin"; }
 st=$?; check "fp16, stage 1 x 2, master/m/v on NVMe: resumed at step 2 == unbroken (losses $(trail fr); the checkpoint files)" $st
+same_samples "$TMP/fu.jsonl" "$TMP/fr.jsonl"; check "... and its samples after the resume (shuffled data, temperature 1)" $?
 empty; check "no file left behind" $?
 
 echo "4. memory: the offloaded state is on NVMe, not in memory"

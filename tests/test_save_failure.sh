@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A checkpoint save whose last write fails (ENOSPC) stops every rank with one line and
 # a non-zero exit, removes its temporary files and leaves the previous checkpoint and
-# `latest` untouched; a resume then continues from the previous checkpoint, bitwise.
+# `latest` untouched; a resume then continues from the previous checkpoint, bitwise (shuffled
+# data and temperature-1 samples included).
 # Two ways of failing: the fault-injecting write hook (ZEROC_FAIL_WRITE=FILE:N, util/common.h)
 # on every checkpoint file, at 2 ranks (an optimizer shard written by rank 1 included),
 # and a real full disk: a tmpfs sized so that the last page of each file does not fit
@@ -13,6 +14,7 @@ trap 'umount "$TMP/mnt" 2> /dev/null; rm -rf "$TMP"' EXIT
 make -s build/z0/train_gpt_cpu build/z3/train_gpt_cpu build/export_model || exit 1
 make_shard "$TMP/train.bin" 20000 250
 M="--preset tiny --vocab 250 --train $TMP/train.bin --batch 2 --seq 16 --quiet 1 --lr-schedule constant --threads 1"
+M="$M --shuffle 1 --sample-every 1 --sample-len 4"   # what the random state drives: shuffled data, samples at temperature 1
 
 # after a failed save into D: latest still names ckpt_00000002, nothing temporary is left,
 # and ckpt_00000002 still resumes
@@ -40,10 +42,11 @@ expect_error "EIO syncing the directory" "checkpoint ckpt_00000004 saved, but .*
     --log "$TMP/ds.jsonl" > /dev/null && [ "$(grep -c '"type":"train"' "$TMP/ds.jsonl")" -eq 1 ]
 check "latest names ckpt_00000004, which is complete: a resume trains step 5 only" $?
 # the last one failed at model.bin's first write; resuming now continues from step 2, bitwise as a run that never failed
-$MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d" > /dev/null &&
-    $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --save "$TMP/clean" > /dev/null &&
+$MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --resume "$TMP/d" --save "$TMP/d" --log "$TMP/d.jsonl" > /dev/null &&
+    $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --steps 4 --save "$TMP/clean" --log "$TMP/clean.jsonl" > /dev/null &&
     cmp -s "$TMP/d/ckpt_00000004/model.bin" "$TMP/clean/ckpt_00000004/model.bin"
-check "after a failed save, the resumed run's step-4 weights equal an uninterrupted run's (bitwise)" $?
+check "after a failed save, the resumed run's step-4 weights equal an uninterrupted run's (bitwise, shuffled data)" $?
+same_samples "$TMP/clean.jsonl" "$TMP/d.jsonl"; check "... and its samples after the resume (temperature 1)" $?
 
 echo "== a real full disk: a tmpfs with room for all but the last page of each file (1 rank, stage 0)"
 ./build/z0/train_gpt_cpu $M --steps 2 --save "$TMP/ref" > /dev/null || exit 1
