@@ -1634,7 +1634,9 @@ def write_debug_state(c, model, loader, device, log):
                                  np.array(losses, "<f4").tobytes()])
     # beside it: the parameters after the steps, and which tensors decayed (test_gpt.c compares both per tensor)
     write_atomic(c.debug_state + ".params", [model.flat().astype("<f4").tobytes()])
-    groups = "".join("%s %d\n" % (t.full_name, p.dim() >= 2) for t, p in zip(model.tensors, model.params))
+    # nanoGPT's groups (dim >= 2 decays) by zeroc tensor; an HF model's parameters map onto zeroc's by .zeroc
+    decays = {getattr(t, "zeroc", t).full_name: p.dim() >= 2 for t, p in zip(model.tensors, model.params)}
+    groups = "".join("%s %d\n" % (t.full_name, decays[t.full_name]) for t in model.layout[0])
     write_atomic(c.debug_state + ".decay", [groups.encode()])
     log("wrote %s: B %d, T %d, Vp %d, %d params, loss %.6f" % (c.debug_state, Bt, T, c.model.padded_vocab,
                                                                 model.num_params, float(loss0)))
