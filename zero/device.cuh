@@ -201,10 +201,10 @@ static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_
     free(bits);
 }
 
-// AdamW on one piece of a segment: on the GPU, Twin-Flow's device side included, or
-// with offload CPU-Adam on the staged
-// gradient, whose copies zb_sumsq_take waited for. Its floatX output goes into the NVMe
-// shard's tile, or into pinned staging whose tiles are copied to the GPU as they finish.
+// AdamW on one piece of a segment: on the GPU, Twin-Flow's device side too, or with
+// offload CPU-Adam on the staged gradient, whose copies zb_sumsq_take waited for. Its
+// floatX output goes into the NVMe shard's tile, or into pinned staging whose tiles are
+// copied to the GPU as they finish.
 static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
                            floatX *param, int param_in_tile) {
     ZeroBackend *b = (ZeroBackend *)ctx;
