@@ -681,7 +681,7 @@ main() {
     cuda_libs
     facts_libs
     export -f build kernel_list kernels test_sections nccl_stage lib_probe nccl_candidates cs_find cs_memcheck cs_racecheck \
-        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu dpu_gpu \
+        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu dpu_gpu twin_gpu \
         llmc_stage out_copy run_t torch_t probe
     export TMPD ZEROC_COMMIT tag dev_name NVCC PY GPU_CHECK_PY NEW_PATHS KERNELS_VALIDATED KERNELS_FIRST GROUPS_LOG LLMC_LOG LLMC_DIR \
         RUN_T CS_T OUT PROBE_T
