@@ -48,7 +48,7 @@
 #   test_rest       180      60   test_gpu.sh 3-8 (the default path, refactored since it ran), 5 groups in parallel
 #   kernels_rest     90      40   the dev/cuda programs in KERNELS_VALIDATED
 #   nvme             60      45   ZeRO-Infinity on the GPU against CPU offload, bitwise (never run on a GPU)
-#   dpu              90      50   ZeRO-Offload's delayed parameter update (never run on a GPU): with the delay
+#   dpu             110      65   ZeRO-Offload's delayed parameter update (never run on a GPU): with the delay
 #                                 never reached, bitwise offload without it; resume bitwise with it; then
 #                                 GPT-2 124M at stage 2: no offload, offload, offload + DPU (bench/gpu_train.sh offload);
 #                                 Twin-Flow at stage 3 (never run on a GPU): ratio 0.5 within bf16 rounding of 1,
@@ -701,7 +701,7 @@ main() {
     stage test_rest "test_gpu.sh 3-8: the default path again (refactored since it ran)" 180 60 test_sections test_rest $TEST_REST
     stage kernels_rest "dev/cuda programs that passed on 2026-11-22, unchanged" 90 40 kernels validated
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 60 45 nvme_gpu
-    stage dpu "ZeRO-Offload's delayed parameter update: bitwise checks, GPT-2 124M speed against no offload" 90 50 dpu_gpu
+    stage dpu "ZeRO-Offload's delayed parameter update and Twin-Flow: their checks, GPT-2 124M speed against no offload" 110 65 dpu_gpu
     stage tensorboard "TensorBoard's reader on the trainer's event files (hook)" 30 5 tensorboard_hook
     stage hf_export "transformers loads an exported folder, model and tokenizer (hook)" 60 20 hf_export_hook
     stage sanitize_default "compute-sanitizer on the default path" 150 100 sanitize_default
