@@ -290,8 +290,8 @@ static void zero_adam_segments(Zero *z, float weight_decay) {
         size_t in_slice = zero_seg_in_slice(p, sg), so = zero_seg_shard_off(p, sg);
         floatX *param = zero_param_slice(z, sg->unit);
         z->adam_seg[s] = (ZeroAdamSeg){so, sg->n, sg->decay ? weight_decay : 0.0f, zero_grad_slice(z, sg->unit) + in_slice,
-                                       param ? param + in_slice : NULL, z->master ? z->master + so : NULL,
-                                       z->opt_m ? z->opt_m + so : NULL, z->opt_v ? z->opt_v + so : NULL};
+                                       param ? param + in_slice : NULL, zero_opt_state(z, ZS_MASTER, so),
+                                       zero_opt_state(z, ZS_M, so), zero_opt_state(z, ZS_V, so), so < zero_twin_dev(&z->place)};
     }
 }
 

@@ -19,8 +19,8 @@
 #         with optimizer offload, the llama architecture at the same sizes; memory against speed:
 #         --recompute 1, and with --cpu-checkpointing 1 (each row's GPU memory)
 # offload ZeRO-Offload at stage 2 against no offload: CPU-Adam after the step, with the delayed parameter update
-#         (--offload-dpu 1 --dpu-warmup 5: CPU-Adam beside the next step from update 6 on), and Twin-Flow's rows
-#         when train_gpt runs it (not yet: --offload-ratio < 1 is refused); the ratios to no offload
+#         (--offload-dpu 1 --dpu-warmup 5: CPU-Adam beside the next step from update 6 on); the ratios to no
+#         offload. Twin-Flow's speed rows are not here yet (its correctness check: gpu_check's dpu stage)
 # Rows collect in $GPU_TRAIN_ROWS (a file; default one for this run alone), so that two invocations
 # (gpu_check's speed and torch stages) make one table; each invocation prints the table of every row so
 # far, the pairs' ratios, and its last line:

@@ -229,12 +229,15 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
                   "of the two", c->offload_ratio);
     else if (c->nvme_optim_dir[0])
         report_at(r, MSG_ERROR, ratio, "%g: partial offload with the optimizer on NVMe is not supported", c->offload_ratio);
+    else if (TRAINER_IS_GPU && c->nvme_param_dir[0])
+        report_at(r, MSG_ERROR, ratio, "%g: Twin-Flow's device side writes the parameter shard on the device, and here it is "
+                  "on NVMe: use 1, or the shard in memory", c->offload_ratio);
     else if (!TRAINER_IS_GPU)
         report_at(r, MSG_NOTE, ratio, "%g: the CPU trainer updates both sides on its CPU: the split is counted, the numbers "
                   "are those of 1", c->offload_ratio);
     else
-        report_at(r, MSG_ERROR, ratio, "%g: Twin-Flow's device side is not in train_gpt yet (the CPU trainer and "
-                  "--estimate-memory count the split): use 1", c->offload_ratio);
+        report_at(r, MSG_NOTE, ratio, "%g: Twin-Flow's device side in train_gpt (the GPU AdamW beside CPU-Adam) has not run "
+                  "on a GPU yet", c->offload_ratio);
     if (ZERO_STAGE != 3 || (TRAINER_IS_GPU && !c->offload)) c->offload_ratio = 1;
 }
 

@@ -48,9 +48,11 @@
 #   test_rest       180      60   test_gpu.sh 3-8 (the default path, refactored since it ran), 5 groups in parallel
 #   kernels_rest     90      40   the dev/cuda programs in KERNELS_VALIDATED
 #   nvme             60      45   ZeRO-Infinity on the GPU against CPU offload, bitwise (never run on a GPU)
-#   dpu              90      50   ZeRO-Offload's delayed parameter update (never run on a GPU): with the delay
+#   dpu             110      65   ZeRO-Offload's delayed parameter update (never run on a GPU): with the delay
 #                                 never reached, bitwise offload without it; resume bitwise with it; then
-#                                 GPT-2 124M at stage 2: no offload, offload, offload + DPU (bench/gpu_train.sh offload)
+#                                 GPT-2 124M at stage 2: no offload, offload, offload + DPU (bench/gpu_train.sh offload);
+#                                 Twin-Flow at stage 3 (never run on a GPU): ratio 0.5 within bf16 rounding of 1,
+#                                 resumed bitwise, and from ratio 1's checkpoint
 #   tensorboard      30       5   TensorBoard's own reader on the GPU trainer's event files, every scalar
 #                                 against its JSONL log (scripts/tensorboard_check.py)
 #   hf_export        60      20   transformers loads an exported folder whole (AutoTokenizer and
@@ -590,6 +592,31 @@ PYEOF
     return $rc
 }
 
+# Twin-Flow at stage 3 (--offload-ratio 0.5: the GPU AdamW on the shard's first sub-groups, CPU-Adam on the
+# rest): its losses within bf16's rounding of ratio 1's; resumed from its step-4 checkpoint, bitwise the
+# run that saved it; resumed from ratio 1's checkpoint, within rounding of ratio 1 (one checkpoint format)
+twin_gpu() {
+    local B=./build/gpu_z3_o1/train_gpt D="$TMP/train.bin"
+    local M="--preset tiny --vocab 500 --batch 4 --seq 64 --accum 2 --steps 8 --quiet 1 --offload 1 --sub-group-size 4000"
+    run_t $B $M --train "$D" --save "$TMP/tw1" --save-every 4 --log "$TMP/tw1.jsonl" > "$TMP/tw1.out" 2>&1 &&
+        run_t $B $M --train "$D" --offload-ratio 0.5 --quiet 0 --save "$TMP/tw5" --save-every 4 --log "$TMP/tw5.jsonl" \
+            > "$TMP/tw5.out" 2>&1 &&
+        run_t $B $M --train "$D" --offload-ratio 0.5 --resume "$TMP/tw5/ckpt_00000004" --log "$TMP/twr.jsonl" > "$TMP/twr.out" 2>&1 &&
+        run_t $B $M --train "$D" --offload-ratio 0.5 --resume "$TMP/tw1/ckpt_00000004" --log "$TMP/twx.jsonl" > "$TMP/twx.out" 2>&1 ||
+        { tail -n 5 "$TMP"/tw*.out; return 1; }
+    grep "^Twin-Flow, ratio" "$TMP/tw5.out"
+    grep -q "^Twin-Flow, ratio 0.5: .*shard \[0, [1-9][0-9]*) on the device side" "$TMP/tw5.out" || { echo "Twin-Flow: no device side"; return 1; }
+    "$PY" - "$TMP/tw1.jsonl" "$TMP/tw5.jsonl" "$TMP/twr.jsonl" "$TMP/twx.jsonl" <<'PYEOF'
+import json, math, sys
+one, half, res, cross = ([r["loss"] for r in map(json.loads, open(p)) if r.get("type") == "train"] for p in sys.argv[1:5])
+close = lambda a, b: len(a) == len(b) > 0 and all(abs(x - y) <= 1e-2 * abs(y) for x, y in zip(a, b))   # bf16's 8 bits
+print("Twin-Flow: ratio 1 %s\nratio 0.5 %s: %s\nratio 0.5 resumed at 4 %s: %s\nratio 0.5 from ratio 1's step-4 checkpoint %s: %s" % (
+      one, half, "within 1%" if close(half, one) else "DIFFERENT", res, "identical" if half[4:] == res else "DIFFERENT",
+      cross, "within 1%" if close(cross, one[4:]) else "DIFFERENT"))
+sys.exit(0 if len(one) == 8 and close(half, one) and half[4:] == res and close(cross, one[4:]) and all(map(math.isfinite, half)) else 1)
+PYEOF
+}
+
 # ZeRO-Offload's delayed parameter update (zero/dpu.h) at stage 2: --dpu-warmup past the run's end gives
 # offload's numbers bitwise (DPU's copy is then offload's staging); with the delay from update 3 on, a run
 # resumed from its step-4 checkpoint is bitwise the one that saved it; then the speed rows
@@ -611,6 +638,7 @@ print("offload %s\nDPU, never delayed %s: %s\nDPU from update 3 %s; resumed at 4
       dpu, res, "identical" if dpu[4:] == res else "DIFFERENT"))
 sys.exit(0 if off == late and len(off) == 8 and dpu[4:] == res and all(map(math.isfinite, dpu)) else 1)
 PYEOF
+    twin_gpu || rc=1
     bash bench/gpu_train.sh offload || rc=1
     return $rc
 }
@@ -653,7 +681,7 @@ main() {
     cuda_libs
     facts_libs
     export -f build kernel_list kernels test_sections nccl_stage lib_probe nccl_candidates cs_find cs_memcheck cs_racecheck \
-        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu dpu_gpu \
+        cs_initcheck sanitize_new sanitize_default tensorboard_hook hf_export_hook compare hf_transformers fp16_run demo_gpu nvme_gpu dpu_gpu twin_gpu \
         llmc_stage out_copy run_t torch_t probe
     export TMPD ZEROC_COMMIT tag dev_name NVCC PY GPU_CHECK_PY NEW_PATHS KERNELS_VALIDATED KERNELS_FIRST GROUPS_LOG LLMC_LOG LLMC_DIR \
         RUN_T CS_T OUT PROBE_T
@@ -673,7 +701,7 @@ main() {
     stage test_rest "test_gpu.sh 3-8: the default path again (refactored since it ran)" 180 60 test_sections test_rest $TEST_REST
     stage kernels_rest "dev/cuda programs that passed on 2026-11-22, unchanged" 90 40 kernels validated
     stage nvme "NVMe offload (ZeRO-Infinity) vs CPU offload, bitwise" 60 45 nvme_gpu
-    stage dpu "ZeRO-Offload's delayed parameter update: bitwise checks, GPT-2 124M speed against no offload" 90 50 dpu_gpu
+    stage dpu "ZeRO-Offload's delayed parameter update and Twin-Flow: their checks, GPT-2 124M speed against no offload" 110 65 dpu_gpu
     stage tensorboard "TensorBoard's reader on the trainer's event files (hook)" 30 5 tensorboard_hook
     stage hf_export "transformers loads an exported folder, model and tokenizer (hook)" 60 20 hf_export_hook
     stage sanitize_default "compute-sanitizer on the default path" 150 100 sanitize_default

@@ -102,8 +102,8 @@ sys.exit(0 if ok and n > 2 else 1)
 PYEOF
     check "ratio $ratio: each side's optimizer bytes in the memory report" $?
 done
-build/z0/train_gpt_cpu $T --estimate-memory 4 --offload 1 --offload-ratio 0.5 --log "$TMP/twe.jsonl" > /dev/null 2>&1
-build/z0/train_gpt_cpu $T --estimate-memory 4 --offload 1 --log "$TMP/twe1.jsonl" > /dev/null 2>&1
+build/z3/train_gpt_cpu $T --estimate-memory 4 --offload 1 --offload-ratio 0.5 --log "$TMP/twe.jsonl" > /dev/null 2>&1
+build/z3/train_gpt_cpu $T --estimate-memory 4 --offload 1 --log "$TMP/twe1.jsonl" > /dev/null 2>&1
 $PY - "$TMP/twe.jsonl" "$TMP/twe1.jsonl" <<'PYEOF'
 import json, sys
 a, b = (list(map(json.loads, open(p)))[-1]["train_gpt"]["stage3"] for p in sys.argv[1:])

@@ -37,7 +37,7 @@ mkdir -p "$T" "$TMP/bin" "$TMP/out"
 git ls-files -z | (cd "$ROOT" && xargs -0 cp --parents -t "$T")
 ln -s "$ROOT/data" "$T/data"
 # the GPU variants the stages run: gpu_z<k>_o<o>[_fp16] -> the CPU trainer built with ZERO=k
-for v in z0_o0 z1_o0 z2_o0 z3_o0 z2_o1 z0_o0_fp16; do
+for v in z0_o0 z1_o0 z2_o0 z3_o0 z2_o1 z3_o1 z0_o0_fp16; do
     mkdir -p "$T/build/gpu_$v"
     printf '#!/bin/sh\nexec "%s/build/z%s/train_gpt_cpu" "$@"\n' "$ROOT" "${v:1:1}" > "$T/build/gpu_$v/train_gpt"
     chmod +x "$T/build/gpu_$v/train_gpt"
@@ -190,8 +190,10 @@ grep -q "^llm.c: bench/llmc_build.sh started in the background" "$log" && grep -
     grep -q "^llm.c on this GPU: 409600 tok/s; zeroc / llm.c: default [0-9.]*x" "$log" &&
     grep -q "^gpu_train: .*/ llm.c on this GPU [0-9.]*x" "$log"
 grep -q "^DPU, never delayed .*: identical" "$log" && grep -q "resumed at 4 .*: identical" "$log" &&
-    [ "$(grep -c "^offload: z2_offload\(_dpu\)\? / z2_no_offload: [0-9.]*x tokens/s" "$log")" -eq 2 ]
-check "dpu: the bitwise checks, and bench/gpu_train.sh offload's rows against no offload" $?
+    [ "$(grep -c "^offload: z2_offload\(_dpu\)\? / z2_no_offload: [0-9.]*x tokens/s" "$log")" -eq 2 ] &&
+    grep -q "^ratio 0.5 .*: within 1%" "$log" && grep -q "^ratio 0.5 resumed at 4 .*: identical" "$log" &&
+    grep -q "^ratio 0.5 from ratio 1's step-4 checkpoint .*: within 1%" "$log"
+check "dpu: the bitwise checks, Twin-Flow's ratio 0.5 against 1 and its resumes, and bench/gpu_train.sh offload's rows against no offload" $?
 check "llmc: llm.c built in the background, its row from its step lines (409,600 tok/s), the ratio zeroc / llm.c" $?
 sed -n '/^-- torch_compile:/,/^-- \|^$/p' "$log" | grep -q "^   timed out after 3s" &&
     grep -qE "^torch_eager +123456 " "$log" && grep -qE "^torch_compile +FAILED" "$log"

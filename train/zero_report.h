@@ -70,10 +70,6 @@ static Footprint zero_footprint(const ModelLayout *L, const TrainConfig *cfg, in
     ZeroPlacement pl = zero_placement(&p, cfg, gpu, x);   // the CPU's fp16 mode has a separate master too
     zero_buffers(b, &p, x, &pl);
     for (int i = 0; i < N_ZBUF; i++) (b[i].where == ZMEM_NVME ? f.nvme : b[i].where == ZMEM_HOST ? f.host : f.work)[b[i].kind] += b[i].bytes;
-    if (pl.offload) {   // Twin-Flow: DeepSpeed keeps the device side's state in device memory
-        f.host[MEM_OPTIM] -= zero_twin_device_bytes(&p, &pl);
-        f.work[MEM_OPTIM] += zero_twin_device_bytes(&p, &pl);
-    }
     const ModelConfig *c = &L->cfg;
     int cpu_ckpt = gpu && cfg->recompute && cfg->cpu_checkpointing, flash = gpu && gpu_flash_attention(cfg);
     size_t saved[N_ACT_SAVED], cs[N_CPU_SCRATCH], gs[N_GPU_SCRATCH];
@@ -213,7 +209,7 @@ static cJSON *zero_estimate(const ModelLayout *L, const TrainConfig *cfg, int wo
                       "Model states and ZeRO's buffers from the plan; activations and scratch for the micro batch (--batch, --seq).\n");
     if (print && cfg->offload && cfg->offload_ratio < 1)
         printf("Twin-Flow, offload ratio %g: stage 3's train_gpt row counts the device side's optimizer state in total, CPU-Adam's "
-               "in host (pinned), as DeepSpeed places them (train_gpt itself does not run Twin-Flow yet)\n", cfg->offload_ratio);
+               "in host (pinned), as DeepSpeed places them and train_gpt allocates them\n", cfg->offload_ratio);
     if (cfg->memory_budget > 0) zero_estimate_budget(rec, L, cfg, world, print);
     return rec;
 }

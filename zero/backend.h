@@ -14,8 +14,9 @@ typedef float zgrad_t;
 
 enum { ZMEM_WORK = 0, ZMEM_HOST = 1, ZMEM_NVME = 2 };   // a buffer's place: working memory, pinned host, NVMe
 
-// AdamW's view of a segment of the partition; a NULL state is in ZeRO-Infinity's NVMe planes
-typedef struct { size_t shard_off, n; float weight_decay; const zgrad_t *grad; floatX *param; float *master, *m, *v; } ZeroAdamSeg;
+// AdamW's view of a segment of the partition; a NULL state is in ZeRO-Infinity's NVMe planes.
+// on_device: Twin-Flow's device side, its state in device memory under offload.
+typedef struct { size_t shard_off, n; float weight_decay; const zgrad_t *grad; floatX *param; float *master, *m, *v; int on_device; } ZeroAdamSeg;
 enum { LEAN_NORM = 1, LEAN_ADAMW = 2 };   // what zb_lean_init says the backend runs in one launch
 
 typedef struct ZeroBackend ZeroBackend;   // each backend's own state

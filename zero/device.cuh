@@ -201,15 +201,16 @@ static void zb_state_write_floatX(ZeroBackend *b, size_t off, float *vals, size_
     free(bits);
 }
 
-// AdamW on one piece of a segment: on the GPU, or with offload CPU-Adam on the staged
-// gradient, whose copies zb_sumsq_take waited for. Its floatX output goes into the NVMe
-// shard's tile, or into pinned staging whose tiles are copied to the GPU as they finish.
+// AdamW on one piece of a segment: on the GPU, Twin-Flow's device side too, or with
+// offload CPU-Adam on the staged gradient, whose copies zb_sumsq_take waited for. Its
+// floatX output goes into the NVMe shard's tile, or into pinned staging whose tiles are
+// copied to the GPU as they finish.
 static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n, float *master, float *m, float *v,
                            floatX *param, int param_in_tile) {
     ZeroBackend *b = (ZeroBackend *)ctx;
     AdamWParams ap = b->ap;
     ap.weight_decay = s->weight_decay;
-    if (!b->offload) {
+    if (!b->offload || s->on_device) {
         adamw_gpu_step(master, s->grad + at, m, v, param, n, ap, b->stream);
         cudaCheckLaunch();
         return;
@@ -227,7 +228,11 @@ static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n,
 static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
     b->ap = ap;
     if (b->state.open) { zero_infinity_adamw(&b->state, seg, n_seg, zb_adamw_piece, b); return; }
-    for (int i = 0; i < n_seg; i++) zb_adamw_piece(b, &seg[i], 0, seg[i].n, seg[i].master, seg[i].m, seg[i].v, seg[i].param, 0);
+    // Twin-Flow: the device side's kernels are queued first, so they run while CPU-Adam
+    // steps the host side; the tile copies queue behind them on the same stream
+    for (int pass = 1; pass >= 0; pass--)
+        for (int i = 0; i < n_seg; i++)
+            if (seg[i].on_device == pass) zb_adamw_piece(b, &seg[i], 0, seg[i].n, seg[i].master, seg[i].m, seg[i].v, seg[i].param, 0);
     b->delayed = 0;
 }
 

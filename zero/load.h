@@ -18,7 +18,7 @@ static int zero_load_params(Zero *z, ParamSource *src) {
         floatX *held = z->params ? z->params + (ZERO_STAGE == 3 ? U->shard_off : U->full_off) : NULL;
         float *vals = direct ? (float *)held : staging;
         ok = src->read(src, i, lo, n, vals);
-        if (ok && sm) zb_state_write(&z->be, ZS_MASTER, U->shard_off, U->shard, vals + (zero_slice_start(p, i) - lo));
+        if (ok && sm) zero_state_rw(z, ZS_MASTER, U->shard_off, U->shard, vals + (zero_slice_start(p, i) - lo), 1);
         if (ok && !direct) {
             if (held) zb_upload_floatX(&z->be, held, vals, n);
             else zb_state_write_floatX(&z->be, U->shard_off, vals, n);
@@ -41,15 +41,15 @@ static int zero_master_whole(const Zero *z) { return z->place.separate_master ? 
 static void zero_master_read(Zero *z, int u, size_t lo, size_t n, float *host) {
     const ZeroUnit *U = &z->plan.u[u];
     size_t so = U->shard_off + (lo - zero_slice_start(&z->plan, u));   // its shard offset, if any
-    if (z->place.separate_master) zb_state_read(&z->be, ZS_MASTER, so, n, host);
+    if (z->place.separate_master) zero_state_rw(z, ZS_MASTER, so, n, host, 0);
     else if (!z->params) zb_state_read(&z->be, ZS_PARAM, so, n, host);
     else zb_download(&z->be, host, z->params + (ZERO_STAGE == 3 ? so : U->full_off + lo), n * sizeof(float));
 }
 
 // n elements of the partition's m, which 0, or v, which 1, from shard offset off
 static void zero_optim_read(Zero *z, int which, size_t off, size_t n, float *host) {
-    zb_state_read(&z->be, which ? ZS_V : ZS_M, off, n, host);
+    zero_state_rw(z, which ? ZS_V : ZS_M, off, n, host, 0);
 }
 static void zero_optim_write(Zero *z, int which, size_t off, size_t n, const float *host) {
-    zb_state_write(&z->be, which ? ZS_V : ZS_M, off, n, host);
+    zero_state_rw(z, which ? ZS_V : ZS_M, off, n, (void *)host, 1);
 }

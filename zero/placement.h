@@ -61,6 +61,10 @@ static size_t zero_twin_host_off(const ZeroPlan *p, double ratio, long long grou
     return first <= 0 ? 0 : off;
 }
 
+// Twin-Flow's device side in elements, [0, d) of the shard: with the GPU's offload only;
+// the CPU trainer updates both sides with CPU-Adam, in the host buffers
+static size_t zero_twin_dev(const ZeroPlacement *pl) { return pl->offload ? pl->twin_host_off : 0; }
+
 // x: the bytes of a floatX
 static ZeroPlacement zero_placement(const ZeroPlan *p, const TrainConfig *cfg, int gpu, size_t x) {
     // the GPU's NVMe optimizer offload is an offload: CPU-Adam streams the state
@@ -109,19 +113,20 @@ static ZeroZppStaging zero_zpp_staging(const ZeroPlan *p, const ZeroPlacement *p
 // The buffer table. Staging: offload's pinned copies of the reduced gradient and of CPU-Adam's output.
 enum { ZBUF_PARAMS, ZBUF_MASTER, ZBUF_OPT_M, ZBUF_OPT_V, ZBUF_RESIDENT, ZBUF_ARENA, ZBUF_GRADS, ZBUF_GRAD_SHARD,
        ZBUF_GRAD_SLOTS, ZBUF_RS_SCRATCH, ZBUF_NVME_BUFFERS, ZBUF_DECAY_MASK, ZBUF_HPZ, ZBUF_ZPP_STAGING,
-       ZBUF_DPU_GRAD, ZBUF_DPU_PARAMS, ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
+       ZBUF_DPU_GRAD, ZBUF_DPU_PARAMS, ZBUF_TWIN_STATE, ZBUF_STAGING_GRAD, ZBUF_STAGING_PARAMS, N_ZBUF };
 typedef struct { size_t bytes; int kind, where; } ZeroBuffer;
 
 static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, const ZeroPlacement *pl) {
     int st = p->stage, opt = pl->offload ? ZMEM_HOST : ZMEM_WORK, sm = pl->separate_master, offload = pl->offload;
     int gathers = st == 3 && !pl->whole;
     const int *nvme = pl->nvme.on;
-    size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4;
+    size_t shard = p->shard_elems, grad_x = st <= 1 ? x : 4, dev = zero_twin_dev(pl);
     memset(b, 0, sizeof(ZeroBuffer) * N_ZBUF);
     b[ZBUF_PARAMS] = (ZeroBuffer){(st <= 2 ? p->full_elems : shard) * x, MEM_PARAMS,
                                   nvme[ZS_PARAM] ? ZMEM_NVME : st == 3 && pl->offload_param ? ZMEM_HOST : ZMEM_WORK};
-    b[ZBUF_MASTER] = (ZeroBuffer){sm ? shard * 4 : 0, MEM_OPTIM, nvme[ZS_MASTER] ? ZMEM_NVME : opt};
-    b[ZBUF_OPT_M] = b[ZBUF_OPT_V] = (ZeroBuffer){shard * 4, MEM_OPTIM, nvme[ZS_M] ? ZMEM_NVME : opt};
+    // Twin-Flow: the offloaded master, m and v from the device side's end
+    b[ZBUF_MASTER] = (ZeroBuffer){sm ? (shard - dev) * 4 : 0, MEM_OPTIM, nvme[ZS_MASTER] ? ZMEM_NVME : opt};
+    b[ZBUF_OPT_M] = b[ZBUF_OPT_V] = (ZeroBuffer){(shard - dev) * 4, MEM_OPTIM, nvme[ZS_M] ? ZMEM_NVME : opt};
     b[ZBUF_RESIDENT] = (ZeroBuffer){gathers ? p->resident_elems * x : 0, MEM_GATHER, ZMEM_WORK};
     b[ZBUF_ARENA] = (ZeroBuffer){gathers ? p->arena_elems * x : 0, MEM_GATHER, ZMEM_WORK};
     b[ZBUF_GRADS] = (ZeroBuffer){st <= 1 ? p->full_elems * x : 0, MEM_GRADS, ZMEM_WORK};
@@ -136,6 +141,8 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     // DPU's copies of the gradient and parameters; they replace offload's parameter staging
     b[ZBUF_DPU_GRAD] = (ZeroBuffer){pl->dpu ? shard * grad_x : 0, MEM_DPU, opt};
     b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_DPU, opt};
+    // and the device side's master, m and v, one plane after another
+    b[ZBUF_TWIN_STATE] = (ZeroBuffer){dev * (sm ? 12 : 8), MEM_OPTIM, ZMEM_WORK};
     b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     // with the parameter shard on NVMe, CPU-Adam writes into the shard's tiles instead
     b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};

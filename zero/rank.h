@@ -26,6 +26,7 @@ typedef struct {
     floatX *grads;              // stages 0-1: the full gradients, accumulated over micro-steps
     float *grad_shard;          // stages 2-3: this rank's gradient partition, accumulated in fp32
     float *opt_m, *opt_v;       // AdamW's moments of this rank's partition
+    float *twin_state;          // Twin-Flow, GPU offload: the device side's master, m and v
     // working buffers
     floatX *arena;              // stage 3: the gather ring's memory
     floatX *grad_slots;         // stages 2-3: full gradients of units in backward, at plan.slot_off
@@ -72,7 +73,7 @@ static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, v
                         (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
                         (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
                         (void **)&z->hpz_params, (void **)&z->zpp_staging, (void **)&z->dpu_grad, (void **)&z->dpu_params,
-                        staging_grad, staging_params};
+                        (void **)&z->twin_state, staging_grad, staging_params};
     memcpy(ptr, p, sizeof(p));
 }
 
@@ -129,6 +130,26 @@ static void zero_free(Zero *z) {
     free(z->unit_params); free(z->unit_grads); free(z->unit_slot); free(z->adam_seg);
     free(z->grad_reduce); free(z->grad_reducing); free(z->hpz_off); free(z->hpz_valid);
     zero_plan_free(&z->plan);
+}
+
+// Plane k of master, m and v at shard offset so. Twin-Flow's device side below d holds
+// its planes in twin_state; the host buffers start at d. NULL: on NVMe, or no master.
+static float *zero_opt_state(Zero *z, int k, size_t so) {
+    size_t d = zero_twin_dev(&z->place);
+    int sm = z->place.separate_master;
+    float *host = k == ZS_MASTER ? z->master : k == ZS_M ? z->opt_m : z->opt_v;
+    if (so >= d) return host ? host + (so - d) : NULL;
+    return k == ZS_MASTER && !sm ? NULL : z->twin_state + (size_t)(k - !sm) * d + so;
+}
+
+// Plane k from shard offset off, for checkpoints: the two sides in one layout
+static void zero_state_rw(Zero *z, int k, size_t off, size_t n, void *host, int write) {
+    size_t d = k == ZS_PARAM ? 0 : zero_twin_dev(&z->place), lo = off >= d ? 0 : d - off < n ? d - off : n;
+    if (lo && write) zb_upload(&z->be, zero_opt_state(z, k, off), host, lo * sizeof(float));
+    if (lo && !write) zb_download(&z->be, host, zero_opt_state(z, k, off), lo * sizeof(float));
+    void *rest = (char *)host + lo * sizeof(float);
+    if (n > lo && write) zb_state_write(&z->be, k, off + lo - d, n - lo, rest);
+    if (n > lo && !write) zb_state_read(&z->be, k, off + lo - d, n - lo, rest);
 }
 
 // This rank's slice of unit u in the working parameters; NULL where they are on NVMe.
