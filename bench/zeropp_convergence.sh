@@ -10,7 +10,8 @@
 # the validation losses, the range of the per-step relative RMS errors of what qwZ and qgZ quantized,
 # and the cross-node bytes per step. The runs go in the order of RUNS, the most telling first; the
 # summary covers what finished (SUMMARY_ONLY=1 prints it from the runs so far; with RECORD=1 it also
-# records it). Writes bench/zeropp_convergence.txt and the demo model's curves, bench/zeropp_convergence.png.
+# records it). Writes bench/zeropp_convergence.txt and the curves, bench/zeropp_convergence.png (demo) and
+# bench/zeropp_convergence_deep.png.
 #   bash bench/zeropp_convergence.sh            (STEPS=300 HPZ_STEPS=20; BIN, OUT, RUNS, LR_TOTAL)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -93,5 +94,13 @@ PYEOF
 cat "$OUT/summary.txt"
 [ "${SUMMARY_ONLY:-0}" = 1 ] && [ -z "${RECORD:-}" ] && exit 0
 cp "$OUT/summary.txt" bench/zeropp_convergence.txt
-$BENCH_PY scripts/plot_losses.py "$OUT/demo.plain.jsonl" "$OUT/demo.all.jsonl" --labels "ZeRO-3,ZeRO++ (qwZ+hpZ+qgZ)" \
-    --title "demo model, 4 ranks as 2 nodes, every unit partitioned: ZeRO-3 vs ZeRO++" --out bench/zeropp_convergence.png | tail -1
+for model in demo deep; do
+    png=bench/zeropp_convergence.png desc="demo model"
+    [ $model = deep ] && png=bench/zeropp_convergence_deep.png desc="12 layers"
+    logs=() labels=""
+    for v in plain:ZeRO-3 qw:qwZ qg:qgZ "all:all three"; do
+        [ -f "$OUT/$model.${v%%:*}.jsonl" ] && logs+=("$OUT/$model.${v%%:*}.jsonl") && labels+="${labels:+,}${v#*:}"
+    done
+    [ ${#logs[@]} -ge 2 ] && $BENCH_PY scripts/plot_losses.py "${logs[@]}" --labels "$labels" \
+        --title "$desc, 4 ranks as 2 nodes, every unit partitioned: ZeRO-3 beside ZeRO++'s parts" --out $png | tail -1
+done

@@ -7,7 +7,8 @@ Each table sits in a doc between "<!-- doc_tables: NAME -->" and "<!-- /doc_tabl
   python3 scripts/doc_tables.py --check   exit 1 when a committed table differs (tests/test_doc_tables.sh)
 Needs `make zero-bins`. The runs: every stage at 4 ranks, two micro-steps of one step (memory and
 communication per rank), and the estimator (--estimate-memory), which allocates nothing.
-Writes docs/zero.md's, docs/memory.md's, docs/gpu.md's and docs/offload.md's.
+Writes docs/zero.md's, docs/memory.md's, docs/gpu.md's and docs/offload.md's. One table is read, not run:
+docs/benchmarks.md's ZeRO++ convergence, from the record bench/zeropp_convergence.sh wrote (hours of training).
 """
 import json, os, re, subprocess, sys, tempfile
 
@@ -17,7 +18,8 @@ RUN = ["--preset", "small", "--batch", "2", "--seq", "64", "--accum", "2", "--st
 RUN_TEXT = "mpirun -np 4 build/zK/train_gpt_cpu --preset small --batch 2 --seq 64 --accum 2 --steps 1"
 GPT2 = ["--preset", "gpt2-124m", "--batch", "16", "--seq", "1024", "--estimate-memory", "4"]
 DOCS = {"zero_memory": "docs/zero.md", "zero_comm": "docs/zero.md", "gpt2_estimate": "docs/zero.md",
-        "demo_states": "docs/memory.md", "flash_estimate": "docs/gpu.md", "offload_estimate": "docs/offload.md"}
+        "demo_states": "docs/memory.md", "flash_estimate": "docs/gpu.md", "offload_estimate": "docs/offload.md",
+        "zeropp_convergence": "docs/benchmarks.md"}
 
 
 def records(path, kind):
@@ -127,6 +129,28 @@ def offload_table(tmp):
     return "\n".join(rows)
 
 
+def zeropp_convergence_table():
+    """Loss minus ZeRO-3's per variant, from bench/zeropp_convergence.txt's summary lines."""
+    signed = lambda x: f"{float(x):+.3f}".replace("-", "\u2212")
+    rows, model = [], None
+    for line in open(os.path.join(ROOT, "bench/zeropp_convergence.txt"), encoding="utf-8"):
+        m = re.match(r"the (demo|deeper) model, .*?(\d+) layers:", line)
+        if m:
+            model = ("demo, " if m.group(1) == "demo" else "") + f"{m.group(2)} layers"
+        m = re.match(r"  (qwZ|qgZ|all three): (\d+) steps; loss - ZeRO-3's: mean (\S+), mean \|\.\| (\S+), final (\S+) .*"
+                     r"final val (\S+) vs (\S+)", line)
+        if m:
+            rows.append([model, m.group(1), m.group(2), signed(m.group(3)), f"{float(m.group(4)):.3f}", signed(m.group(5)),
+                         f"{float(m.group(6)):.3f}, {float(m.group(7)):.3f}", []])
+        m = re.match(r"    \S+ (int8|int4) relative RMS error per step: (\S+) to (\S+),", line)
+        if m:
+            digits = 4 if m.group(1) == "int8" else 3
+            rows[-1][-1].append(f"{m.group(1)} {float(m.group(2)):.{digits}f}\u2013{float(m.group(3)):.{digits}f}")
+    head = ["| model | variant | steps | mean | mean \\|.\\| | final | final validation loss, ZeRO-3's | relative RMS error per step |",
+            "|---|---|---:|---:|---:|---:|---|---|"]
+    return "\n".join(head + ["| " + " | ".join(r[:-1] + [", ".join(r[-1])]) + " |" for r in rows])
+
+
 def blocks(text):
     return {m.group(1): m.group(2) for m in re.finditer(r"<!-- doc_tables: (\w+) -->\n(.*?)<!-- /doc_tables -->", text, re.S)}
 
@@ -135,7 +159,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         mem_table, comm_table = measured(tmp)
         tables = {"zero_memory": mem_table, "zero_comm": comm_table, "gpt2_estimate": gpt2_table(tmp),
-                  "demo_states": demo_table(tmp), "flash_estimate": flash_table(tmp), "offload_estimate": offload_table(tmp)}
+                  "demo_states": demo_table(tmp), "flash_estimate": flash_table(tmp), "offload_estimate": offload_table(tmp),
+                  "zeropp_convergence": zeropp_convergence_table()}
     stale = []
     for name, doc in DOCS.items():
         path = os.path.join(ROOT, doc)
