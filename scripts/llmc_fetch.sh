@@ -9,7 +9,8 @@
 # The two arguments are git directories holding the pinned commits: clones of
 # https://github.com/karpathy/llm.c and https://github.com/NVIDIA/cudnn-frontend. In this workplace only
 # the device tool's `fetch` reaches GitHub: fetch github:karpathy/llm.c and github:NVIDIA/cudnn-frontend,
-# which leave them at the defaults below (/work/.mirror/<owner>+<name>/repo); elsewhere, git clone them.
+# which leave them at the defaults below (.mirror/<owner>+<name>/repo beside the checkout, MIRROR);
+# elsewhere, git clone them.
 #   llm.c           f1e2ace651495b74ae22d45d1723443fd00ecd3a (2025-05-10, its last commit, "Merge pull
 #                   request #801"): train_gpt2.cu, llmc/ and LICENSE, as they are
 #   cudnn-frontend  666996fe3960f27170d1527e5579ba24c8d3380a (v1.12.0, 2025-05-19, the release after that
@@ -21,8 +22,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LLMC_COMMIT=f1e2ace651495b74ae22d45d1723443fd00ecd3a
 FRONTEND_COMMIT=666996fe3960f27170d1527e5579ba24c8d3380a
-LLMC_GIT=${1:-/work/.mirror/karpathy+llm.c/repo}
-FRONTEND_GIT=${2:-/work/.mirror/NVIDIA+cudnn-frontend/repo}
+MIRROR=${MIRROR:-../.mirror}
+LLMC_GIT=${1:-$MIRROR/karpathy+llm.c/repo}
+FRONTEND_GIT=${2:-$MIRROR/NVIDIA+cudnn-frontend/repo}
 DEST=.llmc
 
 have() {   # GIT_DIR COMMIT NAME
