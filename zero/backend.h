@@ -23,7 +23,7 @@ typedef struct ZeroBackend ZeroBackend;   // each backend's own state
 typedef struct ZeroInfinityPlan ZeroInfinityPlan; typedef struct ZeroNvmeStats ZeroNvmeStats;   // zero/infinity.h
 
 // memory
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params);   // owns the staging from here
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params, size_t staging_from);   // owns the staging, of the shard from staging_from on
 static void zb_destroy(ZeroBackend *b);                                             // frees the staging, closes the NVMe files
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what);   // zeroed, ZMEM_WORK or ZMEM_HOST
 static void zb_free(ZeroBackend *b, void *p, int where);                            // what zb_alloc gave, NULL allowed

@@ -22,7 +22,7 @@ struct ZeroBackend {
     double quant_sums[2][2];     // ZeRO++: squared error and squares quantized, int8 and int4
 };
 
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params, size_t staging_from) {
     b->comm = comm;
     b->sumsq = 0;
     b->fp16 = cfg->fp16;
