@@ -16,7 +16,8 @@
 #      (cuDNN found here) and adds its row and the ratio zeroc / llm.c; torch's compile row hangs past its
 #      own limit (a FAILED row, the eager row kept) and PyTorch sees the library path from before
 #      gpu_check; kernels_rest's gelu hangs past its program's limit and the programs after it still run;
-#      dpu's bitwise checks and offload rows run on the CPU trainer; the hooks skip; the summary counts what the stages printed and ends with exactly "gpu_check: N
+#      dpu's bitwise checks and offload_speed's rows (stage 2 offload and DPU, stage 3 Twin-Flow's ratios)
+#      run on the CPU trainer; the hooks skip; the summary counts what the stages printed and ends with exactly "gpu_check: N
 #      passed, N failed, N skipped"; $OUT holds the log, the groups' lines, the speed record and llm.c's
 #      build log, at most 8 files, each as written
 #   2. a group of test_gpu.sh sections stopped by its stage's limit (an mpirun that never returns): TIMEOUT,
@@ -137,7 +138,7 @@ poll=$!
 # 1. the stages that run on stand-ins
 t1=$SECONDS
 (cd "$T" && PATH="$TMP/bin:$PATH" OUT="$TMP/out" PYTHON="$PY" ZEROC_SYSTEM_DEPS=1 ZEROC_COMMIT=dryrun GPU_CHECK_BUDGET=1500 \
-    GPU_CHECK_ONLY=build,kernels,test_new,sanitize,speed,llmc,torch,kernels_rest,dpu,tensorboard,hf_export \
+    GPU_CHECK_ONLY=build,kernels,test_new,sanitize,speed,llmc,torch,kernels_rest,dpu,offload_speed,tensorboard,hf_export \
     GPU_CHECK_TEST_NEW="loss lean fusion bgrad zeropp" GPU_CHECK_KERNEL_TIMEOUT=3 GPU_CHECK_LIMIT_speed=5000 \
     GPU_TRAIN_SHAPE="--preset tiny --batch 2 --seq 32" GPU_TRAIN_STEPS=3 GPU_TRAIN_TORCH_SCRIPT="$TMP/torch_speed.py" \
     GPU_TRAIN_TORCH_TIMEOUT=3 DRYRUN_TORCH_LD="$TMP/torch_ld.txt" LD_LIBRARY_PATH=/dryrun/base \
@@ -150,17 +151,17 @@ check "gpu_check.sh ran to its end (exit $rc: a stage failed, as planned) and pr
 grep -n -E "^NCCL: header|^######## build" "$log" | head -n 2 | grep -q "NCCL: header" && grep -q "^  NCCL found: .*libnccl" "$log"
 check "the facts before the first stage: the NCCL headers, the one a run loads and every one found" $?
 order=$(grep -E "^######## [a-z_]+: .*\(limit " "$log" | cut -d' ' -f2 | tr -d ':' | tr '\n' ' ')
-[ "$order" = "build kernels test_new sanitize speed llmc torch kernels_rest dpu tensorboard hf_export " ] &&
+[ "$order" = "build kernels test_new sanitize speed llmc torch kernels_rest dpu offload_speed tensorboard hf_export " ] &&
     grep -n -E "^######## (env|build):" "$log" | head -n 1 | grep -q "######## env:"
 check "the stages in gpu_check's order ($order)" $?
-[ "$(grep -cE "^######## [a-z_]+: .*\(limit [0-9]+s(, cut from [0-9]+s)?, expected ~[0-9]+s, at [0-9]+s\)$" "$log")" -eq 11 ] &&
+[ "$(grep -cE "^######## [a-z_]+: .*\(limit [0-9]+s(, cut from [0-9]+s)?, expected ~[0-9]+s, at [0-9]+s\)$" "$log")" -eq 12 ] &&
     grep -q "^######## speed: .*(limit [0-9]*s, cut from 5000s" "$log"
 check "every stage says its limit and its expected time; a limit past the budget is cut to what is left" $?
 res() { grep -E "^######## $1: (PASS|SKIP|FAIL|TIMEOUT)" "$log" | sed -E "s/^######## $1: ([A-Z]+).*/\1/"; }
 [ "$(res build)" = PASS ] && [ "$(res kernels)" = FAIL ] && [ "$(res test_new)" = FAIL ] && [ "$(res sanitize)" = PASS ] &&
-    [ "$(res speed)" = PASS ] && [ "$(res llmc)" = PASS ] && [ "$(res torch)" = FAIL ] && [ "$(res kernels_rest)" = FAIL ] && [ "$(res dpu)" = PASS ] &&
+    [ "$(res speed)" = PASS ] && [ "$(res llmc)" = PASS ] && [ "$(res torch)" = FAIL ] && [ "$(res kernels_rest)" = FAIL ] && [ "$(res dpu)" = PASS ] && [ "$(res offload_speed)" = PASS ] &&
     [[ "$(res tensorboard)" =~ ^(PASS|SKIP)$ ]] && [[ "$(res hf_export)" =~ ^(PASS|SKIP)$ ]]
-check "results: build, sanitize, speed, llmc, dpu PASS; kernels, test_new FAIL (a failing stand-in, the notice); torch, kernels_rest FAIL (a run past its own limit); hooks PASS or SKIP" $?
+check "results: build, sanitize, speed, llmc, dpu, offload_speed PASS; kernels, test_new FAIL (a failing stand-in, the notice); torch, kernels_rest FAIL (a run past its own limit); hooks PASS or SKIP" $?
 want="flash_attention adamw global_norm layernorm rmsnorm classifier matmul "
 grep -q "^dev/cuda programs (pending): ${want}[a-z_ ]*zz_new_kernel" "$log" && ! grep -q "^dev/cuda programs (pending):.* gelu " "$log" &&
     grep -q "^FAIL matmul (exit 1" "$log" && grep -q "^dev/cuda programs (validated): attention attention_decode encoder gelu" "$log"
@@ -190,10 +191,14 @@ grep -q "^llm.c: bench/llmc_build.sh started in the background" "$log" && grep -
     grep -q "^llm.c on this GPU: 409600 tok/s; zeroc / llm.c: default [0-9.]*x" "$log" &&
     grep -q "^gpu_train: .*/ llm.c on this GPU [0-9.]*x" "$log"
 grep -q "^DPU, never delayed .*: identical" "$log" && grep -q "resumed at 4 .*: identical" "$log" &&
-    [ "$(grep -c "^offload: z2_offload\(_dpu\)\? / z2_no_offload: [0-9.]*x tokens/s" "$log")" -eq 2 ] &&
     grep -q "^ratio 0.5 .*: within 1%" "$log" && grep -q "^ratio 0.5 resumed at 4 .*: identical" "$log" &&
     grep -q "^ratio 0.5 from ratio 1's step-4 checkpoint .*: within 1%" "$log"
-check "dpu: the bitwise checks, Twin-Flow's ratio 0.5 against 1 and its resumes, and bench/gpu_train.sh offload's rows against no offload" $?
+check "dpu: the bitwise checks, Twin-Flow's ratio 0.5 against 1 and its resumes" $?
+sed -n '/^######## offload_speed: GPT/,/^######## offload_speed: /p' "$log" > "$TMP/offload_speed.txt"
+[ "$(grep -cE "^z3_twin_(1|0\.5|0\.25) +[0-9]+ .*--offload-ratio (1|0\.5|0\.25) --sub-group-size 10000000" "$TMP/offload_speed.txt")" -eq 3 ] &&
+    [ "$(grep -cE "^offload: z2_offload(_dpu)? / z2_no_offload: [0-9.]+x tokens/s" "$TMP/offload_speed.txt")" -eq 2 ] &&
+    [ "$(grep -cE "^offload: z3_twin_(1|0\.5|0\.25) / z3_no_offload: [0-9.]+x tokens/s" "$TMP/offload_speed.txt")" -eq 3 ]
+check "offload_speed: stage 2's offload and DPU rows and stage 3's Twin-Flow rows at ratios 1, 0.5, 0.25, each against no offload at its stage" $?
 check "llmc: llm.c built in the background, its row from its step lines (409,600 tok/s), the ratio zeroc / llm.c" $?
 sed -n '/^-- torch_compile:/,/^-- \|^$/p' "$log" | grep -q "^   timed out after 3s" &&
     grep -qE "^torch_eager +123456 " "$log" && grep -qE "^torch_compile +FAILED" "$log"
@@ -204,7 +209,7 @@ check "PyTorch ran with the library path from before gpu_check ($(sort -u "$TMP/
 check "sanitize: six runs with every opt-in flag, each accepted by the trainer" $?
 summary=$(sed -n '/^######## summary/,$p' "$log")
 p=$(echo "$summary" | grep -c "| PASS ") f=$(echo "$summary" | grep -cE "\| (FAIL|TIMEOUT)") s=$(echo "$summary" | grep -cE "\| SKIP")
-[ "$(tail -n 1 "$log")" = "gpu_check: $p passed, $f failed, $s skipped" ] && [ "$f" -eq 4 ] && [ $((p + f + s)) -eq 12 ]
+[ "$(tail -n 1 "$log")" = "gpu_check: $p passed, $f failed, $s skipped" ] && [ "$f" -eq 4 ] && [ $((p + f + s)) -eq 13 ]
 check "the last line counts the summary's stages: $(tail -n 1 "$log")" $?
 out=$(ls "$TMP"/out/gpu_check_*.txt 2>/dev/null | grep -v '\.groups\.txt$\|\.llmc\.txt$' | head -n 1)
 nfiles=$(find "$TMP/out" -type f | wc -l)
