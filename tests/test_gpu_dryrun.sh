@@ -191,9 +191,10 @@ grep -q "^llm.c: bench/llmc_build.sh started in the background" "$log" && grep -
     grep -q "^llm.c on this GPU: 409600 tok/s; zeroc / llm.c: default [0-9.]*x" "$log" &&
     grep -q "^gpu_train: .*/ llm.c on this GPU [0-9.]*x" "$log"
 grep -q "^DPU, never delayed .*: identical" "$log" && grep -q "resumed at 4 .*: identical" "$log" &&
+    grep -qE "^DPU, GPU against the CPU trainer's DPU: max rel [0-9.e+-]+ \(tolerance 1e-3\); the CPU's DPU against no DPU: 1\.[0-9]+e-02" "$log" &&
     grep -q "^ratio 0.5 .*: within 1%" "$log" && grep -q "^ratio 0.5 resumed at 4 .*: identical" "$log" &&
     grep -q "^ratio 0.5 from ratio 1's step-4 checkpoint .*: within 1%" "$log"
-check "dpu: the bitwise checks, Twin-Flow's ratio 0.5 against 1 and its resumes" $?
+check "dpu: the bitwise checks, DPU against the CPU trainer's, Twin-Flow's ratio 0.5 against 1 and its resumes" $?
 sed -n '/^######## offload_speed: GPT/,/^######## offload_speed: /p' "$log" > "$TMP/offload_speed.txt"
 [ "$(grep -cE "^z3_twin_(1|0\.5|0\.25) +[0-9]+ .*--offload-ratio (1|0\.5|0\.25) --sub-group-size 10000000" "$TMP/offload_speed.txt")" -eq 3 ] &&
     [ "$(grep -cE "^offload: z2_offload(_dpu)? / z2_no_offload: [0-9.]+x tokens/s" "$TMP/offload_speed.txt")" -eq 2 ] &&

@@ -240,9 +240,14 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
     b->delayed = 0;
 }
 
-// DPU: the next backward's copies land in host_grad; Twin-Flow, the device side, is refused with it
-static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n) {
-    memcpy(copy, (const zgrad_t *)b->host_grad + shard_off - b->host_from, n * sizeof(zgrad_t));
+// DPU: the update reads the pinned staging this step's copies filled, and the next backward's copies
+// land in the update's former buffer. The two trade places, so nothing is copied; host_from is 0, as
+// Twin-Flow is refused with DPU.
+static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy) {
+    zgrad_t *filled = (zgrad_t *)b->host_grad;
+    b->host_grad = *copy;
+    *copy = filled;
+    for (int s = 0; s < n_seg; s++) seg[s].grad = filled + seg[s].shard_off;
     b->delayed = 1;
 }
 

@@ -22,19 +22,14 @@ static void *zero_dpu_main(void *arg) {
     return NULL;
 }
 
-// the update on copies: the next backward writes the gradient, the next forward reads
-// the parameters; where those are the master, dpu.params starts as them
+// the update on buffers of its own: the next backward writes the gradient, the next
+// forward reads the parameters; where those are the master, dpu.params starts as them
 static void zero_dpu_start(Zero *z, AdamWParams ap) {
     const ZeroPlan *p = &z->plan;
-    for (int i = 0; i < p->n_units; i++) {
-        const ZeroUnit *U = &p->u[i];
-        zb_dpu_take_grad(&z->be, U->shard_off, z->dpu.grad + U->shard_off, zero_grad_slice(z, i), U->shard);
-        if (!z->master) memcpy(z->dpu.params + U->shard_off, zero_param_slice(z, i), U->shard * sizeof(floatX));
-    }
-    for (int s = 0; s < p->n_seg; s++) {
-        z->adam_seg[s].grad = z->dpu.grad + z->adam_seg[s].shard_off;
-        z->adam_seg[s].param = z->dpu.params + z->adam_seg[s].shard_off;
-    }
+    for (int i = 0; i < p->n_units && !z->master; i++)
+        memcpy(z->dpu.params + p->u[i].shard_off, zero_param_slice(z, i), p->u[i].shard * sizeof(floatX));
+    zb_dpu_take_grad(&z->be, z->adam_seg, p->n_seg, &z->dpu.grad);
+    for (int s = 0; s < p->n_seg; s++) z->adam_seg[s].param = z->dpu.params + z->adam_seg[s].shard_off;
     z->dpu.ap = ap;
     z->dpu.threads = omp_get_max_threads();
     if (pthread_create(&z->dpu.thread, NULL, zero_dpu_main, z)) fatal("DPU: cannot start the update's thread");

@@ -149,8 +149,11 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
 }
 
 // DPU: the update reads a copy, since the next backward writes the gradient
-static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n) {
-    memcpy(copy, slice, n * sizeof(zgrad_t));
+static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy) {
+    for (int s = 0; s < n_seg; s++) {
+        memcpy(*copy + seg[s].shard_off, seg[s].grad, seg[s].n * sizeof(zgrad_t));
+        seg[s].grad = *copy + seg[s].shard_off;
+    }
 }
 
 // Stage 3: a unit's slice of the parameter shard into the gather arena, from memory, or
