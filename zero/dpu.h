@@ -31,7 +31,7 @@ static void zero_dpu_start(Zero *z, AdamWParams ap) {
     zb_dpu_take_grad(&z->be, z->adam_seg, p->n_seg, &z->dpu.grad);
     for (int s = 0; s < p->n_seg; s++) z->adam_seg[s].param = z->dpu.params + z->adam_seg[s].shard_off;
     z->dpu.ap = ap;
-    z->dpu.threads = omp_get_max_threads();
+    z->dpu.threads = omp_get_max_threads() > 1 ? omp_get_max_threads() - 1 : 1;   // a core for the next step's launches
     if (pthread_create(&z->dpu.thread, NULL, zero_dpu_main, z)) fatal("DPU: cannot start the update's thread");
     z->dpu.running = 1;
 }
