@@ -26,6 +26,8 @@
 #      after it whose expected time is not left are SKIPPED, a later one that fits still runs
 #   3. a failed build: one make only, and every stage that needs it SKIPPED with that reason; torch,
 #      which needs none, still runs
+#   4. the stage table: gpu_check.sh's stage calls, its header and docs/gpu.md agree on every limit and
+#      expected time, and docs/gpu.md's follow-up call adds up to the time it states
 # What the comparisons find on a real GPU is scripts/gpu_check.sh's business.
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
@@ -249,4 +251,21 @@ p=$(echo "$summary" | grep -c "| PASS ") f=$(echo "$summary" | grep -cE "\| (FAI
 [ "$rc" = 1 ] && [ "$(grep -c "^######## [a-z_]*: SKIPPED (budget: [0-9]*s of 80s left, the stage is expected to take 200s)" "$TMP/run2.txt")" -eq 2 ] &&
     grep -q "^######## tensorboard: .*(limit" "$TMP/run2.txt" && [ "$(tail -n 1 "$TMP/run2.txt")" = "gpu_check: $p passed, $f failed, $s skipped" ]
 check "kernels_rest and nvme SKIPPED by their expected time, tensorboard after them still runs; $(tail -n 1 "$TMP/run2.txt")" $?
+# 4. the stage table: gpu_check.sh's header, its stage calls and docs/gpu.md's table give every stage the same
+# limit and expected time, and docs/gpu.md's follow-up call adds up to the time it states
+"$PY" - <<'PYEOF'
+import re, sys
+src, doc = open("scripts/gpu_check.sh").read(), open("docs/gpu.md").read()
+table = lambda pat, text: {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(pat, text, re.M)}
+calls = table(r'^\s*stage (\w+) "[^"]*"\s*(?:\\\n\s*)?(\d+) (\d+)', src)
+head = table(r'^#   (\w+) +(\d+) +(\d+)   ', src)
+rows = table(r'^\| (\w+) \| (\d+) s \| (\d+) s \|', doc)
+order = re.search(r'^ORDER="([^"]*)"', src, re.M).group(1).split()
+bad = [k for k in order if not calls.get(k) == head.get(k) == rows.get(k)]
+m = re.search(r"expected times adding up to about (\d+) s:\n`ZEROC_COMMIT=<hash> GPU_CHECK_ONLY=([a-z_,]+) bash", doc)
+follow = sum(calls[k][1] for k in m.group(2).split(",")) if m else -1
+print(f"       {len(order)} stages; differing: {bad or 'none'}; the follow-up call's expected times: {follow} s, docs say {m.group(1) if m else '?'}")
+sys.exit(0 if len(order) >= 15 and not bad and m and follow == int(m.group(1)) else 1)
+PYEOF
+check "gpu_check.sh's stage calls, its header and docs/gpu.md agree on every limit and expected time; the follow-up call's sum" $?
 [ $fails -eq 0 ]
