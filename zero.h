@@ -349,7 +349,9 @@ static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
     if (!delayed) zero_share_params(z);
 }
 
-// DPU: the update in flight lands before the next forward
+// DPU: the update in flight lands before the next forward; hpZ's parts go stale
 static void zero_step_install(Zero *z) {
-    if (zero_dpu_install(z)) zero_share_params(z);
+    if (!zero_dpu_install(z)) return;
+    zero_zpp_step_end(z);
+    zero_share_params(z);
 }

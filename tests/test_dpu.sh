@@ -6,7 +6,8 @@
 #      differs by far more (so the comparison can fail)
 #   2. a skipped step (--inject-nonfinite) installs the pending update and starts none: the reference
 #      skipping the same step (--skip-steps) computes the same losses
-#   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it
+#   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it; with hpZ, validation
+#      and a sample before the save change nothing
 #   4. DPU's buffers are in the memory report; bad combinations are one error line
 #   5. Twin-Flow (--offload-ratio, stage 3): bitwise the numbers of ratio 1; each side counted, by
 #      DeepSpeed's rule: sub-groups i >= int((1 - ratio) * n) on CPU-Adam's side
@@ -63,6 +64,14 @@ b=$(grep '"type":"train"' "$TMP/resumed.jsonl" | grep -o '"loss":[^,]*')
 [ -n "$a" ] && [ "$a" = "$b" ] && cmp -s "$TMP/ck/ckpt_00000012/model.bin" "$TMP/ck2/ckpt_00000012/model.bin" &&
     cmp -s "$TMP/ck/ckpt_00000012/optim_rank_00001.bin" "$TMP/ck2/ckpt_00000012/optim_rank_00001.bin"
 check "steps 7-12 after --resume: 6 losses, model.bin and optimizer state bitwise identical" $?
+# the save's install changes the shard after validation and sampling gathered: hpZ's parts go stale
+make_shard "$TMP/val.bin" 5000 250 1
+H="$R --zero-hpz-partition-size 2 --persistence-threshold 0 --val $TMP/val.bin --val-batches 1 --sample-len 4"
+$MPIRUN -np 2 build/z3/train_gpt_cpu $H --save "$TMP/ckh" --val-every 6 --sample-every 6 --log "$TMP/hv.jsonl" > "$TMP/c.out" 2>&1 || { cat "$TMP/c.out"; exit 1; }
+$MPIRUN -np 2 build/z3/train_gpt_cpu $H --save "$TMP/ckh2" --log "$TMP/h.jsonl" > "$TMP/c.out" 2>&1 || { cat "$TMP/c.out"; exit 1; }
+a=$(grep '"type":"train"' "$TMP/hv.jsonl" | grep -o '"loss":[^,]*'); b=$(grep '"type":"train"' "$TMP/h.jsonl" | grep -o '"loss":[^,]*')
+[ -n "$a" ] && [ "$a" = "$b" ]
+check "hpZ: validation and a sample before step 6's save leave the 12 losses bitwise those of the save alone" $?
 
 echo "== 4. the memory report and bad combinations"
 build/z3/train_gpt_cpu $M --batch 4 --steps 1 --quiet 0 > "$TMP/mem.out" 2>&1
