@@ -145,7 +145,7 @@ static const char *file_kind(mode_t m) {
 // file (a FIFO, a device, a socket, a directory) with one line naming `what` and the path.
 // It opens with O_NONBLOCK and then looks with fstat, so that a FIFO never blocks the open
 // (a reader would wait for a writer, and a writer for a reader). Returns the descriptor, or
-// -1 with err ("PATH: a FIFO (named pipe), not a model file") and errno: open's, or EINVAL.
+// -1 with err, as "PATH: a FIFO (named pipe), not a model file", and errno: open's, or EINVAL.
 static int open_regular(const char *path, int flags, const char *what, char *err, size_t errn) {
     int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);   // fopen's mode, less the umask
     struct stat sb;
