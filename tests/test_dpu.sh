@@ -8,7 +8,8 @@
 #      skipping the same step (--skip-steps) computes the same losses
 #   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it; with hpZ, validation
 #      and a sample before the save change nothing
-#   4. DPU's buffers are in the memory report; bad combinations are one error line
+#   4. DPU's buffers are in the memory report; bad combinations are one error line; --sub-group-size
+#      alone says it does nothing
 #   5. Twin-Flow (--offload-ratio, stage 3): bitwise the numbers of ratio 1; each side counted, by
 #      DeepSpeed's rule: sub-groups i >= int((1 - ratio) * n) on CPU-Adam's side
 cd "$(dirname "$0")/.."
@@ -86,6 +87,9 @@ sys.exit(0 if c["dpu_copies"] > 0 and c["host"]["dpu_copies"] == 0 and g["dpu_co
 PYEOF
 check "--estimate-memory counts DPU's copies" $?
 expect_error "--offload-dpu with NVMe offload" "offload-dpu.*NVMe" 1 build/z1/train_gpt_cpu $M --batch 4 --offload-nvme "$TMP"
+build/z3/train_gpt_cpu $M --batch 4 --steps 0 --sub-group-size 4000 > "$TMP/sg.out" 2>&1
+grep -q "^note: --sub-group-size: no effect without Twin-Flow's split" "$TMP/sg.out"
+check "--sub-group-size without --offload-ratio below 1 says it has no effect" $?
 
 echo "== 5. Twin-Flow: the split is counted, the numbers are those of ratio 1"
 T="$M --batch 2 --offload-dpu 0 --sub-group-size 4000"
