@@ -9,7 +9,7 @@
 #   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it; with hpZ, validation
 #      and a sample before the save change nothing
 #   4. DPU's buffers are in the memory report; bad combinations are one error line; --sub-group-size
-#      alone says it does nothing
+#      alone says it does nothing; the communication report holds a step that shared parameters
 #   5. Twin-Flow (--offload-ratio, stage 3): bitwise the numbers of ratio 1; each side counted, by
 #      DeepSpeed's rule: sub-groups i >= int((1 - ratio) * n) on CPU-Adam's side
 cd "$(dirname "$0")/.."
@@ -90,6 +90,16 @@ expect_error "--offload-dpu with NVMe offload" "offload-dpu.*NVMe" 1 build/z1/tr
 build/z3/train_gpt_cpu $M --batch 4 --steps 0 --sub-group-size 4000 > "$TMP/sg.out" 2>&1
 grep -q "^note: --sub-group-size: no effect without Twin-Flow's split" "$TMP/sg.out"
 check "--sub-group-size without --offload-ratio below 1 says it has no effect" $?
+# the communication report: the last step that updated; a first delayed step installs nothing
+$MPIRUN -np 2 build/z2/train_gpt_cpu $M --batch 2 --steps 4 --log "$TMP/comm.jsonl" > /dev/null 2>&1 || exit 1
+$PY - "$TMP/comm.jsonl" <<'PYEOF'
+import json, sys
+c = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "comm"][-1]
+got, want = c["bytes_per_step"]["all_gather"], c["theory_bytes_per_step"]["all_gather"]
+print("       stage 2, 4 steps, the last the first delayed one: all-gather %d bytes, theory %d" % (got, want))
+sys.exit(0 if got == want > 0 else 1)
+PYEOF
+check "the communication report counts a step's all-gather when the last step installed none" $?
 
 echo "== 5. Twin-Flow: the split is counted, the numbers are those of ratio 1"
 T="$M --batch 2 --offload-dpu 0 --sub-group-size 4000"
