@@ -218,8 +218,8 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
     if (!c->offload_dpu && c->from[FROM_DPU_WARMUP])
         report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
     if (c->offload_ratio >= 1 && c->from[FROM_SUB_GROUP])
-        report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "no effect without Twin-Flow's split (--offload-ratio below 1): CPU-Adam "
-                  "steps the partition in fixed tiles");
+        report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "no effect without Twin-Flow's split (offload_optimizer.ratio or "
+                  "--offload-ratio below 1): CPU-Adam steps the partition in fixed tiles");
     if (c->offload_ratio >= 1 || c->estimate_world) return;
     if (ZERO_STAGE != 3)
         report_at(r, MSG_NOTE, ratio, "%g: no effect: DeepSpeed splits the optimizer partition at stage 3 only, and this binary "

@@ -88,8 +88,11 @@ PYEOF
 check "--estimate-memory counts DPU's copies" $?
 expect_error "--offload-dpu with NVMe offload" "offload-dpu.*NVMe" 1 build/z1/train_gpt_cpu $M --batch 4 --offload-nvme "$TMP"
 build/z3/train_gpt_cpu $M --batch 4 --steps 0 --sub-group-size 4000 > "$TMP/sg.out" 2>&1
-grep -q "^note: --sub-group-size: no effect without Twin-Flow's split" "$TMP/sg.out"
-check "--sub-group-size without --offload-ratio below 1 says it has no effect" $?
+echo '{"zero_optimization": {"stage": 3, "sub_group_size": 1e9}}' > "$TMP/sg.json"
+build/z3/train_gpt_cpu $M --batch 4 --steps 0 --config "$TMP/sg.json" >> "$TMP/sg.out" 2>&1
+grep -q "^note: --sub-group-size: no effect without Twin-Flow's split" "$TMP/sg.out" &&
+    grep -q "^note: .*sg.json: zero_optimization.sub_group_size: no effect without Twin-Flow's split" "$TMP/sg.out"
+check "--sub-group-size and sub_group_size without a ratio below 1 say they have no effect" $?
 # the communication report: the last step that updated; a first delayed step installs nothing
 $MPIRUN -np 2 build/z2/train_gpt_cpu $M --batch 2 --steps 4 --log "$TMP/comm.jsonl" > /dev/null 2>&1 || exit 1
 $PY - "$TMP/comm.jsonl" <<'PYEOF'
