@@ -1,5 +1,5 @@
-// zero/theory.h: the papers' bytes of each model state and of one step's collectives,
-// which train/zero_report.h prints beside what was allocated and counted.
+// zero/theory.h: the papers' bytes of each model state and of a step's collectives;
+// train/zero_report.h prints them beside the measured ones.
 #pragma once
 #include "zero/placement.h"
 
@@ -38,11 +38,11 @@ static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, c
     theory_add(&t, c, COLL_ALL_REDUCE, 2 * 4, SCOPE_WORLD);                   // the mean loss
     theory_add(&t, c, COLL_ALL_REDUCE, ZERO_STAGE == 0 ? 2 * psi : 2 * 8, SCOPE_WORLD);   // the gradients, or the norm
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
-    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step
+    // stage 1 reduce-scatters once a step, stage 2 every micro-step
     theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : K * psi, SCOPE_WORLD);
     theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
 #elif ZERO_STAGE == 3
-    // with hpZ, a unit's later gathers in a step stay in the group
+    // hpZ: a unit's later gathers in a step stay in the group
     unsigned char *kept = (unsigned char *)xcalloc(p->n_units, "theory");
     for (int k = 0; k < K; k++)
         for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
