@@ -415,7 +415,7 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_AIO_SINGLE_SUBMIT: c->aio_single_submit = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_AIO_OVERLAP_EVENTS: c->aio_overlap_events = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_OFFLOAD_RATIO: c->offload_ratio = d; c->from[FROM_RATIO] = path; break;
-    case K_SUB_GROUP: c->sub_group_size = (long long)d; break;
+    case K_SUB_GROUP: c->sub_group_size = (long long)d; c->from[FROM_SUB_GROUP] = path; break;
     case K_DPU: c->offload_dpu = cJSON_IsTrue(v); c->from[FROM_DPU] = path; break;
     case K_DPU_WARMUP: c->dpu_warmup = (int)d; c->from[FROM_DPU_WARMUP] = path; break;
     case K_OPT_TYPE:

@@ -79,10 +79,10 @@ static void print_help(FILE *f, const char *prog) {
            "  --overlap-reduce 0|1     stages 0-1: start each unit's gradient reduction when its backward ends\n"
            "                           (default 1 on the CPU, 0 on the GPU until a device run validates it)\n"
            "  --zero-quantized-weights 0|1     ZeRO++ qwZ, stage 3: parameters all-gathered as int8 blocks\n"
-           "  --zero-hpz-partition-size N      ZeRO++ hpZ, stage 3: N = ranks per node keeps a secondary partition\n"
-           "                           per node, so the backward gathers inside the node (default 1: off)\n"
+           "  --zero-hpz-partition-size N      ZeRO++ hpZ, stage 3: a secondary partition over groups of N ranks, a divisor\n"
+           "                           of the world, serves a unit's later gathers in each step (default 1: off)\n"
            "  --zero-quantized-gradients 0|1   ZeRO++ qgZ, stage 3: gradients averaged by int4 all-to-alls, in the node,\n"
-           "                           then across nodes (docs/zero.md)\n"
+           "                           then across nodes; plain on one node (docs/zero.md)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
@@ -217,6 +217,9 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
                   "next step's reads");
     if (!c->offload_dpu && c->from[FROM_DPU_WARMUP])
         report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
+    if (c->offload_ratio >= 1 && c->from[FROM_SUB_GROUP])
+        report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "no effect without Twin-Flow's split (offload_optimizer.ratio or "
+                  "--offload-ratio below 1): CPU-Adam steps the partition in fixed tiles");
     if (c->offload_ratio >= 1 || c->estimate_world) return;
     if (ZERO_STAGE != 3)
         report_at(r, MSG_NOTE, ratio, "%g: no effect: DeepSpeed splits the optimizer partition at stage 3 only, and this binary "
@@ -602,7 +605,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--offload-dpu")) { c->offload_dpu = flag_int(a, v, 0, 1); c->from[FROM_DPU] = "--offload-dpu"; }
         else if (!strcmp(a, "--dpu-warmup")) { c->dpu_warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_DPU_WARMUP] = a; }
         else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRACTION); c->from[FROM_RATIO] = "--offload-ratio"; }
-        else if (!strcmp(a, "--sub-group-size")) c->sub_group_size = (long long)flag_number(a, v, &R_TILE);
+        else if (!strcmp(a, "--sub-group-size")) { c->sub_group_size = (long long)flag_number(a, v, &R_TILE); c->from[FROM_SUB_GROUP] = a; }
         else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);
