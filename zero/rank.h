@@ -108,7 +108,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
     z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
     z->hpz_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "hpZ offsets");
-    z->hpz_valid = (unsigned char *)xcalloc(p->n_units, "hpZ offsets");
+    z->hpz_valid = (unsigned char *)xcalloc(p->n_units, "hpZ validity");
     if (z->place.hpz) comm_split_groups(comm, z->place.hpz);
     for (int i = 0; i < p->n_units; i++)
         z->hpz_off[i + 1] = z->hpz_off[i] + (z->place.hpz && !p->u[i].persistent ? p->u[i].padded / z->place.hpz : 0);
