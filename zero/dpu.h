@@ -26,7 +26,7 @@ static void *zero_dpu_main(void *arg) {
 // forward reads the parameters; where those are the master, dpu.params starts as them
 static void zero_dpu_start(Zero *z, AdamWParams ap) {
     const ZeroPlan *p = &z->plan;
-    for (int i = 0; i < p->n_units && !z->master; i++)
+    for (int i = 0; i < p->n_units && !z->place.separate_master; i++)
         memcpy(z->dpu.params + p->u[i].shard_off, zero_param_slice(z, i), p->u[i].shard * sizeof(floatX));
     zb_dpu_take_grad(&z->be, z->adam_seg, p->n_seg, &z->dpu.grad);
     for (int s = 0; s < p->n_seg; s++) z->adam_seg[s].param = z->dpu.params + z->adam_seg[s].shard_off;
