@@ -123,7 +123,7 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.elastic_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--resume` always reshards to the current world size and stage"},
     {"zero_optimization.grad_hooks", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "the backward calls the reduction directly"},
     {"zero_optimization.round_robin_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "offload copies each gradient slice to the host as soon as it is reduced"},
-    {"zero_optimization.sub_group_size", NULL, DS_HONOURED, JT_INT, &R_ELEMS, K_SUB_GROUP, NULL, "`--sub-group-size`: the sub-groups Twin-Flow's `offload_optimizer.ratio` splits (default 1e9, DeepSpeed's); CPU-Adam itself steps the partition in fixed tiles (with NVMe offload `--nvme-tile` elements)"},
+    {"zero_optimization.sub_group_size", NULL, DS_HONOURED, JT_INT, &R_TILE, K_SUB_GROUP, NULL, "`--sub-group-size`: the sub-groups Twin-Flow's `offload_optimizer.ratio` splits (default 1e9, DeepSpeed's; at ratio 1 a note: no effect); CPU-Adam itself steps the partition in fixed tiles (with NVMe offload `--nvme-tile` elements)"},
     {"zero_optimization.stage3_prefetch_bucket_size", "prefetch_bucket_size", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "stage 3 prefetches exactly one unit ahead (`overlap_comm`)"},
     {"zero_optimization.stage3_model_persistence_threshold", "model_persistence_threshold", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "units below `stage3_param_persistence_threshold` stay whole without a total cap"},
     {"zero_optimization.stage3_max_reuse_distance", "max_reuse_distance", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "a unit is released after its forward and gathered again for its backward"},
@@ -415,7 +415,7 @@ static void ds_apply(DsPass *x, const DsKey *k, const char *path, const cJSON *v
     case K_AIO_SINGLE_SUBMIT: c->aio_single_submit = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_AIO_OVERLAP_EVENTS: c->aio_overlap_events = cJSON_IsTrue(v); ds_nvme_key(c, FROM_AIO, path); break;
     case K_OFFLOAD_RATIO: c->offload_ratio = d; c->from[FROM_RATIO] = path; break;
-    case K_SUB_GROUP: c->sub_group_size = (long long)d; break;
+    case K_SUB_GROUP: c->sub_group_size = (long long)d; c->from[FROM_SUB_GROUP] = path; break;
     case K_DPU: c->offload_dpu = cJSON_IsTrue(v); c->from[FROM_DPU] = path; break;
     case K_DPU_WARMUP: c->dpu_warmup = (int)d; c->from[FROM_DPU_WARMUP] = path; break;
     case K_OPT_TYPE:

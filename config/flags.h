@@ -217,6 +217,9 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
                   "next step's reads");
     if (!c->offload_dpu && c->from[FROM_DPU_WARMUP])
         report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
+    if (c->from[FROM_SUB_GROUP] && c->offload_ratio >= 1 && !c->estimate_world)
+        report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "%lld: no effect: the sub-groups are what Twin-Flow's ratio (--offload-ratio, "
+                  "offload_optimizer.ratio) splits, and the ratio is 1", c->sub_group_size);
     if (c->offload_ratio >= 1 || c->estimate_world) return;
     if (ZERO_STAGE != 3)
         report_at(r, MSG_NOTE, ratio, "%g: no effect: DeepSpeed splits the optimizer partition at stage 3 only, and this binary "
@@ -602,7 +605,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         else if (!strcmp(a, "--offload-dpu")) { c->offload_dpu = flag_int(a, v, 0, 1); c->from[FROM_DPU] = "--offload-dpu"; }
         else if (!strcmp(a, "--dpu-warmup")) { c->dpu_warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_DPU_WARMUP] = a; }
         else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRACTION); c->from[FROM_RATIO] = "--offload-ratio"; }
-        else if (!strcmp(a, "--sub-group-size")) c->sub_group_size = (long long)flag_number(a, v, &R_TILE);
+        else if (!strcmp(a, "--sub-group-size")) { c->sub_group_size = (long long)flag_number(a, v, &R_TILE); c->from[FROM_SUB_GROUP] = a; }
         else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--memory-budget")) c->memory_budget = flag_number(a, v, &R_BUDGET);

@@ -90,6 +90,24 @@ missing=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a
           while read -r f; do grep -q -- "$f\b" "$TMP/help.txt" || echo "$f"; done)
 check "--help lists every flag the parser takes (the did-you-mean candidates)${missing:+; missing: $missing}" $([ -z "$missing" ]; echo $?)
 
+# settings that do nothing in this run say so in one line each (and the run goes on)
+expect_note() {   # expect_note NAME PATTERN CMD...
+    local name="$1" pat="$2"; shift 2
+    timeout 60 "$@" > "$TMP/note.txt" 2>&1
+    local st=$?; [ $st -eq 0 ] && [ "$(grep -cE "^note: .*$pat" "$TMP/note.txt")" -eq 1 ]
+    check "$name (exit $st): $(grep -m1 -E "^note: .*$pat" "$TMP/note.txt")" $?
+}
+echo '{"zero_optimization": {"stage": 3, "sub_group_size": 1e8}}' > "$TMP/subgroup.json"
+expect_note "--sub-group-size without Twin-Flow" "--sub-group-size: 1000: no effect" \
+    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --sub-group-size 1000
+expect_note "sub_group_size without Twin-Flow" "subgroup.json: zero_optimization.sub_group_size: 100000000: no effect" \
+    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --config "$TMP/subgroup.json"
+expect_note "ZeRO++ at one rank" "ZeRO\+\+ .*no effect at one rank" \
+    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --zero-quantized-weights 1 --zero-hpz-partition-size 2
+$T0 $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
+[ "$(grep -c "^note: " "$TMP/note.txt")" -eq 1 ]
+check "stage 0: the ratio's note alone, not one more for the sub-groups it would split" $?
+
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--timeout -1" "--keep-last -1"; do
     expect_error "out of range: $f" "${f%% *}: expected" 1 $T0 $f
 done

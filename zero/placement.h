@@ -156,6 +156,9 @@ static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Com
     if (pl->hpz && c->world % pl->hpz)
         fatal("zero_hpz_partition_size %d (--zero-hpz-partition-size): the secondary partition's group size must divide the "
               "world of %d ranks", pl->hpz, c->world);
+    if (c->world == 1 && p->stage == 3 && (cfg->zpp_quantized_weights || cfg->zpp_hpz_size > 1 || cfg->zpp_quantized_gradients))
+        printf("note: %s: ZeRO++ (qwZ, hpZ, qgZ) has no effect at one rank: stage 3 there has no collective to change\n",
+               cfg->from[FROM_ZEROPP] ? cfg->from[FROM_ZEROPP] : "ZeRO++");
     if (c->rank == 0 && !cfg->quiet && (pl->qw || pl->hpz || pl->qg))
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
