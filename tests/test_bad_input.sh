@@ -89,6 +89,10 @@ expect_error "malformed config file" "broken.json:2:1: the document ends early" 
 missing=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a-z0-9-]*' | sort -u |
           while read -r f; do grep -q -- "$f\b" "$TMP/help.txt" || echo "$f"; done)
 check "--help lists every flag the parser takes (the did-you-mean candidates)${missing:+; missing: $missing}" $([ -z "$missing" ]; echo $?)
+# docs/training.md claims every flag
+undocumented=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a-z0-9-]*' | sort -u |
+               while read -r f; do grep -qE -- "$f([^a-z0-9-]|$)" docs/training.md || echo "$f"; done)
+check "docs/training.md names every flag the parser takes${undocumented:+; missing: $undocumented}" $([ -z "$undocumented" ]; echo $?)
 
 # settings that do nothing in this run say so in one line each (and the run goes on)
 expect_note() {   # expect_note NAME PATTERN CMD...
