@@ -108,6 +108,11 @@ expect_note "sub_group_size without Twin-Flow" "subgroup.json: zero_optimization
     ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --config "$TMP/subgroup.json"
 expect_note "ZeRO++ at one rank" "ZeRO\+\+ .*no effect at one rank" \
     ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --zero-quantized-weights 1 --zero-hpz-partition-size 2
+expect_note "--offload-ratio 0.5 with the shard one sub-group (DeepSpeed's 1e9 elements)" \
+    "--offload-ratio: 0.5 splits nothing here: .*1 sub-group of 1000000000 elements.*--sub-group-size" \
+    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5
+./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
+! grep -q "splits nothing" "$TMP/note.txt"; check "... and not with sub-groups of 1000 elements, which split it" $?
 $T0 $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
 [ "$(grep -c "^note: " "$TMP/note.txt")" -eq 1 ]
 check "stage 0: the ratio's note alone, not one more for the sub-groups it would split" $?

@@ -148,6 +148,16 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
 }
 
+// Twin-Flow's split is by whole sub-groups: with fewer than 1 / (1 - ratio) of them, DeepSpeed's
+// rule leaves every one on CPU-Adam's side, as with the default 1e9 elements on a small shard
+static void zero_twin_check(const ZeroPlacement *pl, const ZeroPlan *p, const Comm *c, const TrainConfig *cfg) {
+    if (c->rank == 0 && pl->twin_groups && pl->twin_host_off == 0 && cfg->offload_ratio > 0)
+        printf("note: %s: %g splits nothing here: rank 0's shard of %zu elements is %d sub-group%s of %lld elements, all on "
+               "CPU-Adam's side by DeepSpeed's rule (groups from int((1 - ratio) * n)); a smaller --sub-group-size "
+               "(sub_group_size) splits it\n", cfg->from[FROM_RATIO] ? cfg->from[FROM_RATIO] : "--offload-ratio", cfg->offload_ratio,
+               p->shard_elems, pl->twin_groups, pl->twin_groups == 1 ? "" : "s", cfg->sub_group_size);
+}
+
 // qgZ's hierarchy needs nodes of equal, consecutive ranks; hpZ's groups divide the world
 static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Comm *c, const TrainConfig *cfg) {
     if (pl->qg && !c->node_size && c->n_nodes > 1)
