@@ -423,7 +423,8 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
         "--lr-schedule", "--lr-total-steps", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
         "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
-        "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", NULL};
+        "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", "--offload-dpu", "--dpu-warmup",
+        "--offload-ratio", "--sub-group-size", NULL};
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
     if (c->sample && !c->init_path[0] && !c->resume_dir[0])
         report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
