@@ -270,9 +270,9 @@ static void zero_micro_step_end(Zero *z) { z->micro++; }
 //             host. That is the offload barrier: every gradient slice is on the host.
 //   update    CPU-Adam updates the partition tile by tile; each tile of parameters is
 //             copied back on the compute stream.
-//   gather    the parameters' all-gather follows those copies by the stream rule: a
-//             collective waits for all queued on the compute stream.
-//   DPU       zero/dpu.h: the update runs beside the next step, gathered at its end.
+//   gather    the all-gather follows those copies by zero/device.cuh's stream rule.
+//   DPU       zero/dpu.h: the update runs beside the next step, whose passes read the
+//             parameters from before it: one update stale. They land at its end.
 // On the CPU each call is done when it returns, in the same order.
 
 // each rank ends with its partition's averaged gradient

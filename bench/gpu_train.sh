@@ -19,8 +19,10 @@
 #         with optimizer offload, the llama architecture at the same sizes; memory against speed:
 #         --recompute 1, and with --cpu-checkpointing 1 (each row's GPU memory)
 # offload ZeRO-Offload at stage 2 against no offload: CPU-Adam after the step, with the delayed parameter update
-#         (--offload-dpu 1 --dpu-warmup 5: CPU-Adam beside the next step from update 6 on); the ratios to no
-#         offload. Twin-Flow's speed rows are not here yet (its correctness check: gpu_check's dpu stage)
+#         (--offload-dpu 1 --dpu-warmup 5: CPU-Adam beside the next step from update 6 on); and at stage 3
+#         Twin-Flow against no offload: ratio 1 (all of it on CPU-Adam), 0.5 and 0.25, in sub-groups of 1e7
+#         elements (about 12 for GPT-2 124M; DeepSpeed's default 1e9 would be one group, all on the host);
+#         each row's ratio to no offload at its stage
 # Rows collect in $GPU_TRAIN_ROWS (a file; default one for this run alone), so that two invocations
 # (gpu_check's speed and torch stages) make one table; each invocation prints the table of every row so
 # far, the pairs' ratios, and its last line:
@@ -130,7 +132,7 @@ PYEOF
 echo "zeroc bench/gpu_train.sh $what: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit ${ZEROC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}, $dev"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
 Z0=./build/gpu_z0_o0/train_gpt
-for b in "$Z0" ./build/gpu_z3_o0/train_gpt ./build/gpu_z2_o1/train_gpt; do
+for b in "$Z0" ./build/gpu_z3_o0/train_gpt ./build/gpu_z2_o1/train_gpt ./build/gpu_z3_o1/train_gpt; do
     [ "$what" = torch ] || [ "$what" = llmc ] || [ -x "$b" ] || { echo "error: $b missing: make gpu-all first"; exit 1; }
 done
 if [ "$what" = pairs ] || [ "$what" = all ]; then
@@ -163,6 +165,10 @@ if [ "$what" = offload ] || [ "$what" = all ]; then
     run_zeroc z2_no_offload ./build/gpu_z2_o0/train_gpt
     run_zeroc z2_offload ./build/gpu_z2_o1/train_gpt --offload 1
     run_zeroc z2_offload_dpu ./build/gpu_z2_o1/train_gpt --offload 1 --offload-dpu 1 --dpu-warmup 5
+    run_zeroc z3_no_offload ./build/gpu_z3_o0/train_gpt
+    for r in 1 0.5 0.25; do
+        run_zeroc "z3_twin_$r" ./build/gpu_z3_o1/train_gpt --offload 1 --offload-ratio "$r" --sub-group-size 10000000
+    done
 fi
 echo
 "$PY" - "$ROWS" "$PEAK" "$LLM_C" "$SHAPE" <<'PYEOF'
@@ -194,11 +200,11 @@ if base:
             print(f"pair: default -> {k}: {tok[k][0] / b:.3f}x tokens/s ({b:.0f} -> {tok[k][0]:.0f})")
     if len(base) == 2:
         print(f"drift: default {base[0]:.0f} -> default again {base[1]:.0f} tok/s ({100 * (base[1] / base[0] - 1):+.1f}%)")
-if "z2_no_offload" in tok:   # ZeRO-Offload's rows against no offload (the issue's target: DPU at >= 0.8x)
-    for k in ("z2_offload", "z2_offload_dpu"):
-        if k in tok:
-            print(f"offload: {k} / z2_no_offload: {tok[k][0] / tok['z2_no_offload'][0]:.3f}x tokens/s "
-                  f"({tok['z2_no_offload'][0]:.0f} -> {tok[k][0]:.0f})")
+# ZeRO-Offload's rows against no offload at their stage (the target: DPU at >= 0.8x)
+for k in ("z2_offload", "z2_offload_dpu", "z3_twin_1", "z3_twin_0.5", "z3_twin_0.25"):
+    base = k[:3] + "no_offload"
+    if k in tok and base in tok:
+        print(f"offload: {k} / {base}: {tok[k][0] / tok[base][0]:.3f}x tokens/s ({tok[base][0]:.0f} -> {tok[k][0]:.0f})")
 zs = {k: v[0] for k, v in tok.items() if not k.startswith("torch") and k != "llmc"}
 if "llmc" in tok and zs:
     best = max(zs, key=zs.get)

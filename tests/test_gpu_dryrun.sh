@@ -16,7 +16,8 @@
 #      (cuDNN found here) and adds its row and the ratio zeroc / llm.c; torch's compile row hangs past its
 #      own limit (a FAILED row, the eager row kept) and PyTorch sees the library path from before
 #      gpu_check; kernels_rest's gelu hangs past its program's limit and the programs after it still run;
-#      dpu's bitwise checks and offload rows run on the CPU trainer; the hooks skip; the summary counts what the stages printed and ends with exactly "gpu_check: N
+#      dpu's bitwise checks and offload_speed's rows (stage 2 offload and DPU, stage 3 Twin-Flow's ratios)
+#      run on the CPU trainer; the hooks skip; the summary counts what the stages printed and ends with exactly "gpu_check: N
 #      passed, N failed, N skipped"; $OUT holds the log, the groups' lines, the speed record and llm.c's
 #      build log, at most 8 files, each as written
 #   2. a group of test_gpu.sh sections stopped by its stage's limit (an mpirun that never returns): TIMEOUT,
@@ -25,6 +26,8 @@
 #      after it whose expected time is not left are SKIPPED, a later one that fits still runs
 #   3. a failed build: one make only, and every stage that needs it SKIPPED with that reason; torch,
 #      which needs none, still runs
+#   4. the stage table: gpu_check.sh's stage calls, its header and docs/gpu.md agree on every limit and
+#      expected time, and docs/gpu.md's follow-up call adds up to the time it states
 # What the comparisons find on a real GPU is scripts/gpu_check.sh's business.
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
@@ -137,7 +140,7 @@ poll=$!
 # 1. the stages that run on stand-ins
 t1=$SECONDS
 (cd "$T" && PATH="$TMP/bin:$PATH" OUT="$TMP/out" PYTHON="$PY" ZEROC_SYSTEM_DEPS=1 ZEROC_COMMIT=dryrun GPU_CHECK_BUDGET=1500 \
-    GPU_CHECK_ONLY=build,kernels,test_new,sanitize,speed,llmc,torch,kernels_rest,dpu,tensorboard,hf_export \
+    GPU_CHECK_ONLY=build,kernels,test_new,sanitize,speed,llmc,torch,kernels_rest,dpu,offload_speed,tensorboard,hf_export \
     GPU_CHECK_TEST_NEW="loss lean fusion bgrad zeropp" GPU_CHECK_KERNEL_TIMEOUT=3 GPU_CHECK_LIMIT_speed=5000 \
     GPU_TRAIN_SHAPE="--preset tiny --batch 2 --seq 32" GPU_TRAIN_STEPS=3 GPU_TRAIN_TORCH_SCRIPT="$TMP/torch_speed.py" \
     GPU_TRAIN_TORCH_TIMEOUT=3 DRYRUN_TORCH_LD="$TMP/torch_ld.txt" LD_LIBRARY_PATH=/dryrun/base \
@@ -150,17 +153,17 @@ check "gpu_check.sh ran to its end (exit $rc: a stage failed, as planned) and pr
 grep -n -E "^NCCL: header|^######## build" "$log" | head -n 2 | grep -q "NCCL: header" && grep -q "^  NCCL found: .*libnccl" "$log"
 check "the facts before the first stage: the NCCL headers, the one a run loads and every one found" $?
 order=$(grep -E "^######## [a-z_]+: .*\(limit " "$log" | cut -d' ' -f2 | tr -d ':' | tr '\n' ' ')
-[ "$order" = "build kernels test_new sanitize speed llmc torch kernels_rest dpu tensorboard hf_export " ] &&
+[ "$order" = "build kernels test_new sanitize speed llmc torch kernels_rest dpu offload_speed tensorboard hf_export " ] &&
     grep -n -E "^######## (env|build):" "$log" | head -n 1 | grep -q "######## env:"
 check "the stages in gpu_check's order ($order)" $?
-[ "$(grep -cE "^######## [a-z_]+: .*\(limit [0-9]+s(, cut from [0-9]+s)?, expected ~[0-9]+s, at [0-9]+s\)$" "$log")" -eq 11 ] &&
+[ "$(grep -cE "^######## [a-z_]+: .*\(limit [0-9]+s(, cut from [0-9]+s)?, expected ~[0-9]+s, at [0-9]+s\)$" "$log")" -eq 12 ] &&
     grep -q "^######## speed: .*(limit [0-9]*s, cut from 5000s" "$log"
 check "every stage says its limit and its expected time; a limit past the budget is cut to what is left" $?
 res() { grep -E "^######## $1: (PASS|SKIP|FAIL|TIMEOUT)" "$log" | sed -E "s/^######## $1: ([A-Z]+).*/\1/"; }
 [ "$(res build)" = PASS ] && [ "$(res kernels)" = FAIL ] && [ "$(res test_new)" = FAIL ] && [ "$(res sanitize)" = PASS ] &&
-    [ "$(res speed)" = PASS ] && [ "$(res llmc)" = PASS ] && [ "$(res torch)" = FAIL ] && [ "$(res kernels_rest)" = FAIL ] && [ "$(res dpu)" = PASS ] &&
+    [ "$(res speed)" = PASS ] && [ "$(res llmc)" = PASS ] && [ "$(res torch)" = FAIL ] && [ "$(res kernels_rest)" = FAIL ] && [ "$(res dpu)" = PASS ] && [ "$(res offload_speed)" = PASS ] &&
     [[ "$(res tensorboard)" =~ ^(PASS|SKIP)$ ]] && [[ "$(res hf_export)" =~ ^(PASS|SKIP)$ ]]
-check "results: build, sanitize, speed, llmc, dpu PASS; kernels, test_new FAIL (a failing stand-in, the notice); torch, kernels_rest FAIL (a run past its own limit); hooks PASS or SKIP" $?
+check "results: build, sanitize, speed, llmc, dpu, offload_speed PASS; kernels, test_new FAIL (a failing stand-in, the notice); torch, kernels_rest FAIL (a run past its own limit); hooks PASS or SKIP" $?
 want="flash_attention adamw global_norm layernorm rmsnorm classifier matmul "
 grep -q "^dev/cuda programs (pending): ${want}[a-z_ ]*zz_new_kernel" "$log" && ! grep -q "^dev/cuda programs (pending):.* gelu " "$log" &&
     grep -q "^FAIL matmul (exit 1" "$log" && grep -q "^dev/cuda programs (validated): attention attention_decode encoder gelu" "$log"
@@ -190,10 +193,15 @@ grep -q "^llm.c: bench/llmc_build.sh started in the background" "$log" && grep -
     grep -q "^llm.c on this GPU: 409600 tok/s; zeroc / llm.c: default [0-9.]*x" "$log" &&
     grep -q "^gpu_train: .*/ llm.c on this GPU [0-9.]*x" "$log"
 grep -q "^DPU, never delayed .*: identical" "$log" && grep -q "resumed at 4 .*: identical" "$log" &&
-    [ "$(grep -c "^offload: z2_offload\(_dpu\)\? / z2_no_offload: [0-9.]*x tokens/s" "$log")" -eq 2 ] &&
+    grep -qE "^DPU, GPU against the CPU trainer's DPU: max rel [0-9.e+-]+ \(tolerance 1e-3\); the CPU's DPU against no DPU: 1\.[0-9]+e-02" "$log" &&
     grep -q "^ratio 0.5 .*: within 1%" "$log" && grep -q "^ratio 0.5 resumed at 4 .*: identical" "$log" &&
     grep -q "^ratio 0.5 from ratio 1's step-4 checkpoint .*: within 1%" "$log"
-check "dpu: the bitwise checks, Twin-Flow's ratio 0.5 against 1 and its resumes, and bench/gpu_train.sh offload's rows against no offload" $?
+check "dpu: the bitwise checks, DPU against the CPU trainer's, Twin-Flow's ratio 0.5 against 1 and its resumes" $?
+sed -n '/^######## offload_speed: GPT/,/^######## offload_speed: /p' "$log" > "$TMP/offload_speed.txt"
+[ "$(grep -cE "^z3_twin_(1|0\.5|0\.25) +[0-9]+ .*--offload-ratio (1|0\.5|0\.25) --sub-group-size 10000000" "$TMP/offload_speed.txt")" -eq 3 ] &&
+    [ "$(grep -cE "^offload: z2_offload(_dpu)? / z2_no_offload: [0-9.]+x tokens/s" "$TMP/offload_speed.txt")" -eq 2 ] &&
+    [ "$(grep -cE "^offload: z3_twin_(1|0\.5|0\.25) / z3_no_offload: [0-9.]+x tokens/s" "$TMP/offload_speed.txt")" -eq 3 ]
+check "offload_speed: stage 2's offload and DPU rows and stage 3's Twin-Flow rows at ratios 1, 0.5, 0.25, each against no offload at its stage" $?
 check "llmc: llm.c built in the background, its row from its step lines (409,600 tok/s), the ratio zeroc / llm.c" $?
 sed -n '/^-- torch_compile:/,/^-- \|^$/p' "$log" | grep -q "^   timed out after 3s" &&
     grep -qE "^torch_eager +123456 " "$log" && grep -qE "^torch_compile +FAILED" "$log"
@@ -204,7 +212,7 @@ check "PyTorch ran with the library path from before gpu_check ($(sort -u "$TMP/
 check "sanitize: six runs with every opt-in flag, each accepted by the trainer" $?
 summary=$(sed -n '/^######## summary/,$p' "$log")
 p=$(echo "$summary" | grep -c "| PASS ") f=$(echo "$summary" | grep -cE "\| (FAIL|TIMEOUT)") s=$(echo "$summary" | grep -cE "\| SKIP")
-[ "$(tail -n 1 "$log")" = "gpu_check: $p passed, $f failed, $s skipped" ] && [ "$f" -eq 4 ] && [ $((p + f + s)) -eq 12 ]
+[ "$(tail -n 1 "$log")" = "gpu_check: $p passed, $f failed, $s skipped" ] && [ "$f" -eq 4 ] && [ $((p + f + s)) -eq 13 ]
 check "the last line counts the summary's stages: $(tail -n 1 "$log")" $?
 out=$(ls "$TMP"/out/gpu_check_*.txt 2>/dev/null | grep -v '\.groups\.txt$\|\.llmc\.txt$' | head -n 1)
 nfiles=$(find "$TMP/out" -type f | wc -l)
@@ -243,4 +251,21 @@ p=$(echo "$summary" | grep -c "| PASS ") f=$(echo "$summary" | grep -cE "\| (FAI
 [ "$rc" = 1 ] && [ "$(grep -c "^######## [a-z_]*: SKIPPED (budget: [0-9]*s of 80s left, the stage is expected to take 200s)" "$TMP/run2.txt")" -eq 2 ] &&
     grep -q "^######## tensorboard: .*(limit" "$TMP/run2.txt" && [ "$(tail -n 1 "$TMP/run2.txt")" = "gpu_check: $p passed, $f failed, $s skipped" ]
 check "kernels_rest and nvme SKIPPED by their expected time, tensorboard after them still runs; $(tail -n 1 "$TMP/run2.txt")" $?
+# 4. the stage table: gpu_check.sh's header, its stage calls and docs/gpu.md's table give every stage the same
+# limit and expected time, and docs/gpu.md's follow-up call adds up to the time it states
+"$PY" - <<'PYEOF'
+import re, sys
+src, doc = open("scripts/gpu_check.sh").read(), open("docs/gpu.md").read()
+table = lambda pat, text: {m.group(1): (int(m.group(2)), int(m.group(3))) for m in re.finditer(pat, text, re.M)}
+calls = table(r'^\s*stage (\w+) "[^"]*"\s*(?:\\\n\s*)?(\d+) (\d+)', src)
+head = table(r'^#   (\w+) +(\d+) +(\d+)   ', src)
+rows = table(r'^\| (\w+) \| (\d+) s \| (\d+) s \|', doc)
+order = re.search(r'^ORDER="([^"]*)"', src, re.M).group(1).split()
+bad = [k for k in order if not calls.get(k) == head.get(k) == rows.get(k)]
+m = re.search(r"expected times adding up to about (\d+) s:\n`ZEROC_COMMIT=<hash> GPU_CHECK_ONLY=([a-z_,]+) bash", doc)
+follow = sum(calls[k][1] for k in m.group(2).split(",")) if m else -1
+print(f"       {len(order)} stages; differing: {bad or 'none'}; the follow-up call's expected times: {follow} s, docs say {m.group(1) if m else '?'}")
+sys.exit(0 if len(order) >= 15 and not bad and m and follow == int(m.group(1)) else 1)
+PYEOF
+check "gpu_check.sh's stage calls, its header and docs/gpu.md agree on every limit and expected time; the follow-up call's sum" $?
 [ $fails -eq 0 ]

@@ -23,7 +23,7 @@ typedef struct ZeroBackend ZeroBackend;   // each backend's own state
 typedef struct ZeroInfinityPlan ZeroInfinityPlan; typedef struct ZeroNvmeStats ZeroNvmeStats;   // zero/infinity.h
 
 // memory
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params);   // owns the staging from here
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params, size_t staging_from);   // owns the staging, of the shard from staging_from on
 static void zb_destroy(ZeroBackend *b);                                             // frees the staging, closes the NVMe files
 static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what);   // zeroed, ZMEM_WORK or ZMEM_HOST
 static void zb_free(ZeroBackend *b, void *p, int where);                            // what zb_alloc gave, NULL allowed
@@ -48,7 +48,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
                         uint32_t *decay_mask);   // LEAN_* it will run in one launch; 0 on the CPU
 static void zb_lean_sumsq(ZeroBackend *b);                       // zb_sumsq_add over the whole partition
 static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap);       // zb_adamw_partition in one launch
-static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n);   // DPU's, next
+static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy);   // segments read *copy, untouched next
 // the partition's state planes, in memory or on NVMe (zero/infinity.h)
 static void zb_state_init(ZeroBackend *b, const ZeroInfinityPlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
                           void *nvme_buffers, int say);   // opens the planes on NVMe; mem holds the others

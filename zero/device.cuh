@@ -36,6 +36,7 @@ struct ZeroBackend {
     int delayed;                 // DPU: CPU-Adam on the segments' host copies
     void *host_grad;             // offload: pinned staging of this rank's gradient partition (zgrad_t)
     uint16_t *host_x;            // offload: pinned floatX parameters (bits), copied to the device tile by tile
+    size_t host_from;            // the staging's first shard offset: Twin-Flow's device side stays on the GPU
     ZeroInfinity state;          // the partition's state planes
     AdamWParams ap;              // the step's hyperparameters
     cudaEvent_t unit_copied[2];  // stage 3, parameters on NVMe: each unit buffer's copy to the GPU
@@ -67,7 +68,7 @@ static void zb_free(ZeroBackend *b, void *p, int where) {
 }
 
 // staging: ZeRO-Offload's pinned buffers from zero/placement.h's table, NULL without offload
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params, size_t staging_from) {
     memset(b, 0, sizeof(*b));
     b->comm = comm;
     b->stream = comm->compute;
@@ -82,6 +83,7 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
     b->host_x = (uint16_t *)staging_params;
+    b->host_from = staging_from;
     b->lean = cfg->lean_step;
     b->say = comm->rank == 0 && !cfg->quiet;
 }
@@ -131,11 +133,12 @@ static void zb_accumulate_reduced(ZeroBackend *b, CommRequest *r, float *acc, co
     r->active = 0;   // ordered by the stream; zb_wait_collectives joins it
 }
 
-// ZeRO-Offload: the final slice to pinned host memory now, behind its reduction
+// ZeRO-Offload: the final slice's part CPU-Adam reads to pinned host memory now, behind its reduction
 static void zb_grad_slice_final(ZeroBackend *b, size_t shard_off, zgrad_t *slice, size_t n) {
-    if (!b->offload) return;
-    cudaCheck(cudaMemcpyAsync((zgrad_t *)b->host_grad + shard_off, slice, n * sizeof(zgrad_t), cudaMemcpyDeviceToHost,
-                              b->reduce_stream));
+    size_t skip = b->host_from > shard_off ? b->host_from - shard_off : 0;
+    if (!b->offload || skip >= n) return;
+    cudaCheck(cudaMemcpyAsync((zgrad_t *)b->host_grad + shard_off + skip - b->host_from, slice + skip, (n - skip) * sizeof(zgrad_t),
+                              cudaMemcpyDeviceToHost, b->reduce_stream));
 }
 
 static void zb_slot_acquire(ZeroBackend *b, int slot) { cudaCheck(cudaStreamWaitEvent(b->stream, b->slot_free[slot], 0)); }
@@ -216,13 +219,14 @@ static void zb_adamw_piece(void *ctx, const ZeroAdamSeg *s, size_t at, size_t n,
         return;
     }
     ap.fp16 = FLOATX_FP16;   // CPU-Adam's 16-bit gradients and output are floatX
-    const zgrad_t *g = b->delayed ? s->grad + at : (const zgrad_t *)b->host_grad + s->shard_off + at;
+    size_t h = s->shard_off - b->host_from + at;   // in the staging
+    const zgrad_t *g = b->delayed ? s->grad + at : (const zgrad_t *)b->host_grad + h;
     if (param_in_tile || b->delayed) {   // DPU's parameters are uploaded when installed
         adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, (uint16_t *)param, n, ap, 0, NULL, NULL);
         return;
     }
-    ZeroTileCopy tc = {b, b->host_x + s->shard_off + at, param};
-    adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, b->host_x + s->shard_off + at, n, ap, ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
+    ZeroTileCopy tc = {b, b->host_x + h, param};
+    adamw_cpu_step_tiled(master, g, sizeof(zgrad_t) == 2, m, v, b->host_x + h, n, ap, ZERO_OFFLOAD_TILE, zb_copy_tile, &tc);
 }
 
 static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg, AdamWParams ap) {
@@ -236,9 +240,14 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
     b->delayed = 0;
 }
 
-// DPU: the next backward's copies land in host_grad
-static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n) {
-    memcpy(copy, (const zgrad_t *)b->host_grad + shard_off, n * sizeof(zgrad_t));
+// DPU: the update reads the pinned staging this step's copies filled, and the next backward's copies
+// land in the update's former buffer. The two trade places, so nothing is copied; host_from is 0, as
+// Twin-Flow is refused with DPU.
+static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy) {
+    zgrad_t *filled = (zgrad_t *)b->host_grad;
+    b->host_grad = *copy;
+    *copy = filled;
+    for (int s = 0; s < n_seg; s++) seg[s].grad = filled + seg[s].shard_off;
     b->delayed = 1;
 }
 

@@ -22,7 +22,7 @@ struct ZeroBackend {
     double quant_sums[2][2];     // ZeRO++: squared error and squares quantized, int8 and int4
 };
 
-static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params) {
+static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_slots, void *staging_grad, void *staging_params, size_t staging_from) {
     b->comm = comm;
     b->sumsq = 0;
     b->fp16 = cfg->fp16;
@@ -149,8 +149,11 @@ static void zb_adamw_partition(ZeroBackend *b, const ZeroAdamSeg *seg, int n_seg
 }
 
 // DPU: the update reads a copy, since the next backward writes the gradient
-static void zb_dpu_take_grad(ZeroBackend *b, size_t shard_off, zgrad_t *copy, const zgrad_t *slice, size_t n) {
-    memcpy(copy, slice, n * sizeof(zgrad_t));
+static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy) {
+    for (int s = 0; s < n_seg; s++) {
+        memcpy(*copy + seg[s].shard_off, seg[s].grad, seg[s].n * sizeof(zgrad_t));
+        seg[s].grad = *copy + seg[s].shard_off;
+    }
 }
 
 // Stage 3: a unit's slice of the parameter shard into the gather arena, from memory, or

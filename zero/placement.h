@@ -143,9 +143,9 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_DPU, opt};
     // and the device side's master, m and v, one plane after another
     b[ZBUF_TWIN_STATE] = (ZeroBuffer){dev * (sm ? 12 : 8), MEM_OPTIM, ZMEM_WORK};
-    b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? shard * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
-    // with the parameter shard on NVMe, CPU-Adam writes into the shard's tiles instead
-    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? shard * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    // CPU-Adam's side of the shard; on NVMe it writes the parameter shard's tiles instead
+    b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? (shard - dev) * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
+    b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? (shard - dev) * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
 }
 
 // Twin-Flow's split is by whole sub-groups: with fewer than 1 / (1 - ratio) of them, DeepSpeed's

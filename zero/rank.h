@@ -11,6 +11,9 @@
 
 #define ZERO_RING_SLOTS 8   // stage 3: the gather ring's entries, the most units gathered at once
 
+// DPU's update in flight, zero/dpu.h: the gradient it reads, the parameters it writes, its thread
+typedef struct { zgrad_t *grad; floatX *params; pthread_t thread; int running, threads; AdamWParams ap; } ZeroDpu;
+
 typedef struct {
     ZeroPlan plan;
     ZeroPlacement place;
@@ -37,11 +40,7 @@ typedef struct {
     size_t *hpz_off;
     unsigned char *hpz_valid;   // unit u's secondary part holds this step's parameters
     uint8_t *zpp_staging;       // ZeRO++: quantized messages and qgZ's sums
-    zgrad_t *dpu_grad;          // DPU, zero/dpu.h: the delayed update's gradient
-    floatX *dpu_params;         // and the parameters it writes
-    pthread_t dpu_thread;
-    int dpu_running, dpu_threads;
-    AdamWParams dpu_ap;
+    ZeroDpu dpu;                // the delayed update
     ZeroAdamSeg *adam_seg;      // the optimizer step's segments
     int lean;                   // what the backend runs lean, LEAN_*; -1: not asked yet
     // what the trainer's views read: a unit's parameters while fetched, its gradient while open
@@ -72,7 +71,7 @@ static void zero_buffer_ptrs(Zero *z, void **ptr[N_ZBUF], void **staging_grad, v
     void **p[N_ZBUF] = {(void **)&z->params, (void **)&z->master, (void **)&z->opt_m, (void **)&z->opt_v,
                         (void **)&z->resident, (void **)&z->arena, (void **)&z->grads, (void **)&z->grad_shard,
                         (void **)&z->grad_slots, (void **)&z->rs_scratch, &z->nvme_buffers, (void **)&z->decay_mask,
-                        (void **)&z->hpz_params, (void **)&z->zpp_staging, (void **)&z->dpu_grad, (void **)&z->dpu_params,
+                        (void **)&z->hpz_params, (void **)&z->zpp_staging, (void **)&z->dpu.grad, (void **)&z->dpu.params,
                         (void **)&z->twin_state, staging_grad, staging_params};
     memcpy(ptr, p, sizeof(p));
 }
@@ -96,8 +95,8 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
         if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;
         else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
     }
-    if (z->place.dpu && !staging_params) staging_params = z->dpu_params;   // offload's parameter staging, on the GPU
-    zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params);
+    if (z->place.dpu && !staging_params) staging_params = z->dpu.params;   // offload's parameter staging, on the GPU
+    zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params, zero_twin_dev(&z->place));
     // the partition's state planes by shard offset: the buffers above, or NVMe
     void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
     zb_state_init(&z->be, &z->place.nvme, planes, z->place.separate_master, cfg, z->nvme_buffers, comm->rank == 0 && !cfg->quiet);
