@@ -605,7 +605,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         }
         else if (!strcmp(a, "--offload-dpu")) { c->offload_dpu = flag_int(a, v, 0, 1); c->from[FROM_DPU] = "--offload-dpu"; }
         else if (!strcmp(a, "--dpu-warmup")) { c->dpu_warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_DPU_WARMUP] = a; }
-        else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRACTION); c->from[FROM_RATIO] = "--offload-ratio"; }
+        else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRAC); c->from[FROM_RATIO] = "--offload-ratio"; }
         else if (!strcmp(a, "--sub-group-size")) { c->sub_group_size = (long long)flag_number(a, v, &R_TILE); c->from[FROM_SUB_GROUP] = a; }
         else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);
