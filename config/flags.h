@@ -217,6 +217,10 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
                   "next step's reads");
     if (!c->offload_dpu && c->from[FROM_DPU_WARMUP])
         report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
+    // a resume's steps and its updates so far come from the checkpoint, later
+    if (c->offload_dpu && c->steps <= c->dpu_warmup && !c->resume_dir[0] && !c->sample && !c->estimate_world)
+        report_at(r, MSG_NOTE, dpu, "no effect in this run: the delay starts after %d applied updates (--dpu-warmup) and the run "
+                  "has %d steps", c->dpu_warmup, c->steps);
     if (c->from[FROM_SUB_GROUP] && c->offload_ratio >= 1 && !c->estimate_world)
         report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "%lld: no effect: the sub-groups are what Twin-Flow's ratio (--offload-ratio, "
                   "offload_optimizer.ratio) splits, and the ratio is 1", c->sub_group_size);

@@ -113,6 +113,10 @@ expect_note "--offload-ratio 0.5 with the shard one sub-group (DeepSpeed's 1e9 e
     ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5
 ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
 ! grep -q "splits nothing" "$TMP/note.txt"; check "... and not with sub-groups of 1000 elements, which split it" $?
+expect_note "--offload-dpu on a run no longer than its warm-up" "--offload-dpu: no effect in this run: the delay starts after 40 applied updates" \
+    $T0 $M --train "$TMP/ok.bin" --steps 2 --offload-dpu 1
+$T0 $M --train "$TMP/ok.bin" --steps 2 --offload-dpu 1 --dpu-warmup 1 > "$TMP/note.txt" 2>&1
+! grep -q "no effect" "$TMP/note.txt"; check "... and none at --dpu-warmup 1, which delays step 2's update" $?
 $T0 $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
 [ "$(grep -c "^note: " "$TMP/note.txt")" -eq 1 ]
 check "stage 0: the ratio's note alone, not one more for the sub-groups it would split" $?
