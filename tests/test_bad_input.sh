@@ -117,6 +117,8 @@ expect_note "--offload-dpu on a run no longer than its warm-up" "--offload-dpu: 
     $T0 $M --train "$TMP/ok.bin" --steps 2 --offload-dpu 1
 $T0 $M --train "$TMP/ok.bin" --steps 2 --offload-dpu 1 --dpu-warmup 1 > "$TMP/note.txt" 2>&1
 ! grep -q "no effect" "$TMP/note.txt"; check "... and none at --dpu-warmup 1, which delays step 2's update" $?
+expect_note "hpZ over the whole world" "zero-hpz-partition-size: 2 is the world: .*no effect" \
+    $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --persistence-threshold 0 --zero-hpz-partition-size 2
 $T0 $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
 [ "$(grep -c "^note: " "$TMP/note.txt")" -eq 1 ]
 check "stage 0: the ratio's note alone, not one more for the sub-groups it would split" $?

@@ -173,6 +173,10 @@ static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Com
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
                pl->hpz ? " hpZ (a unit's later gathers in a step from a secondary partition)" : "", pl->qg ? " qgZ (int4 hierarchical all-to-all gradients)" : "");
+    if (c->rank == 0 && pl->hpz == c->world)
+        printf("note: %s: %d is the world: the secondary partition would be each rank's primary slice again and its "
+               "gathers span every rank, so hpZ has no effect but its memory (a divisor below the world, the ranks per node)\n",
+               cfg->from[FROM_ZEROPP] ? cfg->from[FROM_ZEROPP] : "--zero-hpz-partition-size", pl->hpz);
     if (c->rank == 0 && pl->qg && c->n_nodes == 1)
         printf("note: ZeRO++ qgZ: one node, so the gradients are reduce-scattered plainly, as DeepSpeed does\n");
     // with every unit persistent, qwZ and hpZ have nothing to act on
