@@ -95,12 +95,6 @@ undocumented=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- 
 check "docs/training.md names every flag the parser takes${undocumented:+; missing: $undocumented}" $([ -z "$undocumented" ]; echo $?)
 
 # settings that do nothing in this run say so in one line each (and the run goes on)
-expect_note() {   # expect_note NAME PATTERN CMD...
-    local name="$1" pat="$2"; shift 2
-    timeout 60 "$@" > "$TMP/note.txt" 2>&1
-    local st=$?; [ $st -eq 0 ] && [ "$(grep -cE "^note: .*$pat" "$TMP/note.txt")" -eq 1 ]
-    check "$name (exit $st): $(grep -m1 -E "^note: .*$pat" "$TMP/note.txt")" $?
-}
 echo '{"zero_optimization": {"stage": 3, "sub_group_size": 1e8}}' > "$TMP/subgroup.json"
 expect_note "--sub-group-size without Twin-Flow" "--sub-group-size: 1000: no effect" \
     ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --sub-group-size 1000
