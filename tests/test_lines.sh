@@ -104,7 +104,7 @@ while pos < len(data):   # the PNG's tEXt and zTXt chunks
         k, _, v = body.partition(b"\0"); meta[k.decode()] = zlib.decompress(v[1:]).decode("latin-1")
     pos += 12 + n
 print("       demo.png: Title %r, Description %r" % (meta.get("Title"), meta.get("Description")))
-ok = meta.get("Title", "").startswith("zeroc CPU demo: llama mini, 1 ranks, ZeRO-0, 2 steps") and \
+ok = meta.get("Title", "").startswith("zeroc CPU demo: llama mini, 1 rank, ZeRO-0, 2 steps") and \
      want and meta.get("Description", "").startswith("word frequencies alone (unigram), val: %.2f" % float(want))
 sys.exit(0 if ok else 1)
 EOF
