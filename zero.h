@@ -342,14 +342,18 @@ static void zero_share_params(Zero *z) {
     if (ZERO_STAGE == 3) zero_gather_persistent(z);
 }
 
-// grad_scale: the clip coefficient, over the fp16 loss scale
-static void zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
+// grad_scale: the clip coefficient, over the fp16 loss scale. 1: the parameters changed
+static int zero_step_update(Zero *z, const ZeroOptim *o, float grad_scale) {
     int delayed = zero_dpu_delays(z, o->t);
     zero_adamw_partition(z, o, grad_scale, delayed);
     if (!delayed) zero_share_params(z);
+    return !delayed;
 }
 
-// DPU: the update in flight lands before the next forward
-static void zero_step_install(Zero *z) {
-    if (zero_dpu_install(z)) zero_share_params(z);
+// DPU: the update in flight lands before the next forward; hpZ's parts go stale
+static int zero_step_install(Zero *z) {
+    if (!zero_dpu_install(z)) return 0;
+    zero_zpp_step_end(z);
+    zero_share_params(z);
+    return 1;
 }

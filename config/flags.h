@@ -79,10 +79,10 @@ static void print_help(FILE *f, const char *prog) {
            "  --overlap-reduce 0|1     stages 0-1: start each unit's gradient reduction when its backward ends\n"
            "                           (default 1 on the CPU, 0 on the GPU until a device run validates it)\n"
            "  --zero-quantized-weights 0|1     ZeRO++ qwZ, stage 3: parameters all-gathered as int8 blocks\n"
-           "  --zero-hpz-partition-size N      ZeRO++ hpZ, stage 3: N = ranks per node keeps a secondary partition\n"
-           "                           per node, so the backward gathers inside the node (default 1: off)\n"
+           "  --zero-hpz-partition-size N      ZeRO++ hpZ, stage 3: a secondary partition over groups of N ranks, a divisor\n"
+           "                           of the world, serves a unit's later gathers in each step (default 1: off)\n"
            "  --zero-quantized-gradients 0|1   ZeRO++ qgZ, stage 3: gradients averaged by int4 all-to-alls, in the node,\n"
-           "                           then across nodes (docs/zero.md)\n"
+           "                           then across nodes; plain on one node (docs/zero.md)\n"
            "  --offload 0|1            optimizer state on the CPU (GPU trainer)\n"
            "  --offload-param 0|1      stage 3: parameter shards in host memory (GPU trainer)\n"
            "  --offload-nvme DIR       ZeRO-Infinity: the optimizer state (m, v; the fp32 master where separate) in each\n"
@@ -221,9 +221,9 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
     if (c->offload_dpu && c->steps <= c->dpu_warmup && !c->resume_dir[0] && !c->sample && !c->estimate_world)
         report_at(r, MSG_NOTE, dpu, "no effect in this run: the delay starts after %d applied updates (--dpu-warmup) and the run "
                   "has %d steps", c->dpu_warmup, c->steps);
-    if (c->from[FROM_SUB_GROUP] && c->offload_ratio >= 1 && !c->estimate_world)
-        report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "%lld: no effect: the sub-groups are what Twin-Flow's ratio (--offload-ratio, "
-                  "offload_optimizer.ratio) splits, and the ratio is 1", c->sub_group_size);
+    if (c->offload_ratio >= 1 && c->from[FROM_SUB_GROUP])
+        report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "no effect without Twin-Flow's split (offload_optimizer.ratio or "
+                  "--offload-ratio below 1): CPU-Adam steps the partition in fixed tiles");
     if (c->offload_ratio >= 1 || c->estimate_world) return;
     if (ZERO_STAGE != 3)
         report_at(r, MSG_NOTE, ratio, "%g: no effect: DeepSpeed splits the optimizer partition at stage 3 only, and this binary "

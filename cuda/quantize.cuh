@@ -19,24 +19,16 @@ static_assert(ZQ_BLOCK == 256, "one thread per value: the kernels launch ZQ_BLOC
 __device__ __forceinline__ float zq_load(const float *x, size_t i) { return x[i]; }
 __device__ __forceinline__ float zq_load(const floatX *x, size_t i) { return bf2f(x[i]); }
 
-// the largest v over the thread block (every thread gets it)
-__device__ __forceinline__ float zq_block_max(float v, float *shared) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+// v over the thread block, its largest or its sum; every thread gets it
+__device__ __forceinline__ float zq_block_reduce(float v, float *shared, int sum) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float other = __shfl_xor_sync(0xffffffff, v, o);
+        v = sum ? v + other : fmaxf(v, other);
+    }
     if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
     __syncthreads();
     v = shared[0];
-    for (int w = 1; w < ZQ_BLOCK / 32; w++) v = fmaxf(v, shared[w]);
-    __syncthreads();
-    return v;
-}
-
-// the sum of v over the thread block, at thread 0
-__device__ __forceinline__ float zq_block_sum(float v, float *shared) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = shared[0];
-    for (int w = 1; w < ZQ_BLOCK / 32; w++) v += shared[w];
+    for (int w = 1; w < ZQ_BLOCK / 32; w++) v = sum ? v + shared[w] : fmaxf(v, shared[w]);
     __syncthreads();
     return v;
 }
@@ -48,7 +40,7 @@ __global__ void zq_quantize_kernel(const T *x, size_t n, int bits, uint8_t *out,
     size_t i = (size_t)blockIdx.x * ZQ_BLOCK + threadIdx.x;
     int live = i < n, qmax = bits == 8 ? 127 : 7;
     float v = live ? zq_load(x, i) : 0.0f;
-    float amax = zq_block_max(fabsf(v), shared);
+    float amax = zq_block_reduce(fabsf(v), shared, 0);
     float scale = amax / (float)qmax;
     if (threadIdx.x == 0) ((float *)(out + n * (size_t)bits / 8))[blockIdx.x] = scale;
     float q = scale > 0 ? rintf(__fdiv_rn(v, scale)) : 0.0f;
@@ -60,7 +52,7 @@ __global__ void zq_quantize_kernel(const T *x, size_t n, int bits, uint8_t *out,
         if (live && !(i & 1)) out[i / 2] = (uint8_t)((code & 15) | ((odd & 15) << 4));
     }
     float d = __fsub_rn(v, __fmul_rn(q, scale));
-    float e2 = zq_block_sum(live ? d * d : 0.0f, shared), x2 = zq_block_sum(v * v, shared);
+    float e2 = zq_block_reduce(live ? d * d : 0.0f, shared, 1), x2 = zq_block_reduce(v * v, shared, 1);
     if (threadIdx.x == 0) { atomicAdd(&sums[0], e2); atomicAdd(&sums[1], x2); }
 }
 

@@ -18,7 +18,6 @@
 // name order; the name it writes is events.out.tfevents.<seconds>.<host>.<pid>.<n>.
 #pragma once
 #include "util/common.h"
-#include <sys/mman.h>
 
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum TFRecord uses
 static uint32_t crc32c(const void *data, size_t n) {
@@ -227,24 +226,11 @@ static void tfevents_scan(const uint8_t *m, off_t size, int (*keep)(int64_t step
 static int tfevents_cut(const char *path, int (*keep)(int64_t step, const char *tag, void *ctx), void *ctx, TfCut *c, char *err,
                         size_t errn) {
     memset(c, 0, sizeof(*c));
-    int fd = open_regular(path, O_RDWR, "an event file", err, errn);
-    if (fd < 0) return 0;
-    struct stat sb;
-    off_t size = fstat(fd, &sb) == 0 ? sb.st_size : 0;
-    const uint8_t *m = size ? (const uint8_t *)mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
-    if (m == MAP_FAILED) { snprintf(err, errn, "%s: cannot memory-map (%s)", path, strerror(errno)); close(fd); return 0; }
+    CutFile f;
+    if (!cut_open(&f, path, "an event file", err, errn)) return 0;
     ByteRanges drop = {0};
     long plain;
-    tfevents_scan(m, size, keep, ctx, c, &drop, &plain);
-    int ok = 1;
-    if (c->kept == 0 && plain <= 1 && c->damaged == 0) {
-        c->removed = 1;
-        if (unlink(path) != 0) ok = 0, snprintf(err, errn, "%s: cannot remove (%s)", path, strerror(errno));
-    } else {
-        ok = file_cut_ranges(path, fd, m, size, &drop, err, errn);
-    }
-    free(drop.r);
-    if (m) munmap((void *)m, (size_t)size);
-    close(fd);
-    return ok;
+    tfevents_scan(f.map, f.size, keep, ctx, c, &drop, &plain);
+    c->removed = c->kept == 0 && plain <= 1 && c->damaged == 0;
+    return cut_finish(&f, path, c->removed, &drop, err, errn);
 }

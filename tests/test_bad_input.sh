@@ -95,11 +95,6 @@ undocumented=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- 
 check "docs/training.md names every flag the parser takes${undocumented:+; missing: $undocumented}" $([ -z "$undocumented" ]; echo $?)
 
 # settings that do nothing in this run say so in one line each (and the run goes on)
-echo '{"zero_optimization": {"stage": 3, "sub_group_size": 1e8}}' > "$TMP/subgroup.json"
-expect_note "--sub-group-size without Twin-Flow" "--sub-group-size: 1000: no effect" \
-    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --sub-group-size 1000
-expect_note "sub_group_size without Twin-Flow" "subgroup.json: zero_optimization.sub_group_size: 100000000: no effect" \
-    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --config "$TMP/subgroup.json"
 expect_note "ZeRO++ at one rank" "ZeRO\+\+ .*no effect at one rank" \
     ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --zero-quantized-weights 1 --zero-hpz-partition-size 2
 expect_note "--offload-ratio 0.5 with the shard one sub-group (DeepSpeed's 1e9 elements)" \

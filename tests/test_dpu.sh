@@ -6,8 +6,10 @@
 #      differs by far more (so the comparison can fail)
 #   2. a skipped step (--inject-nonfinite) installs the pending update and starts none: the reference
 #      skipping the same step (--skip-steps) computes the same losses
-#   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it
-#   4. DPU's buffers are in the memory report; bad combinations are one error line
+#   3. a resume from a checkpoint of a DPU run is bitwise the run that saved it; with hpZ, validation
+#      and a sample before the save change nothing
+#   4. DPU's buffers are in the memory report; bad combinations are one error line; --sub-group-size
+#      alone says it does nothing; the communication report holds a step that shared parameters
 #   5. Twin-Flow (--offload-ratio, stage 3): bitwise the numbers of ratio 1; each side counted, by
 #      DeepSpeed's rule: sub-groups i >= int((1 - ratio) * n) on CPU-Adam's side
 cd "$(dirname "$0")/.."
@@ -63,6 +65,14 @@ b=$(grep '"type":"train"' "$TMP/resumed.jsonl" | grep -o '"loss":[^,]*')
 [ -n "$a" ] && [ "$a" = "$b" ] && cmp -s "$TMP/ck/ckpt_00000012/model.bin" "$TMP/ck2/ckpt_00000012/model.bin" &&
     cmp -s "$TMP/ck/ckpt_00000012/optim_rank_00001.bin" "$TMP/ck2/ckpt_00000012/optim_rank_00001.bin"
 check "steps 7-12 after --resume: 6 losses, model.bin and optimizer state bitwise identical" $?
+# the save's install changes the shard after validation and sampling gathered: hpZ's parts go stale
+make_shard "$TMP/val.bin" 5000 250 1
+H="$R --zero-hpz-partition-size 2 --persistence-threshold 0 --val $TMP/val.bin --val-batches 1 --sample-len 4"
+$MPIRUN -np 2 build/z3/train_gpt_cpu $H --save "$TMP/ckh" --val-every 6 --sample-every 6 --log "$TMP/hv.jsonl" > "$TMP/c.out" 2>&1 || { cat "$TMP/c.out"; exit 1; }
+$MPIRUN -np 2 build/z3/train_gpt_cpu $H --save "$TMP/ckh2" --log "$TMP/h.jsonl" > "$TMP/c.out" 2>&1 || { cat "$TMP/c.out"; exit 1; }
+a=$(grep '"type":"train"' "$TMP/hv.jsonl" | grep -o '"loss":[^,]*'); b=$(grep '"type":"train"' "$TMP/h.jsonl" | grep -o '"loss":[^,]*')
+[ -n "$a" ] && [ "$a" = "$b" ]
+check "hpZ: validation and a sample before step 6's save leave the 12 losses bitwise those of the save alone" $?
 
 echo "== 4. the memory report and bad combinations"
 build/z3/train_gpt_cpu $M --batch 4 --steps 1 --quiet 0 > "$TMP/mem.out" 2>&1
@@ -77,6 +87,22 @@ sys.exit(0 if c["dpu_copies"] > 0 and c["host"]["dpu_copies"] == 0 and g["dpu_co
 PYEOF
 check "--estimate-memory counts DPU's copies" $?
 expect_error "--offload-dpu with NVMe offload" "offload-dpu.*NVMe" 1 build/z1/train_gpt_cpu $M --batch 4 --offload-nvme "$TMP"
+build/z3/train_gpt_cpu $M --batch 4 --steps 0 --sub-group-size 4000 > "$TMP/sg.out" 2>&1
+echo '{"zero_optimization": {"stage": 3, "sub_group_size": 1e9}}' > "$TMP/sg.json"
+build/z3/train_gpt_cpu $M --batch 4 --steps 0 --config "$TMP/sg.json" >> "$TMP/sg.out" 2>&1
+grep -q "^note: --sub-group-size: no effect without Twin-Flow's split" "$TMP/sg.out" &&
+    grep -q "^note: .*sg.json: zero_optimization.sub_group_size: no effect without Twin-Flow's split" "$TMP/sg.out"
+check "--sub-group-size and sub_group_size without a ratio below 1 say they have no effect" $?
+# the communication report: the last step that updated; a first delayed step installs nothing
+$MPIRUN -np 2 build/z2/train_gpt_cpu $M --batch 2 --steps 4 --log "$TMP/comm.jsonl" > /dev/null 2>&1 || exit 1
+$PY - "$TMP/comm.jsonl" <<'PYEOF'
+import json, sys
+c = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "comm"][-1]
+got, want = c["bytes_per_step"]["all_gather"], c["theory_bytes_per_step"]["all_gather"]
+print("       stage 2, 4 steps, the last the first delayed one: all-gather %d bytes, theory %d" % (got, want))
+sys.exit(0 if got == want > 0 else 1)
+PYEOF
+check "the communication report counts a step's all-gather when the last step installed none" $?
 
 echo "== 5. Twin-Flow: the split is counted, the numbers are those of ratio 1"
 T="$M --batch 2 --offload-dpu 0 --sub-group-size 4000"

@@ -186,6 +186,7 @@ typedef struct {
     float loss;            // the step's mean loss, averaged over the ranks
     float lr;
     StepVerdict verdict;   // applied, skipped or stop the run (train/step_guard.h)
+    int updated;           // the parameters changed and were shared: an update, or DPU's install
     double seconds;        // the whole step
     double end;            // wall_time() when it ended
     double phase_s[4];     // forward, backward, communication wait, optimizer
@@ -245,8 +246,8 @@ static StepResult train_step(GPT *m, const TrainConfig *tc, DataLoader *train, S
     r.loss = gpt_step_loss(m);   // after the norm's synchronization: the GPU reads its loss once per step
     comm_all_reduce_host(m->comm, &r.loss, 1, DT_F32, OP_AVG);
     r.verdict = step_guard_check(guard, m->comm, step + 1, r.loss, scaled_norm, tc->grad_clip);
-    zero_step_install(&m->zero);   // DPU: the last step's update, whose thread ran beside these passes
-    if (r.verdict.apply) zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
+    r.updated = zero_step_install(&m->zero);   // DPU: the last step's update, whose thread ran beside these passes
+    if (r.verdict.apply) r.updated |= zero_step_update(&m->zero, &opt, r.verdict.grad_scale);
     zero_quant_errors(&m->zero, r.quant_error);
     // --------------- TRAINING SECTION END -------------------
     phase_end(m, tc, &r, 3, &t);
@@ -272,7 +273,7 @@ typedef struct {
     Monitor mon;               // TensorBoard and CSV files (train/monitor.h)
     TrainState st;             // the state the loop started from; st.guard is the live one
     double t0, steps_time;     // the loop's start; the time of the steps after the first
-    long long comm_bytes[N_COLL], comm_calls[N_COLL];   // the last applied step's communication
+    long long comm_bytes[N_COLL], comm_calls[N_COLL];   // the communication of the last step that updated
     long long comm_intra[N_COLL], comm_cross[N_COLL];   // the same, inside nodes and across them
     int last_applied;          // the last step applied (1-based; 0: none yet, the initial parameters)
     const char *ended_skipped; // why the last step was skipped, when it was a skip --max-skips counts
@@ -388,15 +389,15 @@ static StepStats step_stats(const TrainRun *R, int step, const StepResult *r) {
 }
 
 // The step line, its JSONL record and ZeRO-Infinity's NVMe record for step `step`
-// (0-based). Keeps, for the end of the run, the communication of the last applied
-// step, which step that was, and whether the run now ends on a skip.
+// (0-based). Keeps, for the end of the run, the communication of the last step that
+// changed the parameters, which step applied last, and whether the run now ends on a skip.
 static void report_step(TrainRun *R, int step, const StepResult *r) {
     Comm *comm = R->m->comm;
     int first = step == R->st.step;
     if (r->verdict.apply) R->last_applied = step + 1;
     R->ended_skipped = r->verdict.counted ? r->verdict.skipped : NULL;
     if (!first || R->tc->steps - R->st.step == 1) R->steps_time += r->seconds;   // the mean pace leaves out the first step's warm-up
-    if (r->verdict.apply || first) {   // a skipped step has no parameter all-gather
+    if (r->updated || first) {   // a step that changes no parameters shares none: no all-gather
         memcpy(R->comm_bytes, comm->bytes, sizeof(R->comm_bytes));
         memcpy(R->comm_calls, comm->calls, sizeof(R->comm_calls));
         memcpy(R->comm_intra, comm->intra_bytes, sizeof(R->comm_intra));
@@ -478,7 +479,7 @@ static int train_signals(TrainRun *R, int done, int last, int save_due, float lo
 }
 
 // After the loop: --steps 0 --save DIR writes the initial weights; the reports of
-// the communication of the last applied step and of the peak memory; then frees.
+// the communication of the last step that updated the parameters and the peak memory; then frees.
 static void train_close(TrainRun *R) {
     GPT *m = R->m;
     const TrainConfig *tc = R->tc;

@@ -21,7 +21,6 @@
 #include "comm/comm.h"
 #include "train/savedir.h"
 #include <dirent.h>
-#include <sys/mman.h>
 
 // What the monitors write. at_start: the metric belongs to the model before the step
 // (its loss, the lr and loss scale it trains with), so it goes at the samples seen then.
@@ -79,12 +78,10 @@ static void csv_file_name(char *out, size_t n, const char *dir, const char *tag)
 // it with its header again. Returns 1, or 0 with err (a path that is not a regular file).
 static int csv_cut(const char *path, int metric, MonitorCut *cut, long *removed, long *unread, char *err, size_t errn) {
     *removed = *unread = 0;
-    int fd = open_regular(path, O_RDWR, "a CSV file", err, errn);
-    if (fd < 0) return errno == ENOENT;
-    struct stat sb;
-    off_t size = fstat(fd, &sb) == 0 ? sb.st_size : 0;
-    const char *m = size ? (const char *)mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
-    if (m == MAP_FAILED) { snprintf(err, errn, "%s: cannot memory-map (%s)", path, strerror(errno)); close(fd); return 0; }
+    CutFile f;
+    if (!cut_open(&f, path, "a CSV file", err, errn)) return errno == ENOENT;
+    const char *m = (const char *)f.map;
+    off_t size = f.size;
     ByteRanges drop = {0};
     long kept = 0;
     for (off_t at = 0; at < size;) {
@@ -104,16 +101,7 @@ static int csv_cut(const char *path, int metric, MonitorCut *cut, long *removed,
         }
         at = next;
     }
-    int ok = 1;
-    if (kept == 0 && *unread == 0) {
-        if (unlink(path) != 0) ok = 0, snprintf(err, errn, "%s: cannot remove (%s)", path, strerror(errno));
-    } else {
-        ok = file_cut_ranges(path, fd, (const uint8_t *)m, size, &drop, err, errn);
-    }
-    free(drop.r);
-    if (m) munmap((void *)m, (size_t)size);
-    close(fd);
-    return ok;
+    return cut_finish(&f, path, kept == 0 && *unread == 0, &drop, err, errn);
 }
 
 // Every event file in dir cut after `cut`'s step (tfevents_cut), each damaged one named

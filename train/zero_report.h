@@ -32,11 +32,6 @@ static void zero_plan_print(const Zero *z) {
 #endif
 }
 
-// Twin-Flow: the optimizer state's bytes per element, and the device side's elements
-static double zero_twin_device_bytes(const ZeroPlan *p, const ZeroPlacement *pl) {
-    return pl->twin_groups ? (double)pl->twin_host_off * (pl->separate_master ? 12 : 8) : 0;
-}
-
 // ----------------------------------------------------------------------------
 // reports: measured memory and communication beside the paper's formulas
 
@@ -274,7 +269,9 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     }
     if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
     if (z->place.twin_groups) {   // Twin-Flow's two sides of the optimizer state
-        double dev = zero_twin_device_bytes(p, &z->place), all = (double)(z->mem[MEM_OPTIM] + z->host_mem[MEM_OPTIM]);
+        // the device side's master, m and v: 12 bytes an element, 8 where the parameters are the master
+        double dev = (double)z->place.twin_host_off * (z->place.separate_master ? 12 : 8);
+        double all = (double)(z->mem[MEM_OPTIM] + z->host_mem[MEM_OPTIM]);
         cJSON *tw = cJSON_AddObjectToObject(rec, "twin_flow");
         cJSON_AddNumberToObject(tw, "ratio", z->cfg->offload_ratio);
         cJSON_AddNumberToObject(tw, "sub_groups", z->place.twin_groups);

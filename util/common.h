@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <signal.h>
 
 // ----------------------------------------------------------------------------
@@ -145,7 +146,7 @@ static const char *file_kind(mode_t m) {
 // file (a FIFO, a device, a socket, a directory) with one line naming `what` and the path.
 // It opens with O_NONBLOCK and then looks with fstat, so that a FIFO never blocks the open
 // (a reader would wait for a writer, and a writer for a reader). Returns the descriptor, or
-// -1 with err ("PATH: a FIFO (named pipe), not a model file") and errno: open's, or EINVAL.
+// -1 with err, as "PATH: a FIFO (named pipe), not a model file", and errno: open's, or EINVAL.
 static int open_regular(const char *path, int flags, const char *what, char *err, size_t errn) {
     int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);   // fopen's mode, less the umask
     struct stat sb;
@@ -384,6 +385,33 @@ static int file_cut_ranges(const char *path, int fd, const uint8_t *map, off_t s
     if (!out_finish(&o)) { snprintf(err, errn, "%s", o.err); unlink(tmp); return 0; }
     if (rename(tmp, path) != 0) { snprintf(err, errn, "%s: cannot rename %s over it (%s)", path, tmp, strerror(errno)); unlink(tmp); return 0; }
     return fsync_parent_dir(path, err, errn);
+}
+
+// A file being cut: open_regular's read-write descriptor, its bytes mapped read-only (NULL when empty)
+typedef struct { int fd; const uint8_t *map; off_t size; } CutFile;
+
+// Returns 1, or 0 with err and errno: open's for a file that cannot be opened.
+static int cut_open(CutFile *f, const char *path, const char *what, char *err, size_t errn) {
+    f->fd = open_regular(path, O_RDWR, what, err, errn);
+    if (f->fd < 0) return 0;
+    struct stat sb;
+    f->size = fstat(f->fd, &sb) == 0 ? sb.st_size : 0;
+    f->map = f->size ? (const uint8_t *)mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, f->fd, 0) : NULL;
+    if (f->map != MAP_FAILED) return 1;
+    snprintf(err, errn, "%s: cannot memory-map (%s)", path, strerror(errno));
+    close(f->fd);
+    return 0;
+}
+
+// The file removed, or the ranges rs cut out of it; then closed, and rs freed. Returns 1, or 0 with err.
+static int cut_finish(CutFile *f, const char *path, int remove, ByteRanges *rs, char *err, size_t errn) {
+    int ok = 1;
+    if (remove && unlink(path) != 0) ok = 0, snprintf(err, errn, "%s: cannot remove (%s)", path, strerror(errno));
+    if (!remove) ok = file_cut_ranges(path, f->fd, f->map, f->size, rs, err, errn);
+    free(rs->r);
+    if (f->map) munmap((void *)f->map, (size_t)f->size);
+    close(f->fd);
+    return ok;
 }
 
 // The forms for tools, where a failed write ends the program (fatal: exit). The

@@ -48,7 +48,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
                         uint32_t *decay_mask);   // LEAN_* it will run in one launch; 0 on the CPU
 static void zb_lean_sumsq(ZeroBackend *b);                       // zb_sumsq_add over the whole partition
 static void zb_lean_adamw(ZeroBackend *b, AdamWParams ap);       // zb_adamw_partition in one launch
-static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy);   // segments read *copy, untouched next
+static void zb_dpu_take_grad(ZeroBackend *b, ZeroAdamSeg *seg, int n_seg, zgrad_t **copy);   // DPU: segments read *copy, untouched next
 // the partition's state planes, in memory or on NVMe (zero/infinity.h)
 static void zb_state_init(ZeroBackend *b, const ZeroInfinityPlan *q, void *const *mem, int separate_master, const TrainConfig *cfg,
                           void *nvme_buffers, int say);   // opens the planes on NVMe; mem holds the others

@@ -95,7 +95,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
         if (b[i].where == ZMEM_NVME) z->nvme_mem[b[i].kind] += b[i].bytes;
         else if (b[i].bytes) *ptr[i] = zero_alloc(z, b[i].kind, b[i].bytes, b[i].where);
     }
-    if (z->place.dpu && !staging_params) staging_params = z->dpu.params;   // offload's parameter staging, on the GPU
+    if (z->place.dpu && z->place.offload) staging_params = z->dpu.params;   // the GPU's parameter staging: the backend's from here
     zb_init(&z->be, comm, cfg, p->n_slots, staging_grad, staging_params, zero_twin_dev(&z->place));
     // the partition's state planes by shard offset: the buffers above, or NVMe
     void *planes[N_ZSTATE] = {z->master, z->opt_m, z->opt_v, ZERO_STAGE == 3 ? (void *)z->params : NULL};
@@ -109,7 +109,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
     z->grad_reduce = (CommRequest *)xcalloc(sizeof(CommRequest) * p->n_units, "gradient reductions");
     z->grad_reducing = (unsigned char *)xcalloc(p->n_units, "gradient reductions");
     z->hpz_off = (size_t *)xcalloc(sizeof(size_t) * (p->n_units + 1), "hpZ offsets");
-    z->hpz_valid = (unsigned char *)xcalloc(p->n_units, "hpZ offsets");
+    z->hpz_valid = (unsigned char *)xcalloc(p->n_units, "hpZ validity");
     if (z->place.hpz) comm_split_groups(comm, z->place.hpz);
     for (int i = 0; i < p->n_units; i++)
         z->hpz_off[i + 1] = z->hpz_off[i] + (z->place.hpz && !p->u[i].persistent ? p->u[i].padded / z->place.hpz : 0);
@@ -124,6 +124,7 @@ static void zero_free(Zero *z) {
     ZeroBuffer b[N_ZBUF];
     zero_buffers(b, &z->plan, sizeof(floatX), &z->place);
     zb_destroy(&z->be);
+    if (z->place.dpu && z->place.offload) z->dpu.params = NULL;   // zb_destroy freed it, as offload's staging
     void *staging_grad, *staging_params, **ptr[N_ZBUF];
     zero_buffer_ptrs(z, ptr, &staging_grad, &staging_params);
     for (int i = 0; i < ZBUF_STAGING_GRAD; i++) zb_free(&z->be, *ptr[i], b[i].where);

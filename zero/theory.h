@@ -1,18 +1,17 @@
-// zero/theory.h: the paper's bytes beside the plan: what each model state costs a rank at
-// a stage, and what one step communicates, derived from the plan zero.h runs. The reports,
-// train/zero_report.h, print them beside what was allocated and counted.
+// zero/theory.h: the papers' bytes of each model state and of a step's collectives;
+// train/zero_report.h prints them beside the measured ones.
 #pragma once
 #include "zero/placement.h"
 
-// Bytes per parameter of each model state: the CPU trainer in fp32 4, 4, 8, the master being
-// the parameter; in fp16 4, 4, 12 with a separate master; the GPU 2, 2 or 4 from stage 2, 12.
+// Bytes per parameter of params, grads and optimizer: CPU fp32 4, 4, 8, its master the
+// parameter; CPU fp16 4, 4, 12; GPU 2, 2 or 4 from stage 2, 12.
 typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
 static ZeroBytesPerParam zero_bytes_per_param(int separate_master) {
     return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (separate_master ? 4 : 0)};
 }
 
-// the paper's formula for one model state at a stage and world size, for psi parameters
+// the paper's formula: a state is partitioned from its stage on
 static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroBytesPerParam b) {
     double N = world;
     switch (kind) {
@@ -23,9 +22,8 @@ static double zero_state_bytes(int stage, int kind, double psi, int world, ZeroB
     }
 }
 
-// The bytes one step should communicate with K micro-steps, counted as comm/comm.h counts
-// them: by collective, and inside a node or across nodes. Stage 3 follows the gather order
-// of a training pass, and ZeRO++'s quantized messages include their scales.
+// One step's bytes with K micro-steps, as comm/comm.h counts them: by collective, inside
+// a node or across. Stage 3 follows a training pass's gathers; quantized messages carry scales.
 typedef struct { double total[N_COLL], intra[N_COLL], cross[N_COLL]; } CommTheory;
 
 static void theory_add(CommTheory *t, const Comm *c, CollKind k, double bytes, CommScope scope) {
@@ -40,11 +38,11 @@ static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, c
     theory_add(&t, c, COLL_ALL_REDUCE, 2 * 4, SCOPE_WORLD);                   // the mean loss
     theory_add(&t, c, COLL_ALL_REDUCE, ZERO_STAGE == 0 ? 2 * psi : 2 * 8, SCOPE_WORLD);   // the gradients, or the norm
 #if ZERO_STAGE == 1 || ZERO_STAGE == 2
-    // stage 1 reduce-scatters once, at the boundary; stage 2 every micro-step
+    // stage 1 reduce-scatters once a step, stage 2 every micro-step
     theory_add(&t, c, COLL_REDUCE_SCATTER, ZERO_STAGE == 1 ? psi : K * psi, SCOPE_WORLD);
     theory_add(&t, c, COLL_ALL_GATHER, psi, SCOPE_WORLD);
 #elif ZERO_STAGE == 3
-    // every micro-step's gathers, with hpZ the later ones in the group; persistent units once
+    // hpZ: a unit's later gathers in a step stay in the group
     unsigned char *kept = (unsigned char *)xcalloc(p->n_units, "theory");
     for (int k = 0; k < K; k++)
         for (int i = 0; i < p->n_fetch_train && !pl->whole; i++) {
@@ -67,8 +65,8 @@ static CommTheory zero_comm_theory(const ZeroPlan *p, const ZeroPlacement *pl, c
     return t;
 }
 
-// The ZeRO++ paper's cross-node bytes of an iteration in M, the fp16 model: 3M for ZeRO-3,
-// qwZ's forward 0.5M, hpZ's backward 0, qgZ's gradients 0.25M.
+// The ZeRO++ paper's bytes across nodes per iteration, in fp16 models M: 3 for ZeRO-3;
+// qwZ's forward 0.5, hpZ's backward 0, qgZ's gradients 0.25.
 static double zero_paper_cross_m(const ZeroPlacement *pl) {
     return (pl->qw ? 0.5 : 1) + (pl->hpz ? 0 : 1) + (pl->qg ? 0.25 : 1);
 }

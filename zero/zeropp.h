@@ -58,7 +58,7 @@ static int zero_zpp_gather(Zero *z, int pos, floatX *full, floatX *mine, CommReq
     return 1;
 }
 
-// the optimizer step hook: hpZ's parts go stale, as DeepSpeed
+// hpZ's parts go stale: at each optimizer step, as DeepSpeed, and at DPU's install
 static void zero_zpp_step_end(Zero *z) {
     if (z->place.hpz) memset(z->hpz_valid, 0, z->plan.n_units);
 }
