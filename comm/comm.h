@@ -485,6 +485,7 @@ static void comm_finalize(Comm *c) {
         cudaStreamSynchronize(c->compute);
         cudaStreamSynchronize(c->stream);
         wd_coll_end();
+        comm_watchdog_forget_device();   // it polls NCCL until MPI_Finalize
         if (c->backend == COMM_BACKEND_NCCL) ncclCommDestroy(c->nccl);
         if (c->stage) cudaFreeHost(c->stage);
     }

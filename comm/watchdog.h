@@ -29,6 +29,7 @@ static struct {
     volatile int steps;              // in the steps: any stall counts
     volatile int mpi_up;             // MPI_Abort can end the job
 } g_wd = {0};
+static pthread_mutex_t g_wd_device_mu = PTHREAD_MUTEX_INITIALIZER;   // held while the thread uses g_wd.comm
 
 static void wd_touch(void) { g_wd.last = wall_time(); }
 // phase is a static string, step 1-based
@@ -47,8 +48,10 @@ static void *wd_main(void *arg) {
     while (!g_wd.stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        // ncclCommGetAsyncError is safe from another thread
+        // ncclCommGetAsyncError is safe from another thread, until the communicator is destroyed
+        pthread_mutex_lock(&g_wd_device_mu);
         const char *nccl_error = g_wd.stop || !g_wd.mpi_up ? NULL : comm_device_error(g_wd.comm);
+        if (!nccl_error) pthread_mutex_unlock(&g_wd_device_mu);
         if (nccl_error) {
             diag("error", "rank %d: NCCL reports %s (in %s of step %d, the last collective: %s): aborting the job", rank,
                  nccl_error, g_wd.phase ? g_wd.phase : "start-up", g_wd.step, g_wd.last_coll ? g_wd.last_coll : "none");
@@ -69,6 +72,7 @@ static void *wd_main(void *arg) {
              "another rank (or a device) is stalled or dead: %s", rank, idle, g_wd.timeout, where, in,
              g_wd.mpi_up ? "aborting the job" : "ending this rank, and mpirun the job");
         if (!g_wd.mpi_up) _exit(EXIT_WATCHDOG);
+        pthread_mutex_lock(&g_wd_device_mu);
         comm_abort_device(g_wd.comm);
         MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
         _exit(EXIT_WATCHDOG);
@@ -81,6 +85,13 @@ static void comm_watchdog_stop(void) {
     g_wd.stop = 1;
     pthread_join(g_wd.thread, NULL);
     g_wd.running = 0;
+}
+
+// before the device communicator is destroyed: the thread no longer polls or aborts it
+static void comm_watchdog_forget_device(void) {
+    pthread_mutex_lock(&g_wd_device_mu);
+    g_wd.comm = NULL;
+    pthread_mutex_unlock(&g_wd_device_mu);
 }
 
 // the training loop's steps begin (1) or end (0)

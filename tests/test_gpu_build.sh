@@ -17,6 +17,10 @@ fi
 gated=$(git grep -nE '^\s*#\s*(el)?if\b.*\b(OFFLOAD|ZERO_POISON)\b' -- '*.h' '*.cuh' '*.cu' '*.c')
 [ -z "$gated" ] || { echo "FAIL: code selected by OFFLOAD or ZERO_POISON, which make gpu-check does not build:"; echo "$gated"; exit 1; }
 echo "  no #if tests OFFLOAD or ZERO_POISON: the _o1 and poison builds compile what _o0 compiles"
+# cudaMemset runs on the legacy stream, which the trainer's non-blocking streams (comm/comm.h) do not wait for
+legacy=$(git grep -nE '\bcudaMemset\(' -- train_gpt.cu zero comm cuda train adamw.cuh)
+[ -z "$legacy" ] || { echo "FAIL: cudaMemset (legacy stream, unordered with the compute stream) in the trainer:"; echo "$legacy"; exit 1; }
+echo "  no cudaMemset in the trainer: device memory is zeroed on its stream (cudaMemsetAsync)"
 mkdir -p build/check   # the lock: tests/run.sh may be building these in the background
 flock build/check.lock make -j2 gpu-check NVCC="$NVCC" || { echo "FAIL: make gpu-check"; exit 1; }
 B=build/check

@@ -59,7 +59,8 @@ static void *zb_alloc(ZeroBackend *b, size_t bytes, int where, const char *what)
     }
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
     if (e != cudaSuccess) fatal("out of GPU memory allocating %zu bytes for %s (%s)", bytes, what, cudaGetErrorString(e));
-    cudaCheck(cudaMemset(p, 0, bytes));
+    // on the compute stream: the non-blocking streams are not ordered after the legacy one
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, b->stream));
     return p;
 }
 static void zb_free(ZeroBackend *b, void *p, int where) {
@@ -79,7 +80,7 @@ static void zb_init(ZeroBackend *b, Comm *comm, const TrainConfig *cfg, int n_sl
     cudaCheck(cudaMalloc(&b->norm_dev, sizeof(float)));
     cudaCheck(cudaMalloc(&b->norm_scratch, global_norm_scratch_floats() * sizeof(float)));
     cudaCheck(cudaMalloc(&b->quant_sums, 4 * sizeof(float)));
-    cudaCheck(cudaMemset(b->quant_sums, 0, 4 * sizeof(float)));
+    cudaCheck(cudaMemsetAsync(b->quant_sums, 0, 4 * sizeof(float), b->stream));
     b->offload = staging_grad != NULL;
     b->host_grad = staging_grad;
     b->host_x = (uint16_t *)staging_params;
@@ -283,7 +284,7 @@ static int zb_lean_init(ZeroBackend *b, const ZeroAdamSeg *runs, int n_runs, con
     cudaCheck(cudaMalloc(&b->runs, sizeof(*r) * n));
     cudaCheck(cudaMalloc(&b->norm_blocks_done, sizeof(unsigned int)));
     zb_upload(b, b->runs, r, sizeof(*r) * n);
-    cudaCheck(cudaMemset(b->norm_blocks_done, 0, sizeof(unsigned int)));
+    cudaCheck(cudaMemsetAsync(b->norm_blocks_done, 0, sizeof(unsigned int), b->stream));
     b->n_runs = n;
     b->norm_grid = global_norm_runs_grid<zgrad_t>(shard_elems);
     free(r);
