@@ -66,7 +66,7 @@ typedef struct {
 } DsKey;
 
 static const Range R_SCALE_POWER = {0, 64, 0, 0, 1}, R_WINDOW = {1, 1 << 30, 0, 0, 1},
-                   R_RATIO = {0, 1, 0, 0, 0}, R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-FLT_BIG, FLT_BIG, 0, 0, 0},
+                   R_ANY_INT = {-9e18, 9e18, 0, 0, 1}, R_ANY_NUM = {-FLT_BIG, FLT_BIG, 0, 0, 0},
                    R_MIN_SCALE = {0, FLT_BIG, 1, 0, 0}, R_AIO_BLOCK = {4096, 1 << 30, 0, 0, 1}, R_QUEUE = {1, 4096, 0, 0, 1},
                    R_THREADS = {1, 64, 0, 0, 1}, R_BUFFERS = {1, 1024, 0, 0, 1}, R_ELEMS = {1, 9e18, 0, 0, 1},
                    R_LAYERS = {1, 1024, 0, 0, 1};   // --layers' range
@@ -97,7 +97,7 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.stage3_max_live_parameters", "max_live_parameters", DS_HONOURED, JT_INT, &R_COUNT, K_MAX_LIVE, NULL, "`--max-live`: cap on gathered parameter elements"},
     {"zero_optimization.offload_optimizer", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "ZeRO-Offload (GPU trainer) and ZeRO-Infinity (both trainers) of the optimizer state"},
     {"zero_optimization.offload_optimizer.device", NULL, DS_HONOURED, JT_STR, NULL, K_OFFLOAD_OPT_DEVICE, NULL, "`--offload`: \"cpu\": optimizer state and step on the CPU (GPU trainer; the CPU trainer notes that its state is in host memory already); \"nvme\" (`--offload-nvme DIR`): ZeRO-Infinity, the state in each rank's file under `nvme_path`, streamed through CPU-Adam in tiles (both trainers; the CPU trainer's fp32 parameters are its master and stay in memory: m and v move); \"none\": off"},
-    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_RATIO, K_OFFLOAD_RATIO, NULL, "`--offload-ratio`: Twin-Flow, stage 3 with offload (a note elsewhere): the fraction of the optimizer partition CPU-Adam updates, DeepSpeed's last sub-groups (`sub_group_size`); train_gpt updates the rest with the GPU AdamW (never run on a GPU), the CPU trainer counts the split and computes what 1 computes"},
+    {"zero_optimization.offload_optimizer.ratio", NULL, DS_HONOURED, JT_NUM, &R_FRAC, K_OFFLOAD_RATIO, NULL, "`--offload-ratio`: Twin-Flow, stage 3 with offload (a note elsewhere): the fraction of the optimizer partition CPU-Adam updates, DeepSpeed's last sub-groups (`sub_group_size`); train_gpt updates the rest with the GPU AdamW (never run on a GPU), the CPU trainer counts the split and computes what 1 computes"},
     {"zero_optimization.offload_optimizer.delayed_update", NULL, DS_HONOURED, JT_BOOL, NULL, K_DPU, NULL, "zeroc's key, not DeepSpeed's (DeepSpeed has no DPU; remove it before giving the file to DeepSpeed): `--offload-dpu`, ZeRO-Offload's delayed parameter update (docs/offload.md)"},
     {"zero_optimization.offload_optimizer.delayed_update_warmup", NULL, DS_HONOURED, JT_INT, &R_STEPS, K_DPU_WARMUP, NULL, "zeroc's key, not DeepSpeed's: `--dpu-warmup`, applied steps before the delay starts (default 40)"},
     {"zero_optimization.offload_optimizer.pin_memory", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "offloaded state is always in pinned host memory"},
@@ -123,7 +123,7 @@ static const DsKey DS_KEYS[] = {
     {"zero_optimization.elastic_checkpoint", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "`--resume` always reshards to the current world size and stage"},
     {"zero_optimization.grad_hooks", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, "true", "the backward calls the reduction directly"},
     {"zero_optimization.round_robin_gradients", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "offload copies each gradient slice to the host as soon as it is reduced"},
-    {"zero_optimization.sub_group_size", NULL, DS_HONOURED, JT_INT, &R_ELEMS, K_SUB_GROUP, NULL, "`--sub-group-size`: the sub-groups Twin-Flow's `offload_optimizer.ratio` splits (default 1e9, DeepSpeed's); CPU-Adam itself steps the partition in fixed tiles (with NVMe offload `--nvme-tile` elements)"},
+    {"zero_optimization.sub_group_size", NULL, DS_HONOURED, JT_INT, &R_TILE, K_SUB_GROUP, NULL, "`--sub-group-size`: the sub-groups Twin-Flow's `offload_optimizer.ratio` splits (default 1e9, DeepSpeed's; at ratio 1 a note: no effect); CPU-Adam itself steps the partition in fixed tiles (with NVMe offload `--nvme-tile` elements)"},
     {"zero_optimization.stage3_prefetch_bucket_size", "prefetch_bucket_size", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "stage 3 prefetches exactly one unit ahead (`overlap_comm`)"},
     {"zero_optimization.stage3_model_persistence_threshold", "model_persistence_threshold", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "units below `stage3_param_persistence_threshold` stay whole without a total cap"},
     {"zero_optimization.stage3_max_reuse_distance", "max_reuse_distance", DS_NO_EFFECT, JT_INT, &R_COUNT, K_NONE, NULL, "a unit is released after its forward and gathered again for its backward"},

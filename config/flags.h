@@ -217,6 +217,10 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
                   "next step's reads");
     if (!c->offload_dpu && c->from[FROM_DPU_WARMUP])
         report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
+    // a resume's steps and its updates so far come from the checkpoint, later
+    if (c->offload_dpu && c->steps <= c->dpu_warmup && !c->resume_dir[0] && !c->sample && !c->estimate_world)
+        report_at(r, MSG_NOTE, dpu, "no effect in this run: the delay starts after %d applied updates (--dpu-warmup) and the run "
+                  "has %d steps", c->dpu_warmup, c->steps);
     if (c->offload_ratio >= 1 && c->from[FROM_SUB_GROUP])
         report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "no effect without Twin-Flow's split (offload_optimizer.ratio or "
                   "--offload-ratio below 1): CPU-Adam steps the partition in fixed tiles");
@@ -423,7 +427,8 @@ static void sample_flags_check(const TrainConfig *c, ConfigReport *r, int argc, 
     static const char *TRAINING[] = {"--steps", "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--adam-w-mode",
         "--lr-schedule", "--lr-total-steps", "--warmup", "--warmup-type", "--min-lr-frac", "--warmup-min-lr", "--warmup-min-ratio", "--cos-min-ratio",
         "--train", "--val", "--batch", "--accum", "--total-batch", "--seq", "--save", "--save-every", "--val-every",
-        "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", NULL};
+        "--val-batches", "--sample-every", "--log", "--tensorboard", "--csv-monitor", "--job-name", "--offload-dpu", "--dpu-warmup",
+        "--offload-ratio", "--sub-group-size", NULL};
     static const char *SAMPLING[] = {"--prompt", "--num-samples", "--temperature", "--top-k", "--top-p", "--kv-cache", NULL};
     if (c->sample && !c->init_path[0] && !c->resume_dir[0])
         report_at(r, MSG_ERROR, "--sample", "1 needs weights to sample from: --init FILE (a model file or a model.safetensors) or --resume DIR");
@@ -604,7 +609,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         }
         else if (!strcmp(a, "--offload-dpu")) { c->offload_dpu = flag_int(a, v, 0, 1); c->from[FROM_DPU] = "--offload-dpu"; }
         else if (!strcmp(a, "--dpu-warmup")) { c->dpu_warmup = (int)flag_number(a, v, &R_STEPS); c->from[FROM_DPU_WARMUP] = a; }
-        else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRACTION); c->from[FROM_RATIO] = "--offload-ratio"; }
+        else if (!strcmp(a, "--offload-ratio")) { c->offload_ratio = flag_number(a, v, &R_FRAC); c->from[FROM_RATIO] = "--offload-ratio"; }
         else if (!strcmp(a, "--sub-group-size")) { c->sub_group_size = (long long)flag_number(a, v, &R_TILE); c->from[FROM_SUB_GROUP] = a; }
         else if (!strcmp(a, "--nvme-tile")) { c->nvme_tile = (long long)flag_number(a, v, &R_TILE); c->from[FROM_NVME_TILE] = "--nvme-tile"; }
         else if (!strcmp(a, "--estimate-memory")) c->estimate_world = flag_int(a, v, 1, 1 << 20);

@@ -12,6 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 OUT=${OUT:-out}
+# the settings in one line each, before anything runs (a traceback or a compile error said it before)
+for v in STEPS NP ZERO; do
+    [ -z "${!v:-}" ] && continue
+    case "$v" in ZERO) ok='^[0-3]$'; what="a ZeRO stage, 0 to 3";; *) ok='^[1-9][0-9]*$'; what="a whole number >= 1";; esac
+    [[ "${!v}" =~ $ok ]] || { echo "error: make demo $v=${!v}: expected $what" >&2; exit 2; }
+done
 if ! nvidia-smi -L > /dev/null 2>&1; then   # the time to expect, and the load now, before anything starts
     python3 scripts/demo_expect.py bench/demo_time.txt "${STEPS:-300}" "${NP:-4}"
 fi
@@ -39,7 +45,7 @@ else
     STEPS=${STEPS:-300}
     NP=${NP:-4}
     ZERO=${ZERO:-3}
-    echo "demo: no GPU found; CPU trainer, llama preset mini, $NP MPI ranks, ZeRO stage $ZERO, $STEPS steps"
+    echo "demo: no GPU found; CPU trainer, llama preset mini, $NP MPI rank$([ "$NP" = 1 ] || echo s), ZeRO stage $ZERO, $STEPS steps"
     $MAKE -s "train_gpt_cpu_zero$ZERO"   # the stage's own binary: ./train_gpt_cpu, the user's last build, stays
     t0=$(date +%s)
     mpirun --allow-run-as-root --oversubscribe -np "$NP" "./train_gpt_cpu_zero$ZERO" --arch llama --preset mini --batch $((32 / NP)) --seq 64 \
@@ -50,7 +56,7 @@ else
     summary=$(python3 scripts/demo_summary.py "$OUT/demo_cpu.jsonl" data/brown/train.bin data/brown/val.bin)
     echo "$summary"
     unigram=$(echo "$summary" | sed -n 's/.*(unigram of the train data) give \([0-9.]*\) on val.*/\1/p')
-    TITLE="zeroc CPU demo: llama mini, $NP ranks, ZeRO-$ZERO, $STEPS steps on Brown"
+    TITLE="zeroc CPU demo: llama mini, $NP rank$([ "$NP" = 1 ] || echo s), ZeRO-$ZERO, $STEPS steps on Brown"
 fi
 log=$(ls -t "$OUT"/demo_*.jsonl | head -1)
 plot=(--title "${TITLE:-zeroc GPU demo: GPT-2 124M, ZeRO-$ZERO, $STEPS steps on Brown}")

@@ -52,6 +52,19 @@ expect_error() {
     fi
 }
 
+# expect_note NAME PATTERN CMD...: the command succeeds and prints one note or warning matching PATTERN
+# (a setting with no effect says so once, and the run goes on)
+expect_note() {
+    local name="$1" pat="$2"; shift 2
+    timeout 60 "$@" > "$TMP/note.txt" 2>&1
+    local rc=$? n; n=$(grep -cE "(note|warning): .*$pat" "$TMP/note.txt")
+    if [ $rc -eq 0 ] && [ "$n" -eq 1 ]; then
+        echo "  ok   $name: $(grep -m1 -E "(note|warning): .*$pat" "$TMP/note.txt")"
+    else
+        echo "  FAIL $name (exit $rc, $n matching lines)"; sed 's/^/       /' "$TMP/note.txt" | head -8; fails=$((fails+1))
+    fi
+}
+
 # compare_losses A.jsonl B.jsonl N TOL WHAT: both logs hold N train losses, with a max relative
 # deviation <= TOL; prints it
 compare_losses() {

@@ -89,6 +89,28 @@ expect_error "malformed config file" "broken.json:2:1: the document ends early" 
 missing=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a-z0-9-]*' | sort -u |
           while read -r f; do grep -q -- "$f\b" "$TMP/help.txt" || echo "$f"; done)
 check "--help lists every flag the parser takes (the did-you-mean candidates)${missing:+; missing: $missing}" $([ -z "$missing" ]; echo $?)
+# docs/training.md claims every flag
+undocumented=$(grep -o '!strcmp(a, "--[a-z0-9-]*")' config/flags.h | grep -o -- '--[a-z0-9-]*' | sort -u |
+               while read -r f; do grep -qE -- "$f([^a-z0-9-]|$)" docs/training.md || echo "$f"; done)
+check "docs/training.md names every flag the parser takes${undocumented:+; missing: $undocumented}" $([ -z "$undocumented" ]; echo $?)
+
+# settings that do nothing in this run say so in one line each (and the run goes on)
+expect_note "ZeRO++ at one rank" "ZeRO\+\+ .*no effect at one rank" \
+    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --zero-quantized-weights 1 --zero-hpz-partition-size 2
+expect_note "--offload-ratio 0.5 with the shard one sub-group (DeepSpeed's 1e9 elements)" \
+    "--offload-ratio: 0.5 splits nothing here: .*1 sub-group of 1000000000 elements.*--sub-group-size" \
+    ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5
+./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
+! grep -q "splits nothing" "$TMP/note.txt"; check "... and not with sub-groups of 1000 elements, which split it" $?
+expect_note "--offload-dpu on a run no longer than its warm-up" "--offload-dpu: no effect in this run: the delay starts after 40 applied updates" \
+    $T0 $M --train "$TMP/ok.bin" --steps 2 --offload-dpu 1
+$T0 $M --train "$TMP/ok.bin" --steps 2 --offload-dpu 1 --dpu-warmup 1 > "$TMP/note.txt" 2>&1
+! grep -q "no effect" "$TMP/note.txt"; check "... and none at --dpu-warmup 1, which delays step 2's update" $?
+expect_note "hpZ over the whole world" "zero-hpz-partition-size: 2 is the world: .*no effect" \
+    $MPIRUN -np 2 ./build/z3/train_gpt_cpu $M --train "$TMP/ok.bin" --steps 0 --persistence-threshold 0 --zero-hpz-partition-size 2
+$T0 $M --train "$TMP/ok.bin" --steps 0 --offload-ratio 0.5 --sub-group-size 1000 > "$TMP/note.txt" 2>&1
+[ "$(grep -c "^note: " "$TMP/note.txt")" -eq 1 ]
+check "stage 0: the ratio's note alone, not one more for the sub-groups it would split" $?
 
 for f in "--min-lr-frac -2" "--eps -1e-8" "--eps 0" "--clip -1" "--weight-decay -5" "--lr -1" "--beta1 1" "--timeout -1" "--keep-last -1"; do
     expect_error "out of range: $f" "${f%% *}: expected" 1 $T0 $f

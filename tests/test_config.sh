@@ -184,17 +184,6 @@ PYEOF
 
 echo "== 5. misuse: one line each, naming the key or flag"
 cfg() { echo "$2" > "$TMP/$1.json"; echo "$TMP/$1.json"; }
-# expect_note NAME PATTERN CMD...: the command succeeds and prints a note/warning matching PATTERN
-expect_note() {
-    local name="$1" pat="$2"; shift 2
-    timeout 60 "$@" > "$TMP/note.txt" 2>&1
-    local rc=$?
-    if [ $rc -eq 0 ] && grep -qE "(note|warning): .*$pat" "$TMP/note.txt"; then
-        echo "  ok   $name: $(grep -m1 -E "(note|warning): .*$pat" "$TMP/note.txt")"
-    else
-        echo "  FAIL $name (exit $rc)"; sed 's/^/       /' "$TMP/note.txt" | head -8; fails=$((fails+1))
-    fi
-}
 E=$(cfg errors '{"train_micro_batch_size_per_gpu": 0, "zero_optimization": {"stage": 3.7, "stage3_max_live_parameter": 1e9,
   "offload_optimizer": {"device": "nvme"}}, "optimizer": {"type": "SGD", "params": {"lr": 1e-3, "betas": ["a", "b"]}},
   "fp16": {"enabled": true}, "bf16": {"enabled": true}, "trian_batch_size": 8}')

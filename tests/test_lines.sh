@@ -3,7 +3,7 @@
 # memory table's columns and the KV cache without a formula; Ψ a parameter count in both tables and
 # why stage 3 moves less than the paper's 3Ψ; a validation set smaller than its batches; a mistyped
 # path under data/brown/ once the corpus is prepared; a text file given as --train; the stop note as
-# the run's last line, and what it says under mpirun.
+# the run's last line, and what it says under mpirun; the demo's settings checked first.
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 pids=""
@@ -78,6 +78,11 @@ grep "stopped by" "$TMP/r.out" | sed 's/^/       /'
 grep -q "note: stopped by SIGTERM after step [0-9]* .*(mpirun passes a Ctrl-C, or a SIGTERM to itself, to the ranks as SIGTERM)$" "$TMP/r.out"
 check "Ctrl-C to mpirun: the note says mpirun passed it on as SIGTERM" $?
 echo "== the demo: its expected time first; out/demo.png with a title and the unigram baseline"
+for e in STEPS=abc NP=0 ZERO=5; do   # said before anything runs: no traceback, no build of a stage 5
+    OUT="$TMP/demo_bad" env $e bash scripts/demo.sh > "$TMP/bad.out" 2>&1; st=$?
+    [ $st -eq 2 ] && [ "$(wc -l < "$TMP/bad.out")" -eq 1 ] && grep -q "^error: make demo $e: expected " "$TMP/bad.out"
+    check "make demo $e: one line naming it, exit $st ($(head -1 "$TMP/bad.out"))" $?
+done
 if nvidia-smi -L > /dev/null 2>&1; then
     echo "  (a GPU is here: the demo trains GPT-2 124M; not run)"
 else
@@ -99,7 +104,7 @@ while pos < len(data):   # the PNG's tEXt and zTXt chunks
         k, _, v = body.partition(b"\0"); meta[k.decode()] = zlib.decompress(v[1:]).decode("latin-1")
     pos += 12 + n
 print("       demo.png: Title %r, Description %r" % (meta.get("Title"), meta.get("Description")))
-ok = meta.get("Title", "").startswith("zeroc CPU demo: llama mini, 1 ranks, ZeRO-0, 2 steps") and \
+ok = meta.get("Title", "").startswith("zeroc CPU demo: llama mini, 1 rank, ZeRO-0, 2 steps") and \
      want and meta.get("Description", "").startswith("word frequencies alone (unigram), val: %.2f" % float(want))
 sys.exit(0 if ok else 1)
 EOF

@@ -86,6 +86,7 @@ static void zero_init(Zero *z, const ModelLayout *L, const TrainConfig *cfg, Com
               cfg->max_live_elems, p->gather_need);
     z->place = zero_placement(p, cfg, TRAINER_IS_GPU, sizeof(floatX));
     zero_zpp_check(&z->place, &z->plan, comm, cfg);
+    zero_twin_check(&z->place, &z->plan, comm, cfg);
     ZeroBuffer b[N_ZBUF];
     zero_buffers(b, p, sizeof(floatX), &z->place);
     void *staging_grad = NULL, *staging_params = NULL, **ptr[N_ZBUF];
