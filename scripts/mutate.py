@@ -132,6 +132,23 @@ MUTANTS = [
       "size_t lo = ZERO_STAGE == 3 ? zero_slice_start(p, i) : 0, n = ZERO_STAGE == 3 ? U->shard : U->padded;",
       "size_t lo = 0, n = ZERO_STAGE == 3 ? U->shard : U->padded;", "zero", Z3,
       "stage 3 loads every rank's slice from the unit's start"),
+    # ---- ZeRO-Offload's delayed update and Twin-Flow's split
+    M("dpu-delay-early", "zero/dpu.h",
+      "return z->place.dpu && t > z->cfg->dpu_warmup;",
+      "return z->place.dpu && t >= z->cfg->dpu_warmup;", "dpu", None,
+      "the delay starts one update early"),
+    M("dpu-save-no-install", "train/loop.h",
+      "    zero_step_install(&m->zero);   // DPU: a checkpoint holds the pending update applied (zero/dpu.h)",
+      "    ;", "dpu", None,
+      "a checkpoint saved with the delayed update still in flight"),
+    M("dpu-hpz-fresh", "zero.h",
+      "    if (!zero_dpu_install(z)) return 0;\n    zero_zpp_step_end(z);",
+      "    if (!zero_dpu_install(z)) return 0;", "dpu", None,
+      "hpZ's secondary parts kept across DPU's install"),
+    M("twin-split-late", "zero/placement.h",
+      "if (in == 0 && k == first) off = zero_seg_shard_off(p, &p->seg[s]);",
+      "if (in == 0 && k == first + 1) off = zero_seg_shard_off(p, &p->seg[s]);", "dpu", None,
+      "CPU-Adam's side starts one sub-group late"),
     # ---- adamw.cuh: test_adamw checks it against torch too, but takes 3-4 minutes at -O1 on a busy
     # machine; test_gpt_cpu's AdamW steps against PyTorch (and test_config's Adam with L2) are quicker
     M("adam-bias1", "adamw.cuh",

@@ -122,8 +122,25 @@ line = [l for l in open(sys.argv[3]) if l.startswith("Twin-Flow")][0]
 host_off, shard = map(int, re.search(r"\[(\d+), (\d+)\) on CPU-Adam", line).groups())
 n, first = tw["sub_groups"], int((1 - ratio) * tw["sub_groups"])
 dev, host = tw["device_side_optimizer_bytes"], tw["cpu_adam_side_optimizer_bytes"]
-ok = dev + host == mem["measured_bytes"]["optimizer"] and dev == 8 * host_off and (host_off == shard) == (first >= n) and (first == 0) == (host_off == 0)
-print("       ratio %g: %d sub-groups, CPU-Adam from group %d: device side %d bytes, CPU-Adam's %d" % (ratio, n, first, dev, host))
+# DeepSpeed's rule worked out here, from the model's tensors in shard order (model/model.h's units, each
+# padded to 16 at one rank): groups closed at 4000 elements, CPU-Adam from group int((1 - ratio) * n)
+C, F, Vp, T = 48, 100, 256, 32
+units = [[Vp * C, T * C]] + [[C, C, 3 * C * C, 3 * C, C * C, C, C, C, F * C, F, C * F, C]] * 2 + [[C, C]]
+segs, off = [], 0
+for u in units:
+    segs += [(off + sum(u[:i]), x) for i, x in enumerate(u)]
+    off += -(-sum(u) // 16) * 16
+starts, acc = [0], 0
+for i, (o, x) in enumerate(segs):
+    acc += x
+    if acc >= 4000 or i == len(segs) - 1:
+        acc = 0
+        if i + 1 < len(segs): starts.append(segs[i + 1][0])
+k = int((1 - ratio) * len(starts))
+want = 0 if k <= 0 else off if k >= len(starts) else starts[k]
+ok = dev + host == mem["measured_bytes"]["optimizer"] and dev == 8 * host_off and host_off == want and n == len(starts) and shard == off
+print("       ratio %g: %d sub-groups, CPU-Adam from group %d at shard offset %d (the rule worked out here: %d): device side %d bytes, "
+      "CPU-Adam's %d" % (ratio, n, first, host_off, want, dev, host))
 sys.exit(0 if ok and n > 2 else 1)
 PYEOF
     check "ratio $ratio: each side's optimizer bytes in the memory report" $?
