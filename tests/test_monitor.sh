@@ -98,8 +98,10 @@ $B $M $L --steps 2 --quiet 1 > "$TMP/after.out" 2>&1; rc=$?
 check "after a kill -9 of run A, the next run takes its lock over with a note" $?
 
 echo "== bad input"
-expect_error "an output_path that cannot be made stops every rank" "$TMP/train.bin/x: cannot create|exists and is not a directory" 2 \
-    $MPIRUN -np 2 $B $M --tensorboard "$TMP/train.bin/x" --steps 1
+expect_error "an output_path that cannot be made stops every rank, naming the flag" \
+    "tensorboard \(--tensorboard\): $TMP/train.bin(/x)?: (cannot create|exists and is not a directory)" 2 $MPIRUN -np 2 $B $M --tensorboard "$TMP/train.bin/x" --steps 1
+expect_error "csv_monitor in a file's place: the flag named" "csv_monitor \(--csv-monitor\): $TMP/train.bin: exists and is not a directory" 1 \
+    $B $M --csv-monitor "$TMP/train.bin" --steps 1
 $B $M --job-name j --steps 1 --quiet 1 > "$TMP/j.out" 2>&1
 grep -q "note: --job-name: no effect without --tensorboard DIR or --csv-monitor DIR" "$TMP/j.out"; check "--job-name alone: a note" $?
 

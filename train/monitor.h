@@ -169,6 +169,13 @@ static double unix_time(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// a monitor's job directory made and locked; a failure names the monitor's flag
+static int monitor_dir_open(const char *what, const char *dir, char *err, size_t n, char *note, size_t nn) {
+    char e[1300] = "";
+    if (!mkdir_p(dir, e, sizeof(e))) { snprintf(err, n, "%s: %s", what, e); return 0; }
+    return dir_lock(dir, "choose another --job-name", err, n, note, nn);
+}
+
 // Collective: the monitors tc asks for, continuing from step `start` (0 for a new run;
 // the checkpoint's step for --resume). Rank 0 makes each job's directory and locks it
 // as --save's (train/savedir.h: a second live run in the job is refused before it
@@ -188,10 +195,9 @@ static void monitor_open(Monitor *mon, const TrainConfig *tc, Comm *comm, int st
         long removed = 0;
         char note[2400] = "";
         // each job directory locked before anything in it is cut: another live run's files are never touched
-        if (tb_dir[0]) ok = mkdir_p(tb_dir, err, sizeof(err)) && dir_lock(tb_dir, "choose another --job-name", err, sizeof(err), note, sizeof(note));
+        if (tb_dir[0]) ok = monitor_dir_open("tensorboard (--tensorboard)", tb_dir, err, sizeof(err), note, sizeof(note));
         if (note[0]) diag("note", "tensorboard: %s", note), note[0] = 0;
-        if (ok && mon->csv_dir[0])
-            ok = mkdir_p(mon->csv_dir, err, sizeof(err)) && dir_lock(mon->csv_dir, "choose another --job-name", err, sizeof(err), note, sizeof(note));
+        if (ok && mon->csv_dir[0]) ok = monitor_dir_open("csv_monitor (--csv-monitor)", mon->csv_dir, err, sizeof(err), note, sizeof(note));
         if (note[0]) diag("note", "csv_monitor: %s", note);
         if (ok && tb_dir[0]) {
             ok = tb_cut_dir(tb_dir, &cut, &removed, err, sizeof(err)) && tfevents_open(&mon->tb, tb_dir, unix_time(), err, sizeof(err));
