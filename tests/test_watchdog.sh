@@ -6,7 +6,8 @@
 # A healthy run with the same small timeout is not disturbed. The watchdog watches every
 # collective from before MPI_Init to exit: a rank stopped before MPI_Init returns, during
 # start-up or shutdown (at a point a test-only hook picks, not after a sleep) ends the job
-# the same way, and nothing of the job (a rank, an orted) is left behind.
+# the same way, and no rank of the job is left behind (one node: mpirun starts no orted here;
+# test_cluster ends jobs across nodes).
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 run=""
@@ -47,12 +48,12 @@ stopped_at() {  # stopped_at POINT RANK WAIT-PATTERN PHASE-PATTERN [TIMEOUT]
     [ $rc -eq 124 ] && grep -qE "error: watchdog: rank [0-9] made no progress for [0-9]+ s \(--timeout $s\): it waits in $3, in $4" "$TMP/$1.out"
     st=$?; check "rank $2 stopped at $1: the watchdog ends the job, exit 124 (got $rc; 137: killed after 60 s, no watchdog)" $st
     [ $st -eq 0 ] || sed 's/^/       | /' "$TMP/$1.out" | head -40
-    # nothing of the job may outlive it: a rank, or an orted/prted of its own (an orphaned one once grew to 22 GB)
+    # no rank of the job may outlive it
     local left=""
     for _ in $(seq 50); do left=$(pgrep -f "$TMP/train.bin"); [ -z "$left" ] && break; sleep 0.1; done
     [ -n "$left" ] && { kill -CONT $left; kill -9 $left; } 2> /dev/null
-    [ -z "$left" ] && ! ps -eo ppid=,args= | grep -E "^ *1 .*(orted|prted)" | grep -q "$TMP"
-    check "rank $2 stopped at $1: no process of the job left${left:+ (found: $left)}" $?
+    [ -z "$left" ]
+    check "rank $2 stopped at $1: no rank of the job left${left:+ (found: $left)}" $?
 }
 echo "== a rank stopped before MPI_Init returns, during start-up (before its first collective), during shutdown (after the last step) and before MPI_Finalize"
 # 10 s, not 3: once, on a heavily loaded machine, mpirun did not end a 3 s run (cause not found; 10 of 10
