@@ -225,6 +225,12 @@ expect_error "deprecated cpu_offload" 'cpu_offload: not supported: deprecated in
 expect_error "warmup_type typo" 'warmup_type: "lienar" is not supported \(supported: "linear", "log"\)' 1 \
     $CT lr --config "$(cfg c10 '{"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "lienar"}}}')"
 expect_error "amp" 'amp: not supported: Apex AMP' 1 $CT lr --config "$(cfg c11 '{"amp": {"enabled": true, "opt_level": "O1"}}')"
+# DeepSpeed's own top-level keys are no typos: a note where nothing changes, an error where DeepSpeed trains otherwise
+$CT lr --config "$(cfg c11b '{"zero_force_ds_cpu_optimizer": false, "flops_profiler": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"}}')" > "$TMP/c11b.out" 2>&1
+[ $? -eq 0 ] && ! grep -q "unknown top-level" "$TMP/c11b.out" && [ "$(grep -c '^note: .*c11b.json: [a-z_]*: no effect here: ' "$TMP/c11b.out")" -eq 3 ]
+check "DeepSpeed's zero_force_ds_cpu_optimizer, flops_profiler, data_types: a note each, not \"unknown top-level key\"" $?
+expect_error "elasticity (DeepSpeed would pick the batch)" 'elasticity: not supported: DeepSpeed would choose the batch size' 1 \
+    $CT lr --config "$(cfg c11c '{"elasticity": {"enabled": true, "max_train_batch_size": 64}}')"
 expect_error "fp16 and bf16 together" 'bfloat16 and fp16 modes cannot be simultaneously enabled' 1 \
     $CT lr --config "$(cfg c12 '{"fp16": {"enabled": true}, "bf16": {"enabled": true}}')"
 expect_error "fp16 value out of range" 'fp16.hysteresis: expected an integer in \[1, 1073741824\], got 0' 1 \
