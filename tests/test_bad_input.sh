@@ -26,6 +26,9 @@ mkfifo "$TMP/fifo"   # reading one would block until a writer comes: refused at 
 expect_error "--train on a FIFO" "fifo: a FIFO \(named pipe\), not a token shard" 1 timeout 10 $T0 $M --train "$TMP/fifo"
 expect_error "--train on a character device" "/dev/null: a character device, not a token shard" 1 $T0 $M --train /dev/null
 expect_error "--init on a FIFO" "fifo: a FIFO \(named pipe\), not a model file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --init "$TMP/fifo"
+mkdir -p "$TMP/hfdir" && touch "$TMP/hfdir/model.safetensors"   # from_pretrained takes the directory: --init names the file in it
+expect_error "--init on an exported directory" "hfdir: a directory, not a model file: --init takes the file, .*hfdir/model.safetensors" 1 \
+    $T0 $M --train "$TMP/ok.bin" --init "$TMP/hfdir"
 expect_error "--config on a FIFO" "fifo: a FIFO \(named pipe\), not a JSON file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --config "$TMP/fifo"
 # every other path the trainer and the exporter open, as a FIFO (issue 33: each one hung until killed)
 expect_error "--tokenizer on a FIFO" "fifo: a FIFO \(named pipe\), not a tokenizer file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --sample-every 1 --tokenizer "$TMP/fifo"

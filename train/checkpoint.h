@@ -107,6 +107,27 @@ static int params_read_safetensors(ParamSource *s, int u, size_t lo, size_t n, f
     return hf_source_read((HFSource *)s->hf, u, lo, n, out, s->err, sizeof(s->err));
 }
 
+// --init names a file; a directory gets the file in it that was meant, as transformers'
+// from_pretrained and --resume take directories. Returns 1 with err when path is a directory.
+static int init_path_is_dir(const char *path, char *err, size_t errn) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    char st[1100], bin[1100], latest[1100];
+    snprintf(st, sizeof(st), "%s/model.safetensors", path);
+    snprintf(bin, sizeof(bin), "%s/model.bin", path);
+    snprintf(latest, sizeof(latest), "%s/latest", path);
+    int ckpt = access(latest, R_OK) == 0;   // a --save directory
+    if (access(st, R_OK) == 0) snprintf(err, errn, "%s: a directory, not a model file: --init takes the file, %s", path, st);
+    else if (access(bin, R_OK) == 0)
+        snprintf(err, errn, "%s: a directory, not a model file: --resume %s continues its run; --init %s starts a new run "
+                 "from its weights", path, path, bin);
+    else if (ckpt)
+        snprintf(err, errn, "%s: a directory, not a model file: --resume %s continues its run; --init takes a checkpoint's "
+                 "model.bin (%s/ckpt_N/model.bin) to start a new run from its weights", path, path, path);
+    else snprintf(err, errn, "%s: a directory, not a model file: --init takes a model.bin or a .safetensors file", path);
+    return 1;
+}
+
 // Opens a model file as a parameter source: zeroc's own, whose header must match the
 // run's model, or a Hugging Face .safetensors file, which model/hf.h checks from its
 // header and converts a tensor at a time. Either way each rank then reads only its
@@ -116,6 +137,7 @@ static int params_from_file(ParamSource *s, const ModelLayout *L, const char *pa
     size_t num_params = L->num_params;
     *s = params_from_init(L, 0);
     snprintf(s->path, sizeof(s->path), "%s", path);
+    if (init_path_is_dir(path, err, errn)) return 0;
     if (st_sniff(path)) {
         HFSource *h = (HFSource *)xmalloc(sizeof(HFSource), "safetensors source");
         if (!hf_source_open(h, path, c, err, errn)) { free(h); return 0; }
