@@ -4,6 +4,7 @@
 #pragma once
 #include "formats/json.h"
 #include <sys/stat.h>
+#include <ctype.h>
 
 #define JSON_MAX_FILE (1 << 24)   // a config file or config.json: 16 MiB at most
 
@@ -18,7 +19,12 @@ static cJSON *json_parse_file_or_die(const char *path) {
     fclose(f);
     char err[1400];
     cJSON *root = json_parse_strict(text, (size_t)n, path, err, sizeof(err));
+    // YAML starts with a key, JSON with a brace: an accelerate config is the likely mix-up
+    const char *p = text + strspn(text, " \t\r\n");
+    int yaml = !root && (*p == '#' || (isalpha((unsigned char)*p) && strchr(p, ':') && strcspn(p, ":") < strcspn(p, "\n")));
     free(text);
+    if (yaml) fatal("%s (YAML, not JSON? this takes a JSON file; an accelerate YAML names its DeepSpeed JSON in "
+                    "deepspeed_config_file)", err);
     if (!root) fatal("%s", err);
     if (!cJSON_IsObject(root)) fatal("%s: not a JSON object (the document is %s)", path, cJSON_IsArray(root) ? "an array" : "a single value");
     return root;

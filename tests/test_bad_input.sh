@@ -29,6 +29,9 @@ expect_error "--init on a FIFO" "fifo: a FIFO \(named pipe\), not a model file" 
 mkdir -p "$TMP/hfdir" && touch "$TMP/hfdir/model.safetensors"   # from_pretrained takes the directory: --init names the file in it
 expect_error "--init on an exported directory" "hfdir: a directory, not a model file: --init takes the file, .*hfdir/model.safetensors" 1 \
     $T0 $M --train "$TMP/ok.bin" --init "$TMP/hfdir"
+printf 'compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  zero_stage: 3\n' > "$TMP/accelerate.yaml"
+expect_error "--config given accelerate's YAML" "accelerate.yaml:1:1: syntax error .*YAML, not JSON.*deepspeed_config_file" 1 \
+    $T0 $M --train "$TMP/ok.bin" --config "$TMP/accelerate.yaml"
 expect_error "--config on a FIFO" "fifo: a FIFO \(named pipe\), not a JSON file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --config "$TMP/fifo"
 # every other path the trainer and the exporter open, as a FIFO (issue 33: each one hung until killed)
 expect_error "--tokenizer on a FIFO" "fifo: a FIFO \(named pipe\), not a tokenizer file" 1 timeout 10 $T0 $M --train "$TMP/ok.bin" --sample-every 1 --tokenizer "$TMP/fifo"
