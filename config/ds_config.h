@@ -192,10 +192,10 @@ static const DsKey DS_KEYS[] = {
     {"optimizer.type", NULL, DS_HONOURED, JT_STR, NULL, K_OPT_TYPE, NULL, "\"AdamW\" or \"Adam\" (any case); any other optimizer is an error"},
     {"optimizer.legacy_fusion", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc has one fused Adam step"},
     {"optimizer.params", NULL, DS_HONOURED, JT_BLOCK, NULL, K_NONE, NULL, "the optimizer's arguments; unknown keys are errors (DeepSpeed passes them to the constructor)"},
-    {"optimizer.params.lr", NULL, DS_HONOURED, JT_NUM, &R_LR, K_LR, NULL, "`--lr` (the schedule's peak; `scheduler.params.warmup_max_lr` replaces it, as in DeepSpeed)"},
-    {"optimizer.params.betas", NULL, DS_HONOURED, JT_PAIR, &R_BETA, K_BETAS, NULL, "`--beta1`, `--beta2`"},
+    {"optimizer.params.lr", NULL, DS_HONOURED, JT_NUM, &R_LR, K_LR, NULL, "`--lr` (the schedule's peak; `scheduler.params.warmup_max_lr` replaces it, as in DeepSpeed; zeroc's default 6e-4, DeepSpeed's Adam/AdamW 1e-3: a note when the block leaves it out)"},
+    {"optimizer.params.betas", NULL, DS_HONOURED, JT_PAIR, &R_BETA, K_BETAS, NULL, "`--beta1`, `--beta2` (zeroc's default [0.9, 0.95], DeepSpeed's Adam/AdamW [0.9, 0.999]: a note when the block leaves them out)"},
     {"optimizer.params.eps", NULL, DS_HONOURED, JT_NUM, &R_EPS, K_EPS, NULL, "`--eps`"},
-    {"optimizer.params.weight_decay", NULL, DS_HONOURED, JT_NUM, &R_WD, K_WEIGHT_DECAY, NULL, "`--weight-decay`, applied to the 2-D weights (not to biases, norms)"},
+    {"optimizer.params.weight_decay", NULL, DS_HONOURED, JT_NUM, &R_WD, K_WEIGHT_DECAY, NULL, "`--weight-decay`, applied to the 2-D weights (not to biases, norms; zeroc's default 0.1, DeepSpeed's Adam/AdamW 0: a note when the block leaves it out)"},
     {"optimizer.params.adam_w_mode", NULL, DS_HONOURED, JT_BOOL, NULL, K_ADAM_W_MODE, NULL, "`--adam-w-mode`: true: decoupled weight decay (AdamW); false with type Adam: L2, the decay added to the gradient (type AdamW is always decoupled: false gives a note)"},
     {"optimizer.params.bias_correction", NULL, DS_HONOURED, JT_BOOL, NULL, K_BIAS_CORRECTION, NULL, "true only: the step always bias-corrects (false is an error)"},
     {"optimizer.params.amsgrad", NULL, DS_HONOURED, JT_BOOL, NULL, K_AMSGRAD, NULL, "false only (true is an error, as in DeepSpeed's FusedAdam)"},
@@ -571,9 +571,26 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
     }
 }
 
+// The optimizer's arguments a config's optimizer block leaves out, where zeroc's default
+// differs from the one DeepSpeed's Adam/AdamW (FusedAdam, CPU-Adam) takes: flags.h notes them.
+enum { DS_ABSENT_LR = 1, DS_ABSENT_BETAS = 2, DS_ABSENT_WD = 4 };
+
+static int ds_absent_optimizer_args(const cJSON *root, int have_max_lr) {
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+    if (!cJSON_IsObject(opt)) return 0;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(opt, "params");
+    const char *name[3] = {"lr", "betas", "weight_decay"};
+    int absent = 0;
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, name[i]) : NULL;
+        if (!v || cJSON_IsNull(v)) absent |= 1 << i;
+    }
+    return have_max_lr ? absent & ~DS_ABSENT_LR : absent;   // warmup_max_lr gives the lr
+}
+
 // A parsed DeepSpeed config, a JSON object, into c, collecting every problem in r.
-// tests/fuzz/ fuzzes it.
-static void ds_config_apply_json(TrainConfig *c, const cJSON *root, ConfigReport *r) {
+// Returns the DS_ABSENT_* mask. tests/fuzz/ fuzzes it.
+static int ds_config_apply_json(TrainConfig *c, const cJSON *root, ConfigReport *r) {
     DsPass x = {c, r, 0, 0, 0, 0};
     ds_walk(&x, root, "", 0);
     // DeepSpeed's WarmupLR / WarmupDecayLR set the optimizer's lr to warmup_max_lr
@@ -584,13 +601,15 @@ static void ds_config_apply_json(TrainConfig *c, const cJSON *root, ConfigReport
     } else if (x.have_opt_lr) {
         c->lr = (float)x.opt_lr;
     }
+    return ds_absent_optimizer_args(root, x.have_max_lr);
 }
 
-// Read a DeepSpeed config file into c, collecting every problem in r.
-static void ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
+// Read a DeepSpeed config file into c, collecting every problem in r. Returns ds_config_apply_json's mask.
+static int ds_config_apply(TrainConfig *c, const char *path, ConfigReport *r) {
     cJSON *root = json_parse_file_or_die(path);
-    ds_config_apply_json(c, root, r);
+    int absent = ds_config_apply_json(c, root, r);
     cJSON_Delete(root);
+    return absent;
 }
 
 // ----------------------------------------------------------------------------

@@ -202,6 +202,29 @@ static unsigned sched_users(int id) {
     }
 }
 
+// An optimizer block without lr, betas or weight_decay trains here with zeroc's defaults,
+// where DeepSpeed's Adam/AdamW would take their constructor's: one note names both.
+static void optimizer_defaults_note(const TrainConfig *c, ConfigReport *r, int absent, int argc, char **argv) {
+    if ((absent & DS_ABSENT_LR) && flag_given(argc, argv, "--lr")) absent &= ~DS_ABSENT_LR;
+    if ((absent & DS_ABSENT_BETAS) && (flag_given(argc, argv, "--beta1") || flag_given(argc, argv, "--beta2"))) absent &= ~DS_ABSENT_BETAS;
+    if ((absent & DS_ABSENT_WD) && flag_given(argc, argv, "--weight-decay")) absent &= ~DS_ABSENT_WD;
+    if (!absent) return;
+    char names[64] = "", ours[96] = "", theirs[64] = "";
+    if (absent & DS_ABSENT_LR) { strcat(names, ", lr"); snprintf(ours, sizeof(ours), ", %g", c->lr); strcat(theirs, ", 0.001"); }
+    if (absent & DS_ABSENT_BETAS) {
+        strcat(names, ", betas");
+        snprintf(ours + strlen(ours), sizeof(ours) - strlen(ours), ", [%g, %g]", c->beta1, c->beta2);
+        strcat(theirs, ", [0.9, 0.999]");
+    }
+    if (absent & DS_ABSENT_WD) {
+        strcat(names, ", weight_decay");
+        snprintf(ours + strlen(ours), sizeof(ours) - strlen(ours), ", %g", c->weight_decay);
+        strcat(theirs, ", 0");
+    }
+    report_at(r, MSG_NOTE, "optimizer.params", "%s absent: zeroc trains with %s, DeepSpeed's Adam/AdamW (FusedAdam, CPU-Adam) "
+              "with %s: give %s to train as DeepSpeed does", names + 2, ours + 2, theirs + 2, names + 2);
+}
+
 // ZeRO-Offload's delayed parameter update, DPU (zero/dpu.h), and Twin-Flow's ratio.
 // DPU runs the host's update beside the next step: on the GPU it needs the optimizer
 // offloaded, and neither NVMe's streamed step nor Twin-Flow's device side joins it.
@@ -504,7 +527,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         fatal("--preset: unknown preset '%s'%s (see --help)", c->preset, hint);
     }
     ConfigReport rep = {c->config_path, NULL, 0, 0, 0};
-    if (c->config_path[0]) ds_config_apply(c, c->config_path, &rep);
+    int ds_absent = c->config_path[0] ? ds_config_apply(c, c->config_path, &rep) : 0;
     int ffn_set = 0, job_flag = 0;
     const char *overlap_flag = NULL;
     const char *gpu_path_given[6] = {0};   // --attention, --lean-step, --fuse-residual, --device-loss, --plan-cache,
@@ -656,6 +679,7 @@ static void parse_args(TrainConfig *c, int argc, char **argv, int print_rank) {
         report_at(&rep, MSG_NOTE, overlap_flag, "no effect at stage %d: each unit's gradient is reduced in the backward", ZERO_STAGE);
     if (job_flag && !c->tensorboard && !c->csv_monitor && !c->wandb)
         report_at(&rep, MSG_NOTE, "--job-name", "no effect without --tensorboard DIR or --csv-monitor DIR (or their config blocks)");
+    optimizer_defaults_note(c, &rep, ds_absent, argc, argv);
     config_check(c, &rep);
     sample_flags_check(c, &rep, argc, argv);
     report_finish(&rep, print_rank);
