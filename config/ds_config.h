@@ -80,7 +80,7 @@ static const DsKey DS_KEYS[] = {
     {"train_batch_size", NULL, DS_HONOURED, JT_INT, &R_TOTAL, K_TRAIN_BATCH, NULL, "`--total-batch`: sequences per optimizer step, all ranks"},
     {"train_micro_batch_size_per_gpu", NULL, DS_HONOURED, JT_INT, &R_BATCH, K_MICRO_BATCH, NULL, "`--batch`: sequences per rank per micro-step"},
     {"gradient_accumulation_steps", NULL, DS_HONOURED, JT_INT, &R_ACCUM, K_ACCUM, NULL, "`--accum`: micro-steps per optimizer step"},
-    {"gradient_clipping", NULL, DS_HONOURED, JT_NUM, &R_CLIP, K_CLIP, NULL, "`--clip`: global-norm clipping, 0 = off (zeroc's default 1.0; DeepSpeed's 0)"},
+    {"gradient_clipping", NULL, DS_HONOURED, JT_NUM, &R_CLIP, K_CLIP, NULL, "`--clip`: global-norm clipping, 0 = off (zeroc's default 1.0; DeepSpeed's 0: a note when a config with an optimizer block leaves it out)"},
     {"steps_per_print", NULL, DS_NO_EFFECT, JT_INT, &R_WINDOW, K_NONE, NULL, "zeroc prints every step (`--quiet 1`: none) and logs every step to `--log`"},
     {"wall_clock_breakdown", NULL, DS_HONOURED, JT_BOOL, NULL, K_BREAKDOWN, NULL, "`--breakdown`: each step line and JSONL record also has the forward, backward, communication-wait and optimizer times"},
     {"zero_allow_untested_optimizer", NULL, DS_NO_EFFECT, JT_BOOL, NULL, K_NONE, NULL, "zeroc's ZeRO runs only its own Adam/AdamW"},
@@ -573,11 +573,14 @@ static void ds_walk(DsPass *x, const cJSON *obj, const char *prefix, int disable
 
 // The optimizer's arguments a config's optimizer block leaves out, where zeroc's default
 // differs from the one DeepSpeed's Adam/AdamW (FusedAdam, CPU-Adam) takes: flags.h notes them.
-enum { DS_ABSENT_LR = 1, DS_ABSENT_BETAS = 2, DS_ABSENT_WD = 4 };
+// So is gradient_clipping beside an optimizer block: DeepSpeed leaves it off (0), zeroc sets 1.
+enum { DS_ABSENT_LR = 1, DS_ABSENT_BETAS = 2, DS_ABSENT_WD = 4, DS_ABSENT_CLIP = 8 };
 
 static int ds_absent_optimizer_args(const cJSON *root, int have_max_lr) {
+    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(root, "gradient_clipping");
+    int absent_clip = !clip || cJSON_IsNull(clip) ? DS_ABSENT_CLIP : 0;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
-    if (!cJSON_IsObject(opt)) return 0;
+    if (!cJSON_IsObject(opt)) return 0;   // a config that describes no optimizer describes no training to compare
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(opt, "params");
     const char *name[3] = {"lr", "betas", "weight_decay"};
     int absent = 0;
@@ -585,7 +588,7 @@ static int ds_absent_optimizer_args(const cJSON *root, int have_max_lr) {
         const cJSON *v = cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, name[i]) : NULL;
         if (!v || cJSON_IsNull(v)) absent |= 1 << i;
     }
-    return have_max_lr ? absent & ~DS_ABSENT_LR : absent;   // warmup_max_lr gives the lr
+    return (have_max_lr ? absent & ~DS_ABSENT_LR : absent) | absent_clip;   // warmup_max_lr gives the lr
 }
 
 // A parsed DeepSpeed config, a JSON object, into c, collecting every problem in r.

@@ -204,10 +204,15 @@ static unsigned sched_users(int id) {
 
 // An optimizer block without lr, betas or weight_decay trains here with zeroc's defaults,
 // where DeepSpeed's Adam/AdamW would take their constructor's: one note names both.
+// A config without gradient_clipping gets its own.
 static void optimizer_defaults_note(const TrainConfig *c, ConfigReport *r, int absent, int argc, char **argv) {
     if ((absent & DS_ABSENT_LR) && flag_given(argc, argv, "--lr")) absent &= ~DS_ABSENT_LR;
     if ((absent & DS_ABSENT_BETAS) && (flag_given(argc, argv, "--beta1") || flag_given(argc, argv, "--beta2"))) absent &= ~DS_ABSENT_BETAS;
     if ((absent & DS_ABSENT_WD) && flag_given(argc, argv, "--weight-decay")) absent &= ~DS_ABSENT_WD;
+    if ((absent & DS_ABSENT_CLIP) && !flag_given(argc, argv, "--clip") && c->grad_clip > 0)
+        report_at(r, MSG_NOTE, "gradient_clipping", "absent: zeroc clips the gradient norm at %g, DeepSpeed does not clip (0): "
+                  "give gradient_clipping to train as DeepSpeed does", c->grad_clip);
+    absent &= ~DS_ABSENT_CLIP;
     if (!absent) return;
     char names[64] = "", ours[96] = "", theirs[64] = "";
     if (absent & DS_ABSENT_LR) { strcat(names, ", lr"); snprintf(ours, sizeof(ours), ", %g", c->lr); strcat(theirs, ", 0.001"); }

@@ -232,7 +232,8 @@ check "DeepSpeed's zero_force_ds_cpu_optimizer, flops_profiler, data_types: a no
 # an optimizer block without betas and weight_decay: zeroc's defaults, not FusedAdam's, and a note says so (not for a flag's)
 $CT lr --config "$(cfg c11d '{"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}')" --beta2 0.99 > "$TMP/c11d.out" 2>&1
 grep -q "^note: .*c11d.json: optimizer.params: weight_decay absent: zeroc trains with 0.1, DeepSpeed's Adam/AdamW (FusedAdam, CPU-Adam) with 0: give weight_decay" "$TMP/c11d.out"
-check "optimizer block without weight_decay (betas given by --beta2): a note with zeroc's 0.1 and DeepSpeed's 0" $?
+grep -q "^note: .*c11d.json: gradient_clipping: absent: zeroc clips the gradient norm at 1, DeepSpeed does not clip" "$TMP/c11d.out"
+check "optimizer block without weight_decay (betas given by --beta2): a note with zeroc's 0.1 and DeepSpeed's 0; gradient_clipping absent: a note" $?
 expect_error "elasticity (DeepSpeed would pick the batch)" 'elasticity: not supported: DeepSpeed would choose the batch size' 1 \
     $CT lr --config "$(cfg c11c '{"elasticity": {"enabled": true, "max_train_batch_size": 64}}')"
 expect_error "fp16 and bf16 together" 'bfloat16 and fp16 modes cannot be simultaneously enabled' 1 \
