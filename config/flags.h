@@ -155,6 +155,12 @@ static void flag_unknown(const char *a) {
         snprintf(hint, sizeof(hint), ": flags take their value after a space, as in %s %s", dym, eq + 1);
     else if (flag_did_you_mean(name, dym, sizeof(dym)))
         snprintf(hint, sizeof(hint), " (did you mean %s?)", dym);
+    // the launchers' flags a DeepSpeed or Hugging Face user brings: what zeroc takes instead
+    else if (!strcmp(name, "--deepspeed") || !strcmp(name, "--deepspeed_config") || !strcmp(name, "--ds_config") ||
+             !strcmp(name, "--ds-config"))
+        snprintf(hint, sizeof(hint), ": the DeepSpeed config is --config FILE here");
+    else if (!strcmp(name, "--local_rank") || !strcmp(name, "--local-rank"))
+        snprintf(hint, sizeof(hint), ": each rank learns its rank from mpirun (or srun), not from a flag");
     fatal("unknown flag '%s'%s (see --help)", a, hint[0] ? hint : "");
 }
 

@@ -55,6 +55,8 @@ expect_error "unknown flag" "unknown flag '--bogus'" 1 $T0 --bogus 1
 expect_error "a misspelt flag: did you mean" "unknown flag '--sample-length' \\(did you mean --sample-len\\?\\)" 1 $T0 --sample-length 32
 expect_error "an underscore for a dash" "unknown flag '--val_every' \\(did you mean --val-every\\?\\)" 1 $T0 --val_every 10
 expect_error "--flag=value" "unknown flag '--lr=0.1': flags take their value after a space, as in --lr 0.1" 1 $T0 --lr=0.1
+expect_error "DeepSpeed's --deepspeed_config" "unknown flag '--deepspeed_config': the DeepSpeed config is --config FILE here" 1 $T0 --deepspeed_config ds.json
+expect_error "the launcher's --local_rank" "unknown flag '--local_rank': each rank learns its rank from mpirun" 1 $T0 --local_rank 0
 expect_error "missing value" "--steps: missing value" 1 $T0 --steps
 # a suggestion only when close (a third of the shorter name): nothing for "--", "--x" or "--p"
 expect_error "--help with a value" "--help takes no value, got '--help=1'" 1 $T0 --help=1
