@@ -421,7 +421,8 @@ static void config_check(TrainConfig *c, ConfigReport *r) {
     }
 #endif
     nvme_config_check(c, r);
-    offload_flow_check(c, r);
+    if (c->sample) c->offload_dpu = 0, c->offload_ratio = 1;   // no optimizer runs: --sample's own note names the flags
+    else offload_flow_check(c, r);
     // the wandb block writes nothing: W&B can upload the tensorboard block's event files, if that block is on
     if (c->wandb) {
         char dir[700], team[160] = "", group[200] = "";

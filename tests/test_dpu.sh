@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO-Offload's delayed parameter update (DPU, zero/dpu.h) and Twin-Flow on the CPU trainer:
 #   1. its losses equal the PyTorch reference's delayed update (scripts/train_gpt.py --offload-dpu 1)
-#      to float rounding at stages 1-3, 1 and 4 ranks (gpt2; llama at stage 3 with accumulation), clipping
+#      to float rounding at stages 0-3, 1 to 4 ranks (gpt2; llama at stage 3 with accumulation), clipping
 #      and the lr schedule on, while DPU off
 #      differs by far more (so the comparison can fail)
 #   2. a skipped step (--inject-nonfinite) installs the pending update and starts none: the reference
@@ -15,11 +15,11 @@
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 if ! $PY -c "import torch" 2>/dev/null; then echo "skip: $PY cannot import torch"; exit 77; fi
-make -s build/z1/train_gpt_cpu build/z2/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
+make -s build/z0/train_gpt_cpu build/z1/train_gpt_cpu build/z2/train_gpt_cpu build/z3/train_gpt_cpu || exit 1
 make_shard "$TMP/train.bin" 50000 250
 M="--arch gpt2 --preset tiny --dim 48 --heads 4 --ffn 100 --vocab 250 --max-seq 32 --seq 16 --train $TMP/train.bin --steps 12
    --quiet 1 --threads 1 --lr 1e-2 --warmup 2 --offload-dpu 1 --dpu-warmup 3"
-STAGES=${DPU_STAGES:-"1:1 3:4 2:4"}   # stage:ranks; DPU_STAGES="1:1 1:4 2:1 2:4 3:1 3:4" for all six
+STAGES=${DPU_STAGES:-"1:1 3:4 2:4 0:2"}   # stage:ranks; DPU_STAGES="0:1 0:4 1:1 1:4 2:1 2:4 3:1 3:4" for all eight
 
 # maxdiff A.jsonl B.jsonl: the max |loss difference| over their train records (same count required)
 maxdiff() {

@@ -126,8 +126,9 @@ expect_error "--kv-cache 0 in training: the batch is too small for the samples" 
 expect_error "--sample 1 with a flag for another model than the checkpoint's" "--arch llama disagrees with the checkpoint's gpt2" 1 \
     $T0 $B --arch llama --sample 1 --resume "$CK"
 $T0 $B --sample 1 --resume "$CK" --steps 5 --lr 1 --offload-dpu 1 --offload-ratio 0.5 --sample-len 4 > /dev/null 2> "$TMP/note1.txt"
-grep -q "note: --sample: 1 samples and does not train: --steps, --lr, --offload-dpu, --offload-ratio have no effect" "$TMP/note1.txt"
-st=$?; check "note: training flags with --sample 1 ($(grep -m1 "note: --sample" "$TMP/note1.txt"))" $st
+grep -q "note: --sample: 1 samples and does not train: --steps, --lr, --offload-dpu, --offload-ratio have no effect" "$TMP/note1.txt" &&
+    [ "$(grep -c "note:.*offload-ratio" "$TMP/note1.txt")" -eq 1 ]
+st=$?; check "note: training flags with --sample 1, each named once ($(grep -m1 "note: --sample" "$TMP/note1.txt"))" $st
 $T0 $B --train "$TMP/train.bin" --batch 2 --seq 32 --steps 1 --temperature 0.5 --top-k 3 > /dev/null 2> "$TMP/note2.txt"
 grep -q "note: --temperature, --top-k have no effect without --sample 1 or --sample-every N" "$TMP/note2.txt"
 st=$?; check "note: sampling flags without sampling ($(head -1 "$TMP/note2.txt"))" $st
