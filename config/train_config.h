@@ -195,6 +195,16 @@ typedef struct {
     char config_auto[4096];
 } TrainConfig;
 
+// Where setting k came from, for a message printed outside the config report: its flag, or its
+// config key after the file's name, as the report names them; `flag` when nothing set it.
+static const char *from_text(const TrainConfig *c, int k, const char *flag, char *buf, size_t n) {
+    const char *f = c->from[k];
+    if (!f) return flag;
+    if (f[0] == '-' || !c->config_path[0]) return f;
+    snprintf(buf, n, "%s: %s", c->config_path, f);
+    return buf;
+}
+
 // The schedule's horizon: --lr-total-steps or total_num_steps, else the run's --steps.
 // A resumed run keeps its checkpoint's (train/checkpoint.h config_from_run_files).
 static int lr_total_steps(const TrainConfig *c) { return c->sched_total > 0 ? c->sched_total : c->steps; }

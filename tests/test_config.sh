@@ -242,6 +242,9 @@ expect_error "fp16 value out of range" 'fp16.hysteresis: expected an integer in 
     $CT lr --config "$(cfg c13 '{"fp16": {"enabled": true, "hysteresis": 0}}')"
 expect_error "stage against the build (every rank says it)" 'zero_optimization.stage: asks for ZeRO stage 2 but this binary was built with ZERO=3' 1 \
     $MPIRUN -np 2 ./build/z3/train_gpt_cpu --config "$(cfg c14 '{"zero_optimization": {"stage": 2}}')"
+./build/z3/train_gpt_cpu --config "$(cfg c16 '{"zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.5}}}')" --steps 0 > "$TMP/c16.out" 2>&1
+grep -q "^note: .*c16.json: zero_optimization.offload_optimizer.ratio: 0.5 splits nothing here" "$TMP/c16.out"
+check "a note printed after the plan names the config file beside its key, as the config's own notes do" $?
 ./build/z2/train_gpt_cpu --config "$(cfg c15 '{"zero_optimization": {"stage": 2, "overlap_comm": false}}')" --steps 0 > "$TMP/c15.out" 2>&1
 grep -q "overlap_comm: false: stage 2 always reduces each unit's gradient in the backward" "$TMP/c15.out"
 check "overlap_comm at stage 2: a note that the reductions are in the backward anyway" $?

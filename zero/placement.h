@@ -151,15 +151,17 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
 // Twin-Flow's split is by whole sub-groups: with fewer than 1 / (1 - ratio) of them, DeepSpeed's
 // rule leaves every one on CPU-Adam's side, as with the default 1e9 elements on a small shard
 static void zero_twin_check(const ZeroPlacement *pl, const ZeroPlan *p, const Comm *c, const TrainConfig *cfg) {
+    char from[640];
     if (c->rank == 0 && pl->twin_groups && pl->twin_host_off == 0 && cfg->offload_ratio > 0)
         printf("note: %s: %g splits nothing here: rank 0's shard of %zu elements is %d sub-group%s of %lld elements, all on "
                "CPU-Adam's side by DeepSpeed's rule (groups from int((1 - ratio) * n)); a smaller --sub-group-size "
-               "(sub_group_size) splits it\n", cfg->from[FROM_RATIO] ? cfg->from[FROM_RATIO] : "--offload-ratio", cfg->offload_ratio,
+               "(sub_group_size) splits it\n", from_text(cfg, FROM_RATIO, "--offload-ratio", from, sizeof(from)), cfg->offload_ratio,
                p->shard_elems, pl->twin_groups, pl->twin_groups == 1 ? "" : "s", cfg->sub_group_size);
 }
 
 // qgZ's hierarchy needs nodes of equal, consecutive ranks; hpZ's groups divide the world
 static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Comm *c, const TrainConfig *cfg) {
+    char from[640];
     if (pl->qg && !c->node_size && c->n_nodes > 1)
         fatal("ZeRO++ qgZ: the nodes here are not blocks of consecutive ranks of one size (comm/launch.h prints them); "
               "launch with the same number of ranks on every node, placed by node");
@@ -168,7 +170,7 @@ static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Com
               "world of %d ranks", pl->hpz, c->world);
     if (c->world == 1 && p->stage == 3 && (cfg->zpp_quantized_weights || cfg->zpp_hpz_size > 1 || cfg->zpp_quantized_gradients))
         printf("note: %s: ZeRO++ (qwZ, hpZ, qgZ) has no effect at one rank: stage 3 there has no collective to change\n",
-               cfg->from[FROM_ZEROPP] ? cfg->from[FROM_ZEROPP] : "ZeRO++");
+               from_text(cfg, FROM_ZEROPP, "ZeRO++", from, sizeof(from)));
     if (c->rank == 0 && !cfg->quiet && (pl->qw || pl->hpz || pl->qg))
         printf("ZeRO++ over %d node%s of %d rank%s:%s%s%s\n", c->n_nodes, c->n_nodes == 1 ? "" : "s", c->node_size,
                c->node_size == 1 ? "" : "s", pl->qw ? " qwZ (int8 parameter gathers, blocks of " ZQ_BLOCK_TEXT ")" : "",
@@ -176,7 +178,7 @@ static void zero_zpp_check(const ZeroPlacement *pl, const ZeroPlan *p, const Com
     if (c->rank == 0 && pl->hpz == c->world)
         printf("note: %s: %d is the world: the secondary partition would be each rank's primary slice again and its "
                "gathers span every rank, so hpZ has no effect but its memory (a divisor below the world, the ranks per node)\n",
-               cfg->from[FROM_ZEROPP] ? cfg->from[FROM_ZEROPP] : "--zero-hpz-partition-size", pl->hpz);
+               from_text(cfg, FROM_ZEROPP, "--zero-hpz-partition-size", from, sizeof(from)), pl->hpz);
     if (c->rank == 0 && pl->qg && c->n_nodes == 1)
         printf("note: ZeRO++ qgZ: one node, so the gradients are reduce-scattered plainly, as DeepSpeed does\n");
     // with every unit persistent, qwZ and hpZ have nothing to act on
