@@ -253,8 +253,8 @@ static void offload_flow_check(TrainConfig *c, ConfigReport *r) {
         report_at(r, MSG_NOTE, c->from[FROM_DPU_WARMUP], "no effect without the delayed update (--offload-dpu 1)");
     // a resume's steps and its updates so far come from the checkpoint, later
     if (c->offload_dpu && c->steps <= c->dpu_warmup && !c->resume_dir[0] && !c->sample && !c->estimate_world)
-        report_at(r, MSG_NOTE, dpu, "no effect in this run: the delay starts after %d applied updates (--dpu-warmup) and the run "
-                  "has %d steps", c->dpu_warmup, c->steps);
+        report_at(r, MSG_NOTE, dpu, "no effect in this run: the delay starts after %d applied update%s (--dpu-warmup) and the "
+                  "run has %d step%s", c->dpu_warmup, c->dpu_warmup == 1 ? "" : "s", c->steps, c->steps == 1 ? "" : "s");
     if (c->offload_ratio >= 1 && c->from[FROM_SUB_GROUP])
         report_at(r, MSG_NOTE, c->from[FROM_SUB_GROUP], "no effect without Twin-Flow's split (offload_optimizer.ratio or "
                   "--offload-ratio below 1): CPU-Adam steps the partition in fixed tiles");
