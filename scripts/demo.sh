@@ -15,7 +15,8 @@ OUT=${OUT:-out}
 # the settings in one line each, before anything runs (a traceback or a compile error said it before)
 for v in STEPS NP ZERO; do
     [ -z "${!v:-}" ] && continue
-    case "$v" in ZERO) ok='^[0-3]$'; what="a ZeRO stage, 0 to 3";; *) ok='^[1-9][0-9]*$'; what="a whole number >= 1";; esac
+    case "$v" in ZERO) ok='^[0-3]$'; what="a ZeRO stage, 0 to 3";; NP) ok='^[1-9][0-9]*$'; what="a whole number >= 1";;
+                 *) ok='^(0|[1-9][0-9]*)$'; what="a whole number >= 0 (0: the initial weights only)";; esac
     [[ "${!v}" =~ $ok ]] || { echo "error: make demo $v=${!v}: expected $what" >&2; exit 2; }
 done
 if ! nvidia-smi -L > /dev/null 2>&1; then   # the time to expect, and the load now, before anything starts
