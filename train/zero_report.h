@@ -269,8 +269,7 @@ static cJSON *zero_memory_report(Zero *z, int print) {
     }
     if (print && z->cfg->recompute) printf("(recompute: one layer's activations are kept at a time, plus every layer's input)\n");
     if (z->place.twin_groups) {   // Twin-Flow's two sides of the optimizer state
-        // the device side's master, m and v: 12 bytes an element, 8 where the parameters are the master
-        double dev = (double)z->place.twin_host_off * (z->place.separate_master ? 12 : 8);
+        double dev = (double)z->place.twin_host_off * zero_optim_elem_bytes(z->place.separate_master);
         double all = (double)(z->mem[MEM_OPTIM] + z->host_mem[MEM_OPTIM]);
         cJSON *tw = cJSON_AddObjectToObject(rec, "twin_flow");
         cJSON_AddNumberToObject(tw, "ratio", z->cfg->offload_ratio);

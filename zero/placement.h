@@ -61,6 +61,9 @@ static size_t zero_twin_host_off(const ZeroPlan *p, double ratio, long long grou
     return first <= 0 ? 0 : off;
 }
 
+// AdamW's state per element: master, m and v; m and v where the parameters are the master
+static size_t zero_optim_elem_bytes(int separate_master) { return separate_master ? 12 : 8; }
+
 // Twin-Flow's device side in elements, [0, d) of the shard: with the GPU's offload only;
 // the CPU trainer updates both sides with CPU-Adam, in the host buffers
 static size_t zero_twin_dev(const ZeroPlacement *pl) { return pl->offload ? pl->twin_host_off : 0; }
@@ -142,7 +145,7 @@ static void zero_buffers(ZeroBuffer b[N_ZBUF], const ZeroPlan *p, size_t x, cons
     b[ZBUF_DPU_GRAD] = (ZeroBuffer){pl->dpu ? shard * grad_x : 0, MEM_DPU, opt};
     b[ZBUF_DPU_PARAMS] = (ZeroBuffer){pl->dpu ? shard * x : 0, MEM_DPU, opt};
     // and the device side's master, m and v, one plane after another
-    b[ZBUF_TWIN_STATE] = (ZeroBuffer){dev * (sm ? 12 : 8), MEM_OPTIM, ZMEM_WORK};
+    b[ZBUF_TWIN_STATE] = (ZeroBuffer){dev * zero_optim_elem_bytes(sm), MEM_OPTIM, ZMEM_WORK};
     // CPU-Adam's side of the shard; on NVMe it writes the parameter shard's tiles instead
     b[ZBUF_STAGING_GRAD] = (ZeroBuffer){sm && offload ? (shard - dev) * grad_x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};
     b[ZBUF_STAGING_PARAMS] = (ZeroBuffer){sm && offload && !nvme[ZS_PARAM] && !pl->dpu ? (shard - dev) * x : 0, MEM_GRAD_BUCKETS, ZMEM_HOST};

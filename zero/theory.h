@@ -8,7 +8,7 @@
 typedef struct { double param, grad, optim; } ZeroBytesPerParam;
 
 static ZeroBytesPerParam zero_bytes_per_param(int separate_master) {
-    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), 8.0 + (separate_master ? 4 : 0)};
+    return (ZeroBytesPerParam){sizeof(floatX), sizeof(zgrad_t), (double)zero_optim_elem_bytes(separate_master)};
 }
 
 // the paper's formula: a state is partitioned from its stage on
